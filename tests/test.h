@@ -1,0 +1,123 @@
+/* test.h - a tiny test framework: named cases in one table per file.
+ *
+ * A test file defines cases with TEST(name) { ... }, lists them with
+ * TEST_LIST(TEST_CASE(name), ...), and ends with TEST_MAIN(setup, teardown)
+ * (either may be NULL). The program runs every case, or only the ones named
+ * on its command line, prints "ok <name>" or "FAIL <name>: <why>" for each,
+ * and exits 1 when any case failed. A failed CHECK ends its case at once. */
+#ifndef LR_TEST_H
+#define LR_TEST_H
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+extern jmp_buf test__jump;
+extern int test__failed;
+
+#define TEST(name) static void test_##name(void)
+#define TEST_CASE(name) { #name, test_##name }
+
+#define TEST_FAIL(...)                                                        \
+	do {                                                                  \
+		fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);             \
+		fprintf(stderr, __VA_ARGS__);                                 \
+		fputc('\n', stderr);                                          \
+		longjmp(test__jump, 1);                                       \
+	} while (0)
+
+#define CHECK(cond)                                                           \
+	do {                                                                  \
+		if (!(cond))                                                  \
+			TEST_FAIL("check failed: %s", #cond);                 \
+	} while (0)
+
+#define CHECK_INT(a, op, b)                                                   \
+	do {                                                                  \
+		long long test__a = (long long)(a);                           \
+		long long test__b = (long long)(b);                           \
+		if (!(test__a op test__b))                                    \
+			TEST_FAIL("check failed: %s %s %s (%lld vs %lld)", #a, \
+			          #op, #b, test__a, test__b);                 \
+	} while (0)
+
+#define CHECK_STR(a, b)                                                       \
+	do {                                                                  \
+		const char *test__a = (a);                                    \
+		const char *test__b = (b);                                    \
+		if (test__a == NULL || test__b == NULL ||                     \
+		    strcmp(test__a, test__b) != 0)                            \
+			TEST_FAIL("check failed: %s == %s (\"%s\" vs \"%s\")", \
+			          #a, #b, test__a ? test__a : "(null)",       \
+			          test__b ? test__b : "(null)");              \
+	} while (0)
+
+/* The string a contains the substring b. */
+#define CHECK_HAS(a, b)                                                       \
+	do {                                                                  \
+		const char *test__a = (a);                                    \
+		const char *test__b = (b);                                    \
+		if (test__a == NULL || strstr(test__a, test__b) == NULL)      \
+			TEST_FAIL("check failed: \"%s\" contains \"%s\"",      \
+			          test__a ? test__a : "(null)", test__b);     \
+	} while (0)
+
+/* A call returning 0 or a negative code with an lr_err: show the message. */
+#define CHECK_OK(call, errp)                                                  \
+	do {                                                                  \
+		int test__rc = (call);                                        \
+		if (test__rc != 0)                                            \
+			TEST_FAIL("%s failed (%d): %s", #call, test__rc,       \
+			          (errp)->msg);                               \
+	} while (0)
+
+#define TEST_LIST(...)                                                        \
+	static const struct test_case test__cases[] = { __VA_ARGS__ }
+
+/* The framework's globals, for a program that uses the test helpers
+ * without TEST_MAIN (a benchmark). */
+#define TEST_GLOBALS                                                          \
+	jmp_buf test__jump;                                                   \
+	int test__failed
+
+#define TEST_MAIN(setup, teardown)                                            \
+	TEST_GLOBALS;                                                         \
+	int main(int argc, char **argv)                                       \
+	{                                                                     \
+		size_t n = sizeof(test__cases) / sizeof(test__cases[0]);      \
+		int (*su)(void) = (setup);                                    \
+		void (*td)(void) = (teardown);                                \
+		if (su != NULL && su() != 0) {                                \
+			fprintf(stderr, "FAIL setup\n");                      \
+			return 1;                                             \
+		}                                                             \
+		for (volatile size_t i = 0; i < n; i++) {                     \
+			int wanted = argc < 2;                                \
+			for (int a = 1; a < argc; a++)                        \
+				if (strcmp(argv[a], test__cases[i].name) == 0) \
+					wanted = 1;                           \
+			if (!wanted)                                          \
+				continue;                                     \
+			fprintf(stderr, "-- %s\n", test__cases[i].name);      \
+			if (setjmp(test__jump) == 0) {                        \
+				test__cases[i].fn();                          \
+				printf("ok %s\n", test__cases[i].name);       \
+			} else {                                              \
+				printf("FAIL %s\n", test__cases[i].name);     \
+				test__failed++;                               \
+			}                                                     \
+			fflush(stdout);                                       \
+		}                                                             \
+		if (td != NULL)                                               \
+			td();                                                 \
+		return test__failed ? 1 : 0;                                  \
+	}
+
+#endif
