@@ -1,0 +1,549 @@
+/* kv.c - etcd KV calls and the txn builder.
+ * Any thread; a lr_txn is used by one thread at a time. */
+#include "etcd/kv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "error.h"
+
+#define M_RANGE "/etcdserverpb.KV/Range"
+#define M_PUT "/etcdserverpb.KV/Put"
+#define M_DELETE "/etcdserverpb.KV/DeleteRange"
+#define M_TXN "/etcdserverpb.KV/Txn"
+
+size_t lr_prefix_end(const char *prefix, char *out)
+{
+	size_t n = strlen(prefix);
+	memcpy(out, prefix, n);
+	while (n > 0) {
+		unsigned char b = (unsigned char)out[n - 1];
+		if (b < 0xff) {
+			out[n - 1] = (char)(b + 1);
+			return n;
+		}
+		n--;
+	}
+	return 0;
+}
+
+/* Fill range_end for flags; `buf` must hold strlen(key)+1 bytes. */
+static ProtobufCBinaryData range_end(const char *key, int flags, char *buf)
+{
+	ProtobufCBinaryData end = { 0, NULL };
+	if (flags & LR_KEY_PREFIX) {
+		size_t n = lr_prefix_end(key, buf);
+		if (n == 0) {
+			buf[0] = '\0';
+			n = 1;
+		}
+		end.len = n;
+		end.data = (uint8_t *)buf;
+	} else if (flags & LR_KEY_FROM) {
+		buf[0] = '\0';
+		end.len = 1;
+		end.data = (uint8_t *)buf;
+	}
+	return end;
+}
+
+static ProtobufCBinaryData bytes_of(const char *s)
+{
+	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
+}
+
+/* Borrow a protobuf KeyValue into an lr_kv (key fixed up by copy_kvs). */
+static void kv_from_pb(lr_kv *out, const Mvccpb__KeyValue *kv)
+{
+	out->key = (const char *)kv->key.data;
+	out->key_len = kv->key.len;
+	out->value = (const char *)kv->value.data;
+	out->value_len = kv->value.len;
+	out->create_rev = kv->create_revision;
+	out->mod_rev = kv->mod_revision;
+	out->version = kv->version;
+	out->lease = kv->lease;
+}
+
+/* protobuf-c gives bytes fields without a terminator. Keys are text here, so
+ * copy each into a terminated buffer owned by an extra allocation that is
+ * freed with the result. */
+struct keybuf {
+	struct keybuf *next;
+	char data[];
+};
+
+static int copy_kvs(lr_kv **out, size_t n, Mvccpb__KeyValue **src,
+                    struct keybuf **keys)
+{
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	lr_kv *kvs = calloc(n, sizeof(*kvs));
+	if (kvs == NULL)
+		return -1;
+	size_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += src[i]->key.len + 1;
+	struct keybuf *kb = malloc(sizeof(*kb) + total);
+	if (kb == NULL) {
+		free(kvs);
+		return -1;
+	}
+	kb->next = *keys;
+	*keys = kb;
+	char *p = kb->data;
+	for (size_t i = 0; i < n; i++) {
+		kv_from_pb(&kvs[i], src[i]);
+		memcpy(p, src[i]->key.data, src[i]->key.len);
+		p[src[i]->key.len] = '\0';
+		kvs[i].key = p;
+		p += src[i]->key.len + 1;
+	}
+	*out = kvs;
+	return 0;
+}
+
+static void free_keys(struct keybuf *k)
+{
+	while (k != NULL) {
+		struct keybuf *n = k->next;
+		free(k);
+		k = n;
+	}
+}
+
+/* What a result's pb_ points at: the reply and the key copies. */
+struct holder {
+	ProtobufCMessage *reply;
+	struct keybuf *keys;
+};
+
+static void *hold(ProtobufCMessage *reply)
+{
+	struct holder *h = calloc(1, sizeof(*h));
+	if (h != NULL)
+		h->reply = reply;
+	return h;
+}
+
+static void release(void *p)
+{
+	struct holder *h = p;
+	if (h == NULL)
+		return;
+	if (h->reply != NULL)
+		protobuf_c_message_free_unpacked(h->reply, NULL);
+	free_keys(h->keys);
+	free(h);
+}
+
+static void fill_range_req(Etcdserverpb__RangeRequest *req, const char *key,
+                           const char *explicit_end, int flags, char *endbuf)
+{
+	req->key = bytes_of(key);
+	req->range_end = explicit_end != NULL ? bytes_of(explicit_end)
+	                                      : range_end(key, flags, endbuf);
+	req->keys_only = (flags & LR_RANGE_KEYS_ONLY) != 0;
+	req->count_only = (flags & LR_RANGE_COUNT_ONLY) != 0;
+	req->serializable = (flags & LR_RANGE_SERIALIZABLE) != 0;
+	if (flags & LR_RANGE_SORT_CREATE) {
+		req->sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE;
+		req->sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
+	}
+}
+
+static int range_result_from(lr_range_result *r, Etcdserverpb__RangeResponse *resp,
+                             struct holder *h)
+{
+	r->revision = resp->header != NULL ? resp->header->revision : 0;
+	r->more = resp->more;
+	r->count = resp->count;
+	r->n = resp->n_kvs;
+	return copy_kvs(&r->kvs, resp->n_kvs, resp->kvs, &h->keys);
+}
+
+int lr_kv_range(lr_etcd *c, const lr_range_opts *o, lr_range_result *r, lr_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	Etcdserverpb__RangeRequest req = ETCDSERVERPB__RANGE_REQUEST__INIT;
+	char *endbuf = malloc(strlen(o->key) + 2);
+	if (endbuf == NULL)
+		return lr_err_set(err, LR_ENOMEM, "range %s: out of memory", o->key);
+	fill_range_req(&req, o->key, o->range_end, o->flags, endbuf);
+	req.limit = o->limit;
+	req.revision = o->revision;
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, M_RANGE, &req.base,
+	                       &etcdserverpb__range_response__descriptor, &resp,
+	                       LR_CALL_RETRY, err);
+	free(endbuf);
+	if (rc != 0)
+		return rc;
+	struct holder *h = hold(resp);
+	if (h == NULL) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		return lr_err_set(err, LR_ENOMEM, "range %s: out of memory", o->key);
+	}
+	r->pb_ = h;
+	if (range_result_from(r, (Etcdserverpb__RangeResponse *)resp, h) != 0) {
+		lr_range_result_free(r);
+		return lr_err_set(err, LR_ENOMEM, "range %s: out of memory", o->key);
+	}
+	return 0;
+}
+
+int lr_kv_get(lr_etcd *c, const char *key, lr_range_result *r, lr_err *err)
+{
+	lr_range_opts o = { .key = key };
+	return lr_kv_range(c, &o, r, err);
+}
+
+void lr_range_result_free(lr_range_result *r)
+{
+	if (r == NULL)
+		return;
+	free(r->kvs);
+	release(r->pb_);
+	memset(r, 0, sizeof(*r));
+}
+
+int lr_kv_put(lr_etcd *c, const char *key, const void *value, size_t len,
+              int64_t lease, int64_t *revision, lr_range_result *prev, lr_err *err)
+{
+	Etcdserverpb__PutRequest req = ETCDSERVERPB__PUT_REQUEST__INIT;
+	req.key = bytes_of(key);
+	req.value = (ProtobufCBinaryData){ len, (uint8_t *)value };
+	req.lease = lease;
+	req.prev_kv = prev != NULL;
+	if (prev != NULL)
+		memset(prev, 0, sizeof(*prev));
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, M_PUT, &req.base, &etcdserverpb__put_response__descriptor,
+	                       &resp, 0, err);
+	if (rc != 0)
+		return lr_err_wrap(err, "put %s", key);
+	Etcdserverpb__PutResponse *pr = (Etcdserverpb__PutResponse *)resp;
+	if (revision != NULL)
+		*revision = pr->header != NULL ? pr->header->revision : 0;
+	if (prev == NULL || pr->prev_kv == NULL) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		return 0;
+	}
+	struct holder *h = hold(resp);
+	if (h == NULL)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	if (h == NULL || copy_kvs(&prev->kvs, 1, &pr->prev_kv, &h->keys) != 0) {
+		release(h);
+		return lr_err_set(err, LR_ENOMEM, "put %s: out of memory", key);
+	}
+	prev->pb_ = h;
+	prev->n = 1;
+	prev->revision = pr->header != NULL ? pr->header->revision : 0;
+	return 0;
+}
+
+int lr_kv_delete(lr_etcd *c, const char *key, int flags, int64_t *deleted,
+                 int64_t *revision, lr_err *err)
+{
+	Etcdserverpb__DeleteRangeRequest req = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+	char *endbuf = malloc(strlen(key) + 2);
+	if (endbuf == NULL)
+		return lr_err_set(err, LR_ENOMEM, "delete %s: out of memory", key);
+	req.key = bytes_of(key);
+	req.range_end = range_end(key, flags, endbuf);
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, M_DELETE, &req.base,
+	                       &etcdserverpb__delete_range_response__descriptor, &resp, 0, err);
+	free(endbuf);
+	if (rc != 0)
+		return lr_err_wrap(err, "delete %s", key);
+	Etcdserverpb__DeleteRangeResponse *dr = (Etcdserverpb__DeleteRangeResponse *)resp;
+	if (deleted != NULL)
+		*deleted = dr->deleted;
+	if (revision != NULL)
+		*revision = dr->header != NULL ? dr->header->revision : 0;
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return 0;
+}
+
+/* ---- txn builder ---------------------------------------------------------- */
+
+/* Everything a txn allocates hangs on one list, freed at once. */
+struct chunk {
+	struct chunk *next;
+	max_align_t data[];
+};
+
+struct lr_txn {
+	Etcdserverpb__TxnRequest req;
+	size_t cap_cmp, cap_ops[2];
+	struct chunk *chunks;
+	bool oom;
+};
+
+static void *txn_alloc(lr_txn *t, size_t n)
+{
+	struct chunk *c = calloc(1, sizeof(*c) + n);
+	if (c == NULL) {
+		t->oom = true;
+		return NULL;
+	}
+	c->next = t->chunks;
+	t->chunks = c;
+	return c->data;
+}
+
+static char *txn_strdup(lr_txn *t, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = txn_alloc(t, n);
+	if (p != NULL)
+		memcpy(p, s, n);
+	return p;
+}
+
+static ProtobufCBinaryData txn_bytes(lr_txn *t, const void *v, size_t len)
+{
+	uint8_t *p = txn_alloc(t, len ? len : 1);
+	if (p == NULL)
+		return (ProtobufCBinaryData){ 0, NULL };
+	if (len > 0)
+		memcpy(p, v, len);
+	return (ProtobufCBinaryData){ len, p };
+}
+
+static ProtobufCBinaryData txn_range_end(lr_txn *t, const char *key, int flags)
+{
+	char *buf = txn_alloc(t, strlen(key) + 2);
+	if (buf == NULL)
+		return (ProtobufCBinaryData){ 0, NULL };
+	return range_end(key, flags, buf);
+}
+
+/* Grow a pointer array by one slot; false when out of memory. */
+static bool grow(void ***arr, size_t n, size_t *cap)
+{
+	if (n < *cap)
+		return true;
+	size_t nc = *cap ? *cap * 2 : 4;
+	void **na = realloc(*arr, nc * sizeof(void *));
+	if (na == NULL)
+		return false;
+	*arr = na;
+	*cap = nc;
+	return true;
+}
+
+lr_txn *lr_txn_new(void)
+{
+	lr_txn *t = calloc(1, sizeof(*t));
+	if (t != NULL)
+		etcdserverpb__txn_request__init(&t->req);
+	return t;
+}
+
+void lr_txn_free(lr_txn *t)
+{
+	if (t == NULL)
+		return;
+	while (t->chunks != NULL) {
+		struct chunk *c = t->chunks;
+		t->chunks = c->next;
+		free(c);
+	}
+	free(t->req.compare);
+	free(t->req.success);
+	free(t->req.failure);
+	free(t);
+}
+
+static Etcdserverpb__Compare *new_compare(lr_txn *t, const char *key, int flags,
+                                          enum lr_cmp_target target, enum lr_cmp_op op)
+{
+	Etcdserverpb__Compare *cmp = txn_alloc(t, sizeof(*cmp));
+	if (cmp == NULL || !grow((void ***)&t->req.compare, t->req.n_compare, &t->cap_cmp)) {
+		t->oom = true;
+		return NULL;
+	}
+	etcdserverpb__compare__init(cmp);
+	cmp->key = txn_bytes(t, key, strlen(key));
+	cmp->range_end = txn_range_end(t, key, flags);
+	cmp->target = (Etcdserverpb__Compare__CompareTarget)target;
+	cmp->result = (Etcdserverpb__Compare__CompareResult)op;
+	t->req.compare[t->req.n_compare++] = cmp;
+	return cmp;
+}
+
+void lr_txn_cmp(lr_txn *t, const char *key, int flags, enum lr_cmp_target target,
+                enum lr_cmp_op op, int64_t v)
+{
+	Etcdserverpb__Compare *cmp = new_compare(t, key, flags, target, op);
+	if (cmp == NULL)
+		return;
+	/* The oneof case must be set, or a zero value is not sent at all and
+	 * etcd compares against nothing. */
+	switch (target) {
+	case LR_CMP_VERSION:
+		cmp->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION;
+		cmp->version = v;
+		break;
+	case LR_CMP_CREATE:
+		cmp->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+		cmp->create_revision = v;
+		break;
+	case LR_CMP_MOD:
+		cmp->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+		cmp->mod_revision = v;
+		break;
+	case LR_CMP_LEASE:
+		cmp->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
+		cmp->lease = v;
+		break;
+	case LR_CMP_VALUE:
+		t->oom = true; /* misuse: values go through lr_txn_cmp_value */
+		break;
+	}
+}
+
+void lr_txn_cmp_value(lr_txn *t, const char *key, enum lr_cmp_op op, const void *v,
+                      size_t len)
+{
+	Etcdserverpb__Compare *cmp = new_compare(t, key, 0, LR_CMP_VALUE, op);
+	if (cmp == NULL)
+		return;
+	cmp->target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE;
+	cmp->value = txn_bytes(t, v, len);
+}
+
+static Etcdserverpb__RequestOp *new_op(lr_txn *t, enum lr_txn_branch b)
+{
+	Etcdserverpb__RequestOp ***arr = b == LR_THEN ? &t->req.success : &t->req.failure;
+	size_t *n = b == LR_THEN ? &t->req.n_success : &t->req.n_failure;
+	Etcdserverpb__RequestOp *op = txn_alloc(t, sizeof(*op));
+	if (op == NULL || !grow((void ***)arr, *n, &t->cap_ops[b])) {
+		t->oom = true;
+		return NULL;
+	}
+	etcdserverpb__request_op__init(op);
+	(*arr)[(*n)++] = op;
+	return op;
+}
+
+void lr_txn_put(lr_txn *t, enum lr_txn_branch b, const char *key, const void *value,
+                size_t len, int64_t lease)
+{
+	Etcdserverpb__RequestOp *op = new_op(t, b);
+	Etcdserverpb__PutRequest *put = txn_alloc(t, sizeof(*put));
+	if (op == NULL || put == NULL)
+		return;
+	etcdserverpb__put_request__init(put);
+	put->key = txn_bytes(t, key, strlen(key));
+	put->value = txn_bytes(t, value, len);
+	put->lease = lease;
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+	op->request_put = put;
+}
+
+void lr_txn_get(lr_txn *t, enum lr_txn_branch b, const char *key, int flags)
+{
+	Etcdserverpb__RequestOp *op = new_op(t, b);
+	Etcdserverpb__RangeRequest *rr = txn_alloc(t, sizeof(*rr));
+	char *key_copy = txn_strdup(t, key);
+	char *endbuf = txn_alloc(t, strlen(key) + 2);
+	if (op == NULL || rr == NULL || key_copy == NULL || endbuf == NULL)
+		return;
+	etcdserverpb__range_request__init(rr);
+	fill_range_req(rr, key_copy, NULL, flags, endbuf);
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op->request_range = rr;
+}
+
+void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags)
+{
+	Etcdserverpb__RequestOp *op = new_op(t, b);
+	Etcdserverpb__DeleteRangeRequest *dr = txn_alloc(t, sizeof(*dr));
+	if (op == NULL || dr == NULL)
+		return;
+	etcdserverpb__delete_range_request__init(dr);
+	dr->key = txn_bytes(t, key, strlen(key));
+	dr->range_end = txn_range_end(t, key, flags);
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+	op->request_delete_range = dr;
+}
+
+static int txn_result_from(lr_txn_result *r, Etcdserverpb__TxnResponse *resp,
+                           struct holder *h)
+{
+	r->succeeded = resp->succeeded;
+	r->revision = resp->header != NULL ? resp->header->revision : 0;
+	r->n_ops = resp->n_responses;
+	if (r->n_ops == 0)
+		return 0;
+	r->ops = calloc(r->n_ops, sizeof(*r->ops));
+	if (r->ops == NULL)
+		return -1;
+	for (size_t i = 0; i < r->n_ops; i++) {
+		Etcdserverpb__ResponseOp *op = resp->responses[i];
+		lr_op_result *o = &r->ops[i];
+		switch (op->response_case) {
+		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE:
+			o->type = LR_OP_RANGE;
+			o->n = op->response_range->n_kvs;
+			if (copy_kvs(&o->kvs, o->n, op->response_range->kvs, &h->keys) != 0)
+				return -1;
+			break;
+		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT:
+			o->type = LR_OP_PUT;
+			break;
+		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE:
+			o->type = LR_OP_DELETE;
+			o->deleted = op->response_delete_range->deleted;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	if (t->oom)
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory building it");
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, M_TXN, &t->req.base, &etcdserverpb__txn_response__descriptor,
+	                       &resp, flags, err);
+	if (rc != 0)
+		return rc;
+	struct holder *h = hold(resp);
+	if (h == NULL) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
+	}
+	r->pb_ = h;
+	if (txn_result_from(r, (Etcdserverpb__TxnResponse *)resp, h) != 0) {
+		lr_txn_result_free(r);
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
+	}
+	return 0;
+}
+
+const ProtobufCMessage *lr_txn_request(const lr_txn *t)
+{
+	return &t->req.base;
+}
+
+void lr_txn_result_free(lr_txn_result *r)
+{
+	if (r == NULL)
+		return;
+	for (size_t i = 0; i < r->n_ops; i++)
+		free(r->ops != NULL ? r->ops[i].kvs : NULL);
+	free(r->ops);
+	release(r->pb_);
+	memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,128 @@
+/* kv.h - etcd's KV service: Range, Put, DeleteRange and Txn, with results as
+ * plain C structs. Every function blocks the calling thread; any thread. */
+#ifndef LR_ETCD_KV_H
+#define LR_ETCD_KV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcd/transport.h"
+
+/* A key-value as etcd returned it. Pointers are borrowed from the result
+ * that holds them and live until that result is freed. value is not
+ * NUL-terminated; key is. */
+typedef struct lr_kv {
+	const char *key;
+	size_t key_len;
+	const char *value;
+	size_t value_len;
+	int64_t create_rev, mod_rev, version, lease;
+} lr_kv;
+
+/* Key flags. */
+enum {
+	LR_KEY_PREFIX = 1 << 0,    /* the key is a prefix: every key under it */
+	LR_KEY_FROM = 1 << 1,      /* every key >= key (range_end "\0") */
+	LR_RANGE_KEYS_ONLY = 1 << 2,
+	LR_RANGE_COUNT_ONLY = 1 << 3,
+	LR_RANGE_SERIALIZABLE = 1 << 4,
+	LR_RANGE_SORT_CREATE = 1 << 5, /* ascending create revision */
+};
+
+typedef struct lr_range_opts {
+	const char *key;
+	const char *range_end; /* explicit end (exclusive), overrides flags */
+	int flags;
+	int64_t limit;         /* 0: no limit */
+	int64_t revision;      /* 0: latest */
+} lr_range_opts;
+
+typedef struct lr_range_result {
+	int64_t revision; /* the store's revision when the range was served */
+	bool more;
+	int64_t count;
+	size_t n;
+	lr_kv *kvs;
+	void *pb_;
+} lr_range_result;
+
+int lr_kv_range(lr_etcd *c, const lr_range_opts *o, lr_range_result *r, lr_err *err);
+/* One key; r->n is 0 when it does not exist. */
+int lr_kv_get(lr_etcd *c, const char *key, lr_range_result *r, lr_err *err);
+void lr_range_result_free(lr_range_result *r);
+
+/* Put. *revision (may be NULL) is the revision of the write; prev (may be
+ * NULL) receives the previous key-value (prev->n is 0 or 1). */
+int lr_kv_put(lr_etcd *c, const char *key, const void *value, size_t len,
+              int64_t lease, int64_t *revision, lr_range_result *prev, lr_err *err);
+
+/* DeleteRange of a key (flags 0) or a prefix (LR_KEY_PREFIX). */
+int lr_kv_delete(lr_etcd *c, const char *key, int flags, int64_t *deleted,
+                 int64_t *revision, lr_err *err);
+
+/* ---- transactions ------------------------------------------------------- */
+
+typedef struct lr_txn lr_txn;
+
+enum lr_cmp_op { LR_CMP_EQ = 0, LR_CMP_GT = 1, LR_CMP_LT = 2, LR_CMP_NE = 3 };
+enum lr_cmp_target {
+	LR_CMP_VERSION = 0,
+	LR_CMP_CREATE = 1,
+	LR_CMP_MOD = 2,
+	LR_CMP_VALUE = 3,
+	LR_CMP_LEASE = 4,
+};
+enum lr_txn_branch { LR_THEN = 0, LR_ELSE = 1 };
+
+/* A new empty txn, freed by lr_txn_free. Builder calls copy their
+ * arguments; an allocation failure is remembered and reported by
+ * lr_etcd_txn. */
+lr_txn *lr_txn_new(void);
+void lr_txn_free(lr_txn *t);
+
+/* Compare target (VERSION, CREATE, MOD, LEASE) of key (flags: 0 or
+ * LR_KEY_PREFIX, comparing every key under it) with v. */
+void lr_txn_cmp(lr_txn *t, const char *key, int flags, enum lr_cmp_target target,
+                enum lr_cmp_op op, int64_t v);
+void lr_txn_cmp_value(lr_txn *t, const char *key, enum lr_cmp_op op,
+                      const void *v, size_t len);
+
+void lr_txn_put(lr_txn *t, enum lr_txn_branch b, const char *key, const void *value,
+                size_t len, int64_t lease);
+/* Range inside the txn; flags as lr_range_opts.flags. */
+void lr_txn_get(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
+void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
+
+enum lr_op_type { LR_OP_RANGE = 1, LR_OP_PUT = 2, LR_OP_DELETE = 3 };
+
+typedef struct lr_op_result {
+	enum lr_op_type type;
+	size_t n;       /* LR_OP_RANGE: kvs found */
+	lr_kv *kvs;
+	int64_t deleted; /* LR_OP_DELETE */
+} lr_op_result;
+
+typedef struct lr_txn_result {
+	bool succeeded;
+	int64_t revision; /* of the txn (its writes, when it wrote) */
+	size_t n_ops;
+	lr_op_result *ops; /* one per op of the branch taken */
+	void *pb_;
+} lr_txn_result;
+
+/* Run the txn; flags as lr_etcd_unary (LR_CALL_RETRY only for txns whose
+ * compares make a repeated application fail). */
+int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err *err);
+void lr_txn_result_free(lr_txn_result *r);
+
+/* The txn request as protobuf-c will pack it (borrowed; for tests that
+ * check what goes on the wire). */
+const ProtobufCMessage *lr_txn_request(const lr_txn *t);
+
+/* The end of the range of keys that start with prefix: prefix with its last
+ * byte incremented (bytes 0xff dropped). Writes at most len(prefix)+1 bytes
+ * into out and returns its length; 0 means "no end" (use "\0"). */
+size_t lr_prefix_end(const char *prefix, char *out);
+
+#endif

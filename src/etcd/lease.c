@@ -1,0 +1,309 @@
+/* lease.c - lease calls and the keepalive service.
+ *
+ * Threads: grant/revoke/ttl block their caller. The keepalive's stream
+ * callbacks (opened, message, closed, tick) run on the client's stream
+ * thread; add/remove/deadline run on any thread. k->mu guards the lease
+ * table; it is taken before the transport's lock, never after, and is not
+ * held while a lost-lease callback runs. */
+#include "etcd/lease.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "clock.h"
+#include "error.h"
+
+struct lease {
+	int64_t id;
+	int64_t ttl_ms;
+	int64_t deadline;  /* monotonic ms */
+	int64_t next_send; /* when to renew next */
+	int64_t sent_at;   /* send time of the renewal in flight, 0: none */
+	lr_lease_lost_fn fn;
+	void *user;
+	struct lease *next;
+};
+
+struct lr_keepalive {
+	lr_etcd *client;
+	lr_stream *stream;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct lease *leases;
+	int64_t delivering; /* id whose lost callback runs now, 0: none */
+};
+
+int lr_lease_grant(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_s,
+                   int64_t *sent_ms, lr_err *err)
+{
+	Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+	req.ttl = ttl_s;
+	ProtobufCMessage *resp = NULL;
+	int64_t sent = lr_mono_ms();
+	/* An unused lease from a lost reply expires on its own: safe to retry. */
+	int rc = lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseGrant", &req.base,
+	                       &etcdserverpb__lease_grant_response__descriptor, &resp,
+	                       LR_CALL_RETRY, err);
+	if (rc != 0)
+		return lr_err_wrap(err, "lease grant");
+	Etcdserverpb__LeaseGrantResponse *gr = (Etcdserverpb__LeaseGrantResponse *)resp;
+	if (gr->error != NULL && gr->error[0] != '\0') {
+		rc = lr_err_set(err, LR_EETCD, "lease grant: etcd %s: %s",
+		                lr_etcd_endpoints(c), gr->error);
+	} else {
+		*id = gr->id;
+		*granted_s = gr->ttl;
+		if (sent_ms != NULL)
+			*sent_ms = sent;
+	}
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return rc;
+}
+
+int lr_lease_revoke(lr_etcd *c, int64_t id, lr_err *err)
+{
+	Etcdserverpb__LeaseRevokeRequest req = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+	req.id = id;
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseRevoke", &req.base,
+	                       &etcdserverpb__lease_revoke_response__descriptor, &resp,
+	                       LR_CALL_RETRY, err);
+	if (rc == LR_ELEASE)
+		return 0;
+	if (rc != 0)
+		return lr_err_wrap(err, "lease revoke %llx", (unsigned long long)id);
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return 0;
+}
+
+int lr_lease_ttl(lr_etcd *c, int64_t id, int64_t *ttl_s, int64_t *granted_s,
+                 lr_err *err)
+{
+	Etcdserverpb__LeaseTimeToLiveRequest req = ETCDSERVERPB__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+	req.id = id;
+	ProtobufCMessage *resp = NULL;
+	int rc = lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseTimeToLive", &req.base,
+	                       &etcdserverpb__lease_time_to_live_response__descriptor,
+	                       &resp, LR_CALL_RETRY, err);
+	if (rc != 0)
+		return lr_err_wrap(err, "lease ttl %llx", (unsigned long long)id);
+	Etcdserverpb__LeaseTimeToLiveResponse *tr = (Etcdserverpb__LeaseTimeToLiveResponse *)resp;
+	*ttl_s = tr->ttl;
+	if (granted_s != NULL)
+		*granted_s = tr->grantedttl;
+	protobuf_c_message_free_unpacked(resp, NULL);
+	return 0;
+}
+
+/* ---- keepalive ---------------------------------------------------------- */
+
+static void send_renewal(lr_keepalive *k, struct lease *l, int64_t now)
+{
+	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+	req.id = l->id;
+	if (lr_stream_send(k->stream, &req.base) == 0)
+		l->sent_at = now;
+}
+
+static struct lease *find(lr_keepalive *k, int64_t id)
+{
+	for (struct lease *l = k->leases; l != NULL; l = l->next)
+		if (l->id == id)
+			return l;
+	return NULL;
+}
+
+static void unlink_lease(lr_keepalive *k, struct lease *dead)
+{
+	for (struct lease **pp = &k->leases; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == dead) {
+			*pp = dead->next;
+			return;
+		}
+}
+
+/* Drop the lease from the table and tell its owner; k->mu held on entry and
+ * on return, released during the callback. */
+static void lose(lr_keepalive *k, struct lease *l, const char *why)
+{
+	unlink_lease(k, l);
+	k->delivering = l->id;
+	pthread_mutex_unlock(&k->mu);
+	l->fn(l->user, l->id, why);
+	pthread_mutex_lock(&k->mu);
+	k->delivering = 0;
+	pthread_cond_broadcast(&k->cond);
+	free(l);
+}
+
+static void ka_opened(void *owner, lr_stream *s)
+{
+	lr_keepalive *k = owner;
+	int64_t now = lr_mono_ms();
+	pthread_mutex_lock(&k->mu);
+	for (struct lease *l = k->leases; l != NULL; l = l->next)
+		if (l->sent_at == 0)
+			send_renewal(k, l, now);
+	pthread_mutex_unlock(&k->mu);
+}
+
+static void ka_message(void *owner, const uint8_t *data, size_t len)
+{
+	lr_keepalive *k = owner;
+	Etcdserverpb__LeaseKeepAliveResponse *r =
+	    etcdserverpb__lease_keep_alive_response__unpack(NULL, len, data);
+	if (r == NULL)
+		return;
+	int64_t now = lr_mono_ms();
+	pthread_mutex_lock(&k->mu);
+	struct lease *l = find(k, r->id);
+	if (l != NULL) {
+		if (r->ttl <= 0) {
+			lose(k, l, "etcd answered TTL 0: the lease expired or was revoked");
+		} else if (l->sent_at != 0) {
+			l->ttl_ms = r->ttl * 1000;
+			l->deadline = l->sent_at + l->ttl_ms;
+			l->next_send = now + l->ttl_ms / 3;
+			l->sent_at = 0;
+		}
+	}
+	pthread_mutex_unlock(&k->mu);
+	etcdserverpb__lease_keep_alive_response__free_unpacked(r, NULL);
+}
+
+static void ka_closed(void *owner, int code, const char *why)
+{
+	lr_keepalive *k = owner;
+	pthread_mutex_lock(&k->mu);
+	for (struct lease *l = k->leases; l != NULL; l = l->next)
+		l->sent_at = 0; /* resent as soon as the stream is back */
+	pthread_mutex_unlock(&k->mu);
+}
+
+static int64_t ka_tick(void *owner, int64_t now)
+{
+	lr_keepalive *k = owner;
+	int64_t next = INT64_MAX;
+	bool reset = false;
+	pthread_mutex_lock(&k->mu);
+restart:
+	for (struct lease *l = k->leases; l != NULL; l = l->next) {
+		if (now >= l->deadline) {
+			char why[128];
+			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds)",
+			         (long long)(l->ttl_ms / 1000));
+			lose(k, l, why);
+			goto restart; /* the table may have changed meanwhile */
+		}
+		int64_t due;
+		if (l->sent_at == 0) {
+			if (now >= l->next_send)
+				send_renewal(k, l, now);
+			due = l->sent_at != 0 ? l->sent_at + l->ttl_ms / 3 : l->next_send;
+		} else if (now - l->sent_at >= l->ttl_ms / 3) {
+			/* No reply for a third of the TTL: the member may be cut
+			 * off. Reconnect (round robin moves to another member). */
+			reset = true;
+			l->sent_at = 0;
+			due = now + 50;
+		} else {
+			due = l->sent_at + l->ttl_ms / 3;
+		}
+		if (due < next)
+			next = due;
+		if (l->deadline < next)
+			next = l->deadline;
+	}
+	pthread_mutex_unlock(&k->mu);
+	if (reset)
+		lr_stream_reset(k->stream, "keepalive reply overdue");
+	return next;
+}
+
+static const lr_stream_ops ka_ops = {
+	.opened = ka_opened,
+	.message = ka_message,
+	.closed = ka_closed,
+	.tick = ka_tick,
+};
+
+int lr_keepalive_new(lr_etcd *c, lr_keepalive **out, lr_err *err)
+{
+	lr_keepalive *k = calloc(1, sizeof(*k));
+	if (k == NULL)
+		return lr_err_set(err, LR_ENOMEM, "keepalive: out of memory");
+	k->client = c;
+	pthread_mutex_init(&k->mu, NULL);
+	pthread_cond_init(&k->cond, NULL);
+	int rc = lr_stream_add(c, "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
+	                       &k->stream, err);
+	if (rc != 0) {
+		pthread_cond_destroy(&k->cond);
+		pthread_mutex_destroy(&k->mu);
+		free(k);
+		return rc;
+	}
+	*out = k;
+	return 0;
+}
+
+void lr_keepalive_free(lr_keepalive *k)
+{
+	if (k == NULL)
+		return;
+	lr_stream_remove(k->stream);
+	while (k->leases != NULL) {
+		struct lease *l = k->leases;
+		k->leases = l->next;
+		free(l);
+	}
+	pthread_cond_destroy(&k->cond);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+}
+
+int lr_keepalive_add(lr_keepalive *k, int64_t id, int64_t ttl_s, int64_t sent_ms,
+                     lr_lease_lost_fn fn, void *user, lr_err *err)
+{
+	struct lease *l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return lr_err_set(err, LR_ENOMEM, "keepalive: out of memory");
+	l->id = id;
+	l->ttl_ms = ttl_s * 1000;
+	l->deadline = sent_ms + l->ttl_ms;
+	l->next_send = lr_mono_ms() + l->ttl_ms / 3;
+	l->fn = fn;
+	l->user = user;
+	pthread_mutex_lock(&k->mu);
+	l->next = k->leases;
+	k->leases = l;
+	pthread_mutex_unlock(&k->mu);
+	lr_stream_kick(k->stream);
+	return 0;
+}
+
+void lr_keepalive_remove(lr_keepalive *k, int64_t id)
+{
+	pthread_mutex_lock(&k->mu);
+	struct lease *l = find(k, id);
+	if (l != NULL) {
+		unlink_lease(k, l);
+		free(l);
+	}
+	while (k->delivering == id && !lr_etcd_on_stream_thread(k->client))
+		pthread_cond_wait(&k->cond, &k->mu);
+	pthread_mutex_unlock(&k->mu);
+}
+
+int64_t lr_keepalive_deadline(lr_keepalive *k, int64_t id)
+{
+	pthread_mutex_lock(&k->mu);
+	struct lease *l = find(k, id);
+	int64_t d = l != NULL ? l->deadline : 0;
+	pthread_mutex_unlock(&k->mu);
+	return d;
+}

@@ -1,0 +1,330 @@
+/* watch.c - many watchers on one Watch stream.
+ *
+ * Threads: stream callbacks run on the client's stream thread; add/cancel on
+ * any thread. w->mu guards the watcher table; it is taken before the
+ * transport's lock and released while a watcher's callback runs. Watch ids
+ * are chosen here (etcd >= 3.4 accepts them), so a re-created watcher keeps
+ * its id across reconnects. */
+#include "etcd/watch.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "error.h"
+
+enum wstate {
+	W_UNSENT,  /* to be created when the stream is (re)opened */
+	W_PENDING, /* create sent, awaiting `created` */
+	W_ACTIVE,
+	W_DEAD,    /* compacted or cancelled by etcd */
+};
+
+struct lr_watcher {
+	lr_watch *w;
+	int64_t id;
+	char *key;
+	int flags;
+	int64_t next_rev; /* 0: "from now", until the created reply */
+	enum wstate state;
+	lr_watch_fn fn;
+	void *user;
+	lr_watcher *next;
+};
+
+struct lr_watch {
+	lr_etcd *client;
+	lr_stream *stream;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	lr_watcher *watchers;
+	int64_t next_id;
+	lr_watcher *delivering;
+};
+
+static int send_create(lr_watch *w, lr_watcher *wr)
+{
+	Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+	size_t klen = strlen(wr->key);
+	char *end = malloc(klen + 2);
+	if (end == NULL)
+		return LR_ENOMEM;
+	cr.key = (ProtobufCBinaryData){ klen, (uint8_t *)wr->key };
+	if (wr->flags & LR_KEY_PREFIX) {
+		size_t n = lr_prefix_end(wr->key, end);
+		if (n == 0) {
+			end[0] = '\0';
+			n = 1;
+		}
+		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)end };
+	}
+	cr.start_revision = wr->next_rev;
+	cr.prev_kv = (wr->flags & LR_WATCH_PREV_KV) != 0;
+	cr.progress_notify = (wr->flags & LR_WATCH_PROGRESS_NOTIFY) != 0;
+	cr.watch_id = wr->id;
+	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
+	req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+	req.create_request = &cr;
+	int rc = lr_stream_send(w->stream, &req.base);
+	free(end);
+	if (rc == 0)
+		wr->state = W_PENDING;
+	return rc;
+}
+
+static void send_cancel(lr_watch *w, int64_t id)
+{
+	Etcdserverpb__WatchCancelRequest cr = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
+	cr.watch_id = id;
+	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
+	req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+	req.cancel_request = &cr;
+	lr_stream_send(w->stream, &req.base);
+}
+
+static lr_watcher *find(lr_watch *w, int64_t id)
+{
+	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (wr->id == id)
+			return wr;
+	return NULL;
+}
+
+static void w_opened(void *owner, lr_stream *s)
+{
+	lr_watch *w = owner;
+	pthread_mutex_lock(&w->mu);
+	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (wr->state == W_UNSENT)
+			send_create(w, wr);
+	pthread_mutex_unlock(&w->mu);
+}
+
+static void w_closed(void *owner, int code, const char *why)
+{
+	lr_watch *w = owner;
+	pthread_mutex_lock(&w->mu);
+	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (wr->state == W_PENDING || wr->state == W_ACTIVE)
+			wr->state = W_UNSENT;
+	pthread_mutex_unlock(&w->mu);
+}
+
+static int64_t w_tick(void *owner, int64_t now)
+{
+	return INT64_MAX;
+}
+
+static void kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf)
+{
+	memcpy(keybuf, kv->key.data, kv->key.len);
+	keybuf[kv->key.len] = '\0';
+	out->key = keybuf;
+	out->key_len = kv->key.len;
+	out->value = (const char *)kv->value.data;
+	out->value_len = kv->value.len;
+	out->create_rev = kv->create_revision;
+	out->mod_rev = kv->mod_revision;
+	out->version = kv->version;
+	out->lease = kv->lease;
+}
+
+/* Build the events of r not yet delivered (mod_rev >= next_rev). The key
+ * copies live in *keys, freed by the caller. */
+static size_t build_events(const Etcdserverpb__WatchResponse *r, int64_t next_rev,
+                           lr_watch_event *ev, char **keys)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < r->n_events; i++) {
+		total += r->events[i]->kv != NULL ? r->events[i]->kv->key.len + 1 : 1;
+		if (r->events[i]->prev_kv != NULL)
+			total += r->events[i]->prev_kv->key.len + 1;
+	}
+	char *p = malloc(total + 1);
+	*keys = p;
+	if (p == NULL)
+		return 0;
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_events; i++) {
+		const Mvccpb__Event *e = r->events[i];
+		if (e->kv == NULL || e->kv->mod_revision < next_rev)
+			continue; /* already delivered before a reconnect */
+		memset(&ev[n], 0, sizeof(ev[n]));
+		ev[n].type = e->type == MVCCPB__EVENT__EVENT_TYPE__DELETE ? LR_EV_DELETE : LR_EV_PUT;
+		kv_view(&ev[n].kv, e->kv, p);
+		p += e->kv->key.len + 1;
+		if (e->prev_kv != NULL) {
+			ev[n].has_prev = true;
+			kv_view(&ev[n].prev, e->prev_kv, p);
+			p += e->prev_kv->key.len + 1;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* Call the watcher's function with w->mu released; w->mu held on entry and
+ * return. */
+static void deliver(lr_watch *w, lr_watcher *wr, const lr_watch_batch *b)
+{
+	w->delivering = wr;
+	pthread_mutex_unlock(&w->mu);
+	wr->fn(wr->user, b);
+	pthread_mutex_lock(&w->mu);
+	w->delivering = NULL;
+	pthread_cond_broadcast(&w->cond);
+}
+
+static void w_message(void *owner, const uint8_t *data, size_t len)
+{
+	lr_watch *w = owner;
+	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
+	if (r == NULL)
+		return;
+	int64_t rev = r->header != NULL ? r->header->revision : 0;
+	lr_watch_event *ev = NULL;
+	char *keys = NULL;
+	pthread_mutex_lock(&w->mu);
+	lr_watcher *wr = find(w, r->watch_id);
+	if (wr == NULL || wr->state == W_DEAD)
+		goto out;
+	lr_watch_batch b = { .revision = rev };
+	if (r->compact_revision > 0 || r->canceled) {
+		wr->state = W_DEAD;
+		b.kind = r->compact_revision > 0 ? LR_WATCH_COMPACTED : LR_WATCH_CANCELLED;
+		b.compact_revision = r->compact_revision;
+		b.reason = r->cancel_reason != NULL && r->cancel_reason[0] ? r->cancel_reason
+		                                                          : "cancelled by etcd";
+		deliver(w, wr, &b);
+		goto out;
+	}
+	if (r->created) {
+		wr->state = W_ACTIVE;
+		if (wr->next_rev == 0)
+			wr->next_rev = rev + 1;
+		b.kind = LR_WATCH_CREATED;
+		deliver(w, wr, &b);
+		goto out;
+	}
+	if (r->n_events == 0) {
+		if (rev + 1 > wr->next_rev)
+			wr->next_rev = rev + 1;
+		b.kind = LR_WATCH_PROGRESS;
+		deliver(w, wr, &b);
+		goto out;
+	}
+	ev = calloc(r->n_events, sizeof(*ev));
+	if (ev == NULL)
+		goto out;
+	b.kind = LR_WATCH_EVENTS;
+	b.n = build_events(r, wr->next_rev, ev, &keys);
+	b.events = ev;
+	if (b.n == 0)
+		goto out;
+	wr->next_rev = ev[b.n - 1].kv.mod_rev + 1;
+	deliver(w, wr, &b);
+out:
+	pthread_mutex_unlock(&w->mu);
+	free(ev);
+	free(keys);
+	etcdserverpb__watch_response__free_unpacked(r, NULL);
+}
+
+static const lr_stream_ops watch_ops = {
+	.opened = w_opened,
+	.message = w_message,
+	.closed = w_closed,
+	.tick = w_tick,
+};
+
+int lr_watch_new(lr_etcd *c, lr_watch **out, lr_err *err)
+{
+	lr_watch *w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		return lr_err_set(err, LR_ENOMEM, "watch: out of memory");
+	w->client = c;
+	w->next_id = 1;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	int rc = lr_stream_add(c, "/etcdserverpb.Watch/Watch", &watch_ops, w, &w->stream, err);
+	if (rc != 0) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->mu);
+		free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+static void free_watcher(lr_watcher *wr)
+{
+	free(wr->key);
+	free(wr);
+}
+
+void lr_watch_free(lr_watch *w)
+{
+	if (w == NULL)
+		return;
+	lr_stream_remove(w->stream);
+	while (w->watchers != NULL) {
+		lr_watcher *wr = w->watchers;
+		w->watchers = wr->next;
+		free_watcher(wr);
+	}
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
+                 lr_watch_fn fn, void *user, lr_watcher **out, lr_err *err)
+{
+	lr_watcher *wr = calloc(1, sizeof(*wr));
+	if (wr == NULL || (wr->key = strdup(key)) == NULL) {
+		free(wr);
+		return lr_err_set(err, LR_ENOMEM, "watch %s: out of memory", key);
+	}
+	wr->w = w;
+	wr->flags = flags;
+	wr->next_rev = start_rev;
+	wr->fn = fn;
+	wr->user = user;
+	wr->state = W_UNSENT;
+	pthread_mutex_lock(&w->mu);
+	wr->id = w->next_id++;
+	wr->next = w->watchers;
+	w->watchers = wr;
+	send_create(w, wr); /* when the stream is down, `opened` sends it */
+	pthread_mutex_unlock(&w->mu);
+	*out = wr;
+	return 0;
+}
+
+void lr_watcher_cancel(lr_watcher *wr)
+{
+	lr_watch *w = wr->w;
+	pthread_mutex_lock(&w->mu);
+	for (lr_watcher **pp = &w->watchers; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == wr) {
+			*pp = wr->next;
+			break;
+		}
+	if (wr->state == W_PENDING || wr->state == W_ACTIVE)
+		send_cancel(w, wr->id);
+	while (w->delivering == wr && !lr_etcd_on_stream_thread(w->client))
+		pthread_cond_wait(&w->cond, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	free_watcher(wr);
+}
+
+int64_t lr_watcher_next_rev(lr_watcher *wr)
+{
+	pthread_mutex_lock(&wr->w->mu);
+	int64_t r = wr->next_rev;
+	pthread_mutex_unlock(&wr->w->mu);
+	return r;
+}

@@ -1,0 +1,70 @@
+/* watch.h - etcd watches: many watchers on one Watch stream, each resuming
+ * from its last seen revision + 1 after a reconnect, so that nothing is lost
+ * or repeated; compaction is reported so the owner can re-read. */
+#ifndef LR_ETCD_WATCH_H
+#define LR_ETCD_WATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd/kv.h"
+
+typedef struct lr_watch lr_watch;
+typedef struct lr_watcher lr_watcher;
+
+enum lr_event_type { LR_EV_PUT = 0, LR_EV_DELETE = 1 };
+
+typedef struct lr_watch_event {
+	enum lr_event_type type;
+	lr_kv kv;      /* for a DELETE: the key and the deletion's mod_rev */
+	bool has_prev;
+	lr_kv prev;    /* with LR_WATCH_PREV_KV */
+} lr_watch_event;
+
+enum lr_watch_kind {
+	LR_WATCH_EVENTS,    /* events in revision order */
+	LR_WATCH_CREATED,   /* the watch is live as of `revision` */
+	LR_WATCH_PROGRESS,  /* nothing changed up to `revision` */
+	LR_WATCH_COMPACTED, /* events were compacted away: re-read, re-watch */
+	LR_WATCH_CANCELLED, /* etcd refused or ended the watch (`reason`) */
+};
+
+typedef struct lr_watch_batch {
+	enum lr_watch_kind kind;
+	int64_t revision;          /* the response header's revision */
+	int64_t compact_revision;  /* LR_WATCH_COMPACTED */
+	const char *reason;        /* LR_WATCH_CANCELLED */
+	size_t n;
+	const lr_watch_event *events;
+} lr_watch_batch;
+
+/* Runs on the client's stream thread, one call at a time over every watcher
+ * of the client; the batch and everything it points to is valid during the
+ * call only. After COMPACTED or CANCELLED the watcher is dead: cancel it and
+ * add a new one. */
+typedef void (*lr_watch_fn)(void *user, const lr_watch_batch *b);
+
+/* Watcher flags (with LR_KEY_PREFIX from kv.h). */
+enum {
+	LR_WATCH_PREV_KV = 1 << 8,
+	LR_WATCH_PROGRESS_NOTIFY = 1 << 9,
+};
+
+/* A watch service with its own Watch stream on c; freed by lr_watch_free
+ * (which cancels every watcher still there; no callback after it returns). */
+int lr_watch_new(lr_etcd *c, lr_watch **out, lr_err *err);
+void lr_watch_free(lr_watch *w);
+
+/* Watch key (or every key under it with LR_KEY_PREFIX) from start_rev
+ * (0: from now). */
+int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
+                 lr_watch_fn fn, void *user, lr_watcher **out, lr_err *err);
+
+/* Stop watching; no callback of this watcher runs after it returns (unless
+ * called from that callback). */
+void lr_watcher_cancel(lr_watcher *wr);
+
+/* The next revision this watcher expects (last delivered + 1). */
+int64_t lr_watcher_next_rev(lr_watcher *wr);
+
+#endif

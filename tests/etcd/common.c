@@ -1,0 +1,54 @@
+/* common.c - set-up shared by the etcd client tests. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "test.h"
+
+etcdh_cluster *cluster;
+
+int cluster_up(int members, const char *const *extra)
+{
+	etcdh_opts o = { .members = members, .extra_args = extra };
+	return etcdh_start(&o, &cluster);
+}
+
+void cluster_down(void)
+{
+	etcdh_destroy(cluster);
+	cluster = NULL;
+}
+
+lr_etcd *client_open(const char *endpoint)
+{
+	lr_etcd_opts o = {
+		.endpoints = endpoint != NULL ? endpoint : etcdh_endpoints(cluster),
+		.dial_timeout_s = 5,
+		.call_timeout_s = 5,
+	};
+	lr_etcd *c = NULL;
+	lr_err err = {0};
+	CHECK_OK(lr_etcd_open(&o, &c, &err), &err);
+	return c;
+}
+
+const char *test_prefix(const char *name)
+{
+	static char buf[256];
+	static int n;
+	snprintf(buf, sizeof(buf), "/t/%s/%d/", name, ++n);
+	return buf;
+}
+
+int wait_until(int (*cond)(void *), void *arg, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	while (!cond(arg)) {
+		if (lr_mono_ms() >= end)
+			return -1;
+		lr_sleep_ms(10);
+	}
+	return 0;
+}

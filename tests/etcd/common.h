@@ -1,0 +1,26 @@
+/* common.h - shared set-up of the etcd client tests: one real etcd (or
+ * three) started by the harness for the whole test program, and a client. */
+#ifndef LR_TEST_ETCD_COMMON_H
+#define LR_TEST_ETCD_COMMON_H
+
+#include "etcd/kv.h"
+#include "etcd/transport.h"
+#include "etcd_harness.h"
+
+extern etcdh_cluster *cluster;
+
+/* Start `members` etcd members (extra flags may be NULL); 0 on success. */
+int cluster_up(int members, const char *const *extra);
+void cluster_down(void);
+
+/* A new client on the whole cluster (or one endpoint when not NULL), with
+ * short timeouts; fails the current test on error. */
+lr_etcd *client_open(const char *endpoint);
+
+/* A fresh key prefix for one test case: "/t/<case>/<n>/". */
+const char *test_prefix(const char *name);
+
+/* Poll (test helper, not library code) until cond() or timeout. */
+int wait_until(int (*cond)(void *), void *arg, int timeout_ms);
+
+#endif

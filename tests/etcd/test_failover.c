@@ -1,0 +1,90 @@
+/* test_failover.c - three members, the leader killed: KV calls carry on
+ * with the others and the keepalive keeps the lease alive. */
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "common.h"
+#include "etcd/lease.h"
+#include "test.h"
+
+static lr_err err;
+
+static void on_lost(void *user, int64_t id, const char *why)
+{
+	*(int *)user += 1;
+}
+
+TEST(leader_killed_kv_calls_and_keepalive_carry_on)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_keepalive *k;
+	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
+	int64_t id, granted, sent;
+	CHECK_OK(lr_lease_grant(c, 5, &id, &granted, &sent, &err), &err);
+	CHECK_OK(lr_kv_put(c, "/failover/owned", "v", 1, id, NULL, NULL, &err), &err);
+	int lost = 0;
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, &lost, &err), &err);
+
+	int leader = etcdh_leader(cluster);
+	CHECK(leader >= 0);
+	int64_t t0 = lr_mono_ms();
+	CHECK_INT(etcdh_kill(cluster, leader), ==, 0);
+
+	/* Guarded writes (safe to retry) and reads keep succeeding. */
+	int64_t worst = 0;
+	for (int i = 0; i < 20; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "/failover/k%02d", i);
+		int64_t s0 = lr_mono_ms();
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(t, LR_THEN, key, "v", 1, 0);
+		lr_txn_result r;
+		CHECK_OK(lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err), &err);
+		lr_txn_result_free(&r);
+		lr_txn_free(t);
+		lr_range_result rr;
+		CHECK_OK(lr_kv_get(c, key, &rr, &err), &err);
+		CHECK_INT(rr.n, ==, 1);
+		lr_range_result_free(&rr);
+		if (lr_mono_ms() - s0 > worst)
+			worst = lr_mono_ms() - s0;
+		lr_sleep_ms(100);
+	}
+	printf("# slowest txn+range after the leader was killed: %lld ms\n", (long long)worst);
+	lr_sleep_ms(granted * 1000);
+	CHECK_INT(lost, ==, 0);
+	int64_t ttl;
+	CHECK_OK(lr_lease_ttl(c, id, &ttl, NULL, &err), &err);
+	CHECK_INT(ttl, >, 0);
+	lr_range_result rr;
+	CHECK_OK(lr_kv_get(c, "/failover/owned", &rr, &err), &err);
+	CHECK_INT(rr.n, ==, 1);
+	lr_range_result_free(&rr);
+	printf("# lease alive %lld ms after the leader was killed\n", (long long)(lr_mono_ms() - t0));
+	CHECK_INT(etcdh_restart(cluster, leader), ==, 0);
+	lr_keepalive_free(k);
+	lr_lease_revoke(c, id, NULL);
+	lr_etcd_close(c);
+}
+
+TEST(a_client_on_one_dead_member_of_three_still_connects)
+{
+	CHECK_INT(etcdh_kill(cluster, 0), ==, 0);
+	lr_etcd *c = client_open(NULL);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(c, "/failover/k00", &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	lr_range_result_free(&r);
+	lr_etcd_close(c);
+	CHECK_INT(etcdh_restart(cluster, 0), ==, 0);
+}
+
+static int setup(void) { return cluster_up(3, NULL); }
+
+TEST_LIST(
+	TEST_CASE(leader_killed_kv_calls_and_keepalive_carry_on),
+	TEST_CASE(a_client_on_one_dead_member_of_three_still_connects),
+);
+TEST_MAIN(setup, cluster_down)

@@ -1,0 +1,344 @@
+/* test_kv.c - KV calls and txns against a real one-member etcd. */
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "common.h"
+#include "test.h"
+
+static lr_err err;
+
+static void key(char *buf, const char *prefix, const char *name)
+{
+	snprintf(buf, 256, "%.200s%.50s", prefix, name);
+}
+
+TEST(put_then_range_returns_value_and_revisions)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("put");
+	char k[256];
+	key(k, p, "a");
+	int64_t rev = 0;
+	CHECK_OK(lr_kv_put(c, k, "hello", 5, 0, &rev, NULL, &err), &err);
+	CHECK(rev > 0);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(c, k, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	CHECK_STR(r.kvs[0].key, k);
+	CHECK_INT(r.kvs[0].value_len, ==, 5);
+	CHECK(memcmp(r.kvs[0].value, "hello", 5) == 0);
+	CHECK_INT(r.kvs[0].create_rev, ==, rev);
+	CHECK_INT(r.kvs[0].version, ==, 1);
+	lr_range_result_free(&r);
+	lr_etcd_close(c);
+}
+
+TEST(put_with_prev_kv_returns_the_old_value)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("prev"), "a");
+	CHECK_OK(lr_kv_put(c, k, "one", 3, 0, NULL, NULL, &err), &err);
+	lr_range_result prev;
+	CHECK_OK(lr_kv_put(c, k, "two", 3, 0, NULL, &prev, &err), &err);
+	CHECK_INT(prev.n, ==, 1);
+	CHECK(memcmp(prev.kvs[0].value, "one", 3) == 0);
+	lr_range_result_free(&prev);
+	lr_etcd_close(c);
+}
+
+TEST(range_prefix_limit_keys_only_count_only_sort_and_revision)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("range");
+	char k[256];
+	int64_t first_rev = 0;
+	for (int i = 4; i >= 0; i--) { /* created in reverse key order */
+		char name[8];
+		snprintf(name, sizeof(name), "k%d", i);
+		key(k, p, name);
+		int64_t rev;
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &rev, NULL, &err), &err);
+		if (first_rev == 0)
+			first_rev = rev;
+	}
+	lr_range_result r;
+	lr_range_opts o = { .key = p, .flags = LR_KEY_PREFIX };
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.n, ==, 5);
+	CHECK_HAS(r.kvs[0].key, "k0"); /* sorted by key by default */
+	lr_range_result_free(&r);
+
+	o.limit = 2;
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.n, ==, 2);
+	CHECK(r.more);
+	CHECK_INT(r.count, ==, 5);
+	lr_range_result_free(&r);
+
+	o.limit = 0;
+	o.flags = LR_KEY_PREFIX | LR_RANGE_KEYS_ONLY | LR_RANGE_SORT_CREATE;
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.n, ==, 5);
+	CHECK_HAS(r.kvs[0].key, "k4"); /* oldest first */
+	CHECK_INT(r.kvs[0].value_len, ==, 0);
+	lr_range_result_free(&r);
+
+	o.flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY;
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.n, ==, 0);
+	CHECK_INT(r.count, ==, 5);
+	lr_range_result_free(&r);
+
+	o.flags = LR_KEY_PREFIX;
+	o.revision = first_rev; /* only the first key existed then */
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	lr_range_result_free(&r);
+	lr_etcd_close(c);
+}
+
+TEST(delete_prefix_removes_every_key_under_it)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("del");
+	char k[256];
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "k%d", i);
+		key(k, p, name);
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, NULL, NULL, &err), &err);
+	}
+	int64_t deleted = 0;
+	CHECK_OK(lr_kv_delete(c, p, LR_KEY_PREFIX, &deleted, NULL, &err), &err);
+	CHECK_INT(deleted, ==, 3);
+	lr_range_result r;
+	lr_range_opts o = { .key = p, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	CHECK_OK(lr_kv_range(c, &o, &r, &err), &err);
+	CHECK_INT(r.count, ==, 0);
+	lr_range_result_free(&r);
+	lr_etcd_close(c);
+}
+
+/* The create-once pattern every record of leaserun relies on. */
+static int create_once(lr_etcd *c, const char *k, const char *v, bool *won)
+{
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, k, v, strlen(v), 0);
+	lr_txn_get(t, LR_ELSE, k, 0);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return rc;
+	*won = r.succeeded;
+	if (!r.succeeded) {
+		/* The failure branch's Range reads the winner's value. */
+		if (r.n_ops != 1 || r.ops[0].type != LR_OP_RANGE || r.ops[0].n != 1 ||
+		    r.ops[0].kvs[0].value_len != 5)
+			rc = -100;
+	}
+	lr_txn_result_free(&r);
+	return rc;
+}
+
+TEST(txn_version_zero_creates_once_and_the_second_sees_the_winner)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("once"), "x");
+	bool won = false;
+	CHECK_OK(create_once(c, k, "first", &won), &err);
+	CHECK(won);
+	CHECK_OK(create_once(c, k, "other", &won), &err);
+	CHECK(!won);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(c, k, &r, &err), &err);
+	CHECK(memcmp(r.kvs[0].value, "first", 5) == 0);
+	lr_range_result_free(&r);
+	lr_etcd_close(c);
+}
+
+/* protobuf-c leaves an unset oneof off the wire: "version == 0" must be
+ * encoded with its case, or it would vanish for any value. */
+TEST(txn_zero_valued_oneof_compare_is_on_the_wire)
+{
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, "/k", 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, "/k", 0, LR_CMP_CREATE, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, "/k", 0, LR_CMP_MOD, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, "/k", 0, LR_CMP_LEASE, LR_CMP_EQ, 0);
+	const ProtobufCMessage *m = lr_txn_request(t);
+	size_t n = protobuf_c_message_get_packed_size(m);
+	uint8_t buf[512];
+	CHECK(n <= sizeof(buf));
+	protobuf_c_message_pack(m, buf);
+	Etcdserverpb__TxnRequest *back = etcdserverpb__txn_request__unpack(NULL, n, buf);
+	CHECK(back != NULL);
+	CHECK_INT(back->n_compare, ==, 4);
+	CHECK_INT(back->compare[0]->target_union_case, ==, ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION);
+	CHECK_INT(back->compare[1]->target_union_case, ==, ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION);
+	CHECK_INT(back->compare[2]->target_union_case, ==, ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION);
+	CHECK_INT(back->compare[3]->target_union_case, ==, ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE);
+	etcdserverpb__txn_request__free_unpacked(back, NULL);
+	lr_txn_free(t);
+}
+
+TEST(txn_compares_on_create_revision_mod_revision_and_value)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("cmp"), "x");
+	int64_t created;
+	CHECK_OK(lr_kv_put(c, k, "v1", 2, 0, &created, NULL, &err), &err);
+	int64_t modified;
+	CHECK_OK(lr_kv_put(c, k, "v2", 2, 0, &modified, NULL, &err), &err);
+
+	struct { enum lr_cmp_target tgt; int64_t v; bool want; } cases[] = {
+		{ LR_CMP_CREATE, created, true },
+		{ LR_CMP_CREATE, modified, false },
+		{ LR_CMP_MOD, modified, true },
+		{ LR_CMP_MOD, created, false },
+		{ LR_CMP_VERSION, 2, true },
+		{ LR_CMP_VERSION, 0, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, k, 0, cases[i].tgt, LR_CMP_EQ, cases[i].v);
+		lr_txn_result r;
+		CHECK_OK(lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err), &err);
+		if (r.succeeded != cases[i].want)
+			TEST_FAIL("case %zu: succeeded=%d", i, r.succeeded);
+		lr_txn_result_free(&r);
+		lr_txn_free(t);
+	}
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp_value(t, k, LR_CMP_EQ, "v2", 2);
+	lr_txn_cmp(t, k, 0, LR_CMP_CREATE, LR_CMP_LT, modified);
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err), &err);
+	CHECK(r.succeeded);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	lr_etcd_close(c);
+}
+
+TEST(txn_compare_on_lease_tells_which_lease_holds_the_key)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("lease"), "x");
+	Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+	g.ttl = 30;
+	ProtobufCMessage *resp;
+	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseGrant", &g.base,
+	                       &etcdserverpb__lease_grant_response__descriptor, &resp, 0, &err), &err);
+	int64_t lease = ((Etcdserverpb__LeaseGrantResponse *)resp)->id;
+	protobuf_c_message_free_unpacked(resp, NULL);
+	CHECK_OK(lr_kv_put(c, k, "v", 1, lease, NULL, NULL, &err), &err);
+
+	int64_t values[] = { lease, lease + 1, 0 };
+	bool want[] = { true, false, false };
+	for (int i = 0; i < 3; i++) {
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, k, 0, LR_CMP_LEASE, LR_CMP_EQ, values[i]);
+		lr_txn_result r;
+		CHECK_OK(lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err), &err);
+		CHECK_INT(r.succeeded, ==, want[i]);
+		lr_txn_result_free(&r);
+		lr_txn_free(t);
+	}
+	lr_etcd_close(c);
+}
+
+TEST(txn_prefix_compare_version_zero_means_no_key_under_it)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("pfx");
+	char dir[256], k[256];
+	snprintf(dir, sizeof(dir), "%sdir/", p);
+	key(k, dir, "a");
+	bool results[2];
+	for (int i = 0; i < 2; i++) {
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, dir, LR_KEY_PREFIX, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_result r;
+		CHECK_OK(lr_etcd_txn(c, t, LR_CALL_RETRY, &r, &err), &err);
+		results[i] = r.succeeded;
+		lr_txn_result_free(&r);
+		lr_txn_free(t);
+		if (i == 0)
+			CHECK_OK(lr_kv_put(c, k, "v", 1, 0, NULL, NULL, &err), &err);
+	}
+	CHECK(results[0]);
+	CHECK(!results[1]);
+	lr_etcd_close(c);
+}
+
+TEST(txn_with_ranges_puts_and_deletes_in_one_revision)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("multi");
+	char a[256], b[256];
+	key(a, p, "a");
+	key(b, p, "b");
+	CHECK_OK(lr_kv_put(c, a, "old", 3, 0, NULL, NULL, &err), &err);
+	lr_txn *t = lr_txn_new();
+	lr_txn_get(t, LR_THEN, a, 0);
+	lr_txn_put(t, LR_THEN, b, "new", 3, 0);
+	lr_txn_delete(t, LR_THEN, a, 0);
+	lr_txn_get(t, LR_THEN, p, LR_KEY_PREFIX);
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(c, t, 0, &r, &err), &err);
+	CHECK(r.succeeded);
+	CHECK_INT(r.n_ops, ==, 4);
+	CHECK_INT(r.ops[0].type, ==, LR_OP_RANGE);
+	CHECK_INT(r.ops[0].n, ==, 1);
+	CHECK_INT(r.ops[1].type, ==, LR_OP_PUT);
+	CHECK_INT(r.ops[2].type, ==, LR_OP_DELETE);
+	CHECK_INT(r.ops[2].deleted, ==, 1);
+	CHECK_INT(r.ops[3].n, ==, 1);
+	CHECK_STR(r.ops[3].kvs[0].key, b);
+	CHECK_INT(r.ops[3].kvs[0].mod_rev, ==, r.revision);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	lr_etcd_close(c);
+}
+
+TEST(value_over_the_request_limit_is_a_clear_error)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("big"), "x");
+	size_t n = 3 * 1024 * 1024;
+	char *big = malloc(n);
+	memset(big, 'x', n);
+	int rc = lr_kv_put(c, k, big, n, 0, NULL, NULL, &err);
+	free(big);
+	CHECK_INT(rc, ==, LR_ETOOLARGE);
+	CHECK_HAS(err.msg, k);
+	CHECK_HAS(err.msg, "too large");
+	/* The client is still usable. */
+	CHECK_OK(lr_kv_put(c, k, "small", 5, 0, NULL, NULL, &err), &err);
+	lr_etcd_close(c);
+}
+
+static int setup(void) { return cluster_up(1, NULL); }
+
+TEST_LIST(
+	TEST_CASE(put_then_range_returns_value_and_revisions),
+	TEST_CASE(put_with_prev_kv_returns_the_old_value),
+	TEST_CASE(range_prefix_limit_keys_only_count_only_sort_and_revision),
+	TEST_CASE(delete_prefix_removes_every_key_under_it),
+	TEST_CASE(txn_version_zero_creates_once_and_the_second_sees_the_winner),
+	TEST_CASE(txn_zero_valued_oneof_compare_is_on_the_wire),
+	TEST_CASE(txn_compares_on_create_revision_mod_revision_and_value),
+	TEST_CASE(txn_compare_on_lease_tells_which_lease_holds_the_key),
+	TEST_CASE(txn_prefix_compare_version_zero_means_no_key_under_it),
+	TEST_CASE(txn_with_ranges_puts_and_deletes_in_one_revision),
+	TEST_CASE(value_over_the_request_limit_is_a_clear_error),
+);
+TEST_MAIN(setup, cluster_down)

@@ -1,0 +1,300 @@
+/* test_watch.c - watches against real etcd: order, resumption across a
+ * member restart in a three-member cluster, compaction. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "clock.h"
+#include "common.h"
+#include "etcd/watch.h"
+#include "test.h"
+
+static lr_err err;
+
+/* What a watcher saw, in order. */
+struct seen {
+	pthread_mutex_t mu;
+	int n;
+	int cap;
+	int64_t *revs;
+	int *types;
+	char (*keys)[64];
+	int created;
+	int compacted;
+	int64_t compact_rev;
+};
+
+static void seen_init(struct seen *s, int cap)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	s->cap = cap;
+	s->revs = calloc(cap, sizeof(*s->revs));
+	s->types = calloc(cap, sizeof(*s->types));
+	s->keys = calloc(cap, sizeof(*s->keys));
+}
+
+static void seen_free(struct seen *s)
+{
+	free(s->revs);
+	free(s->types);
+	free(s->keys);
+	pthread_mutex_destroy(&s->mu);
+}
+
+static int seen_count(struct seen *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int n = s->n;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+static void on_batch(void *user, const lr_watch_batch *b)
+{
+	struct seen *s = user;
+	pthread_mutex_lock(&s->mu);
+	if (b->kind == LR_WATCH_CREATED)
+		s->created++;
+	if (b->kind == LR_WATCH_COMPACTED) {
+		s->compacted++;
+		s->compact_rev = b->compact_revision;
+	}
+	for (size_t i = 0; i < b->n && s->n < s->cap; i++) {
+		s->revs[s->n] = b->events[i].kv.mod_rev;
+		s->types[s->n] = b->events[i].type;
+		snprintf(s->keys[s->n], 64, "%s", b->events[i].kv.key);
+		s->n++;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void wait_count(struct seen *s, int n, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	while (seen_count(s) < n && lr_mono_ms() < end)
+		lr_sleep_ms(10);
+}
+
+TEST(puts_and_deletes_arrive_in_revision_order)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	const char *p = test_prefix("order");
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%s", p);
+	struct seen s;
+	seen_init(&s, 200);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, prefix, LR_KEY_PREFIX | LR_WATCH_PREV_KV, 0, on_batch, &s, &wr, &err), &err);
+	while (s.created == 0)
+		lr_sleep_ms(5);
+	int64_t revs[60];
+	for (int i = 0; i < 50; i++) {
+		char k[160];
+		snprintf(k, sizeof(k), "%sk%02d", prefix, i % 10);
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &revs[i], NULL, &err), &err);
+	}
+	for (int i = 0; i < 10; i++) {
+		char k[160];
+		snprintf(k, sizeof(k), "%sk%02d", prefix, i);
+		CHECK_OK(lr_kv_delete(c, k, 0, NULL, &revs[50 + i], &err), &err);
+	}
+	wait_count(&s, 60, 5000);
+	CHECK_INT(seen_count(&s), ==, 60);
+	for (int i = 0; i < 60; i++) {
+		CHECK_INT(s.revs[i], ==, revs[i]);
+		CHECK_INT(s.types[i], ==, i < 50 ? LR_EV_PUT : LR_EV_DELETE);
+	}
+	lr_watcher_cancel(wr);
+	/* No callback after cancel: a write now is not seen. */
+	char k[160];
+	snprintf(k, sizeof(k), "%safter", prefix);
+	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, NULL, NULL, &err), &err);
+	lr_sleep_ms(200);
+	CHECK_INT(seen_count(&s), ==, 60);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	seen_free(&s);
+}
+
+TEST(watch_from_a_past_revision_replays_history)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("replay");
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%s", p);
+	int64_t first = 0;
+	for (int i = 0; i < 5; i++) {
+		char k[160];
+		snprintf(k, sizeof(k), "%sk%d", prefix, i);
+		int64_t rev;
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &rev, NULL, &err), &err);
+		if (i == 0)
+			first = rev;
+	}
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	struct seen s;
+	seen_init(&s, 10);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, prefix, LR_KEY_PREFIX, first, on_batch, &s, &wr, &err), &err);
+	wait_count(&s, 5, 5000);
+	CHECK_INT(seen_count(&s), ==, 5);
+	CHECK_INT(s.revs[0], ==, first);
+	CHECK_INT(lr_watcher_next_rev(wr), ==, s.revs[4] + 1);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	seen_free(&s);
+}
+
+TEST(compaction_is_reported_to_the_watcher)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("compact");
+	char k[160];
+	snprintf(k, sizeof(k), "%sx", p);
+	int64_t first, last = 0;
+	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &first, NULL, &err), &err);
+	for (int i = 0; i < 5; i++)
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &last, NULL, &err), &err);
+	Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+	cr.revision = last;
+	cr.physical = true;
+	ProtobufCMessage *resp;
+	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
+	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
+	protobuf_c_message_free_unpacked(resp, NULL);
+
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	struct seen s;
+	seen_init(&s, 10);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, k, 0, first, on_batch, &s, &wr, &err), &err);
+	int64_t end = lr_mono_ms() + 5000;
+	while (s.compacted == 0 && lr_mono_ms() < end)
+		lr_sleep_ms(10);
+	CHECK_INT(s.compacted, ==, 1);
+	CHECK_INT(s.compact_rev, ==, last);
+	CHECK_INT(seen_count(&s), ==, 0);
+	lr_watcher_cancel(wr);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	seen_free(&s);
+}
+
+/* ---- three members: nothing lost or repeated across restarts ---------- */
+
+struct writer {
+	lr_etcd *c;
+	const char *prefix;
+	int n;
+	atomic_int done;
+	int failures;
+};
+
+/* Each key is created exactly once (version == 0 guard), so a retried
+ * write whose first reply was lost cannot produce a second event. */
+static void *write_keys(void *arg)
+{
+	struct writer *wt = arg;
+	for (int i = 0; i < wt->n; i++) {
+		char k[160];
+		snprintf(k, sizeof(k), "%s%04d", wt->prefix, i);
+		lr_err e;
+		int tries = 0;
+		for (;;) {
+			lr_txn *t = lr_txn_new();
+			lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+			lr_txn_put(t, LR_THEN, k, "v", 1, 0);
+			lr_txn_result r;
+			int rc = lr_etcd_txn(wt->c, t, LR_CALL_RETRY, &r, &e);
+			lr_txn_free(t);
+			if (rc == 0) {
+				lr_txn_result_free(&r);
+				break;
+			}
+			if (++tries > 50) {
+				wt->failures++;
+				break;
+			}
+			lr_sleep_ms(100);
+		}
+		lr_sleep_ms(10);
+	}
+	wt->done = 1;
+	return NULL;
+}
+
+TEST(nothing_is_lost_or_repeated_across_member_restarts)
+{
+	etcdh_cluster *three;
+	etcdh_opts o = { .members = 3 };
+	CHECK_INT(etcdh_start(&o, &three), ==, 0);
+	lr_etcd_opts co = { .endpoints = etcdh_endpoints(three), .dial_timeout_s = 5, .call_timeout_s = 10 };
+	lr_etcd *wc, *c;
+	CHECK_OK(lr_etcd_open(&co, &wc, &err), &err);
+	CHECK_OK(lr_etcd_open(&co, &c, &err), &err);
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	struct seen s;
+	int n = 300;
+	seen_init(&s, n + 50);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, "/restart/", LR_KEY_PREFIX, 0, on_batch, &s, &wr, &err), &err);
+	while (s.created == 0)
+		lr_sleep_ms(5);
+	struct writer wt = { .c = wc, .prefix = "/restart/", .n = n };
+	pthread_t th;
+	pthread_create(&th, NULL, write_keys, &wt);
+	for (int m = 0; m < 3; m++) {
+		lr_sleep_ms(800);
+		CHECK_INT(etcdh_kill(three, m), ==, 0);
+		lr_sleep_ms(500);
+		CHECK_INT(etcdh_restart(three, m), ==, 0);
+	}
+	pthread_join(th, NULL);
+	wait_count(&s, n, 15000);
+	int got = seen_count(&s);
+	printf("# %d keys written, %d events seen, %d writes failed\n", n, got, wt.failures);
+	CHECK_INT(wt.failures, ==, 0);
+	for (int i = 0; i < got; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "/restart/%04d", i);
+		if (strcmp(s.keys[i], want) != 0) {
+			printf("# first difference at event %d: got %s (rev %lld), want %s; previous rev %lld\n",
+			       i, s.keys[i], (long long)s.revs[i], want,
+			       (long long)(i > 0 ? s.revs[i - 1] : 0));
+			break;
+		}
+	}
+	CHECK_INT(got, ==, n);
+	for (int i = 0; i < n; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "/restart/%04d", i);
+		CHECK_STR(s.keys[i], want);
+		if (i > 0)
+			CHECK_INT(s.revs[i], >, s.revs[i - 1]);
+	}
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	lr_etcd_close(wc);
+	etcdh_destroy(three);
+	seen_free(&s);
+}
+
+static int setup(void) { return cluster_up(1, NULL); }
+
+TEST_LIST(
+	TEST_CASE(puts_and_deletes_arrive_in_revision_order),
+	TEST_CASE(watch_from_a_past_revision_replays_history),
+	TEST_CASE(compaction_is_reported_to_the_watcher),
+	TEST_CASE(nothing_is_lost_or_repeated_across_member_restarts),
+);
+TEST_MAIN(setup, cluster_down)
