@@ -1,0 +1,131 @@
+# shellcheck shell=bash
+# lib.sh - shell functions shared by the scripts in this folder.
+#
+# Source it from bash (the scripts run with set -euo pipefail). It defines
+# LR_ROOT, the repository root, and functions prefixed lr_; it runs nothing.
+
+LR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Debian packages the build and the tests need.
+LR_PACKAGES=(
+	gcc pkg-config meson ninja-build
+	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev
+	etcd-server etcd-client
+)
+
+lr_say() {
+	printf '%s\n' "$*" >&2
+}
+
+lr_die() {
+	lr_say "error: $*"
+	exit 1
+}
+
+# Prints the packages of LR_PACKAGES that are not installed, one a line.
+lr_missing_packages() {
+	local pkg
+	for pkg in "${LR_PACKAGES[@]}"; do
+		if ! dpkg -s "$pkg" 2>/dev/null |
+			grep -qx 'Status: install ok installed'; then
+			printf '%s\n' "$pkg"
+		fi
+	done
+}
+
+# Without dpkg, only check that the tools and libraries are there.
+lr_check_without_dpkg() {
+	local cmd missing=()
+	for cmd in gcc pkg-config meson ninja protoc-c etcd etcdctl; do
+		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+	done
+	if command -v pkg-config >/dev/null 2>&1 &&
+		! pkg-config --exists grpc gpr libprotobuf-c jansson; then
+		missing+=("pkg-config modules grpc gpr libprotobuf-c jansson")
+	fi
+	if [ "${#missing[@]}" -gt 0 ]; then
+		lr_say "missing: ${missing[*]}"
+		lr_say "install the equivalents of these Debian packages: ${LR_PACKAGES[*]}"
+		return 1
+	fi
+}
+
+# Installs whatever of LR_PACKAGES is missing; silent when nothing is.
+lr_bootstrap() {
+	local missing=() sudo=()
+	if ! command -v dpkg >/dev/null 2>&1; then
+		lr_check_without_dpkg
+		return
+	fi
+	mapfile -t missing < <(lr_missing_packages)
+	[ "${#missing[@]}" -eq 0 ] && return 0
+
+	if [ "$(id -u)" -ne 0 ]; then
+		if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+			sudo=(sudo -n)
+		else
+			lr_say "missing packages: ${missing[*]}"
+			lr_say "install them with:"
+			lr_say "  sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+			return 1
+		fi
+	fi
+	lr_say "installing: ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get update -q >&2 || return 1
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -q "${missing[@]}" >&2 || return 1
+
+	mapfile -t missing < <(lr_missing_packages)
+	if [ "${#missing[@]}" -gt 0 ]; then
+		lr_say "still missing after apt-get install: ${missing[*]}"
+		return 1
+	fi
+}
+
+# lr_build DIR [meson setup options...]: configure DIR (reconfigure when it
+# is already a build directory) and compile.
+lr_build() {
+	local dir=$1
+	shift
+	local reconfigure=()
+	[ -f "$LR_ROOT/$dir/meson-private/coredata.dat" ] && reconfigure=(--reconfigure)
+	meson setup "${reconfigure[@]}" "$LR_ROOT/$dir" "$LR_ROOT" "$@" || return 1
+	meson compile -C "$LR_ROOT/$dir" || return 1
+}
+
+# Prints the pids of live etcd processes whose data directory lies under
+# ROOT, one a line. Reads /proc, so it needs no procps.
+lr_etcd_under() {
+	local root=$1 proc pid comm state args
+	for proc in /proc/[0-9]*; do
+		pid=${proc#/proc/}
+		comm=$(cat "$proc/comm" 2>/dev/null) || continue
+		[ "$comm" = etcd ] || continue
+		# Field 3 of stat, after the parenthesised name: Z is a zombie,
+		# already dead.
+		state=$(sed 's/^.*) \(.\).*$/\1/' "$proc/stat" 2>/dev/null) || continue
+		[ "$state" = Z ] && continue
+		args=$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null) || continue
+		case $args in
+		*"--data-dir=$root/"*) printf '%s\n' "$pid" ;;
+		esac
+	done
+}
+
+# lr_count_results TESTLOG: prints "PASSED FAILED SKIPPED" from the
+# testlog.json of `meson test` (one JSON object per line).
+lr_count_results() {
+	local log=$1 passed=0 failed=0 skipped=0 result
+	if [ -f "$log" ]; then
+		while read -r result; do
+			case $result in
+			OK | EXPECTEDFAIL) passed=$((passed + 1)) ;;
+			SKIP) skipped=$((skipped + 1)) ;;
+			*) failed=$((failed + 1)) ;;
+			esac
+		done < <(grep -o '"result": "[A-Z]*"' "$log" |
+			sed 's/^"result": "\([A-Z]*\)"$/\1/')
+	fi
+	printf '%s %s %s\n' "$passed" "$failed" "$skipped"
+}
