@@ -1,0 +1,632 @@
+/* test_cli.c - the `leaserun` command as a user runs it: the built binary
+ * (LEASERUN_BIN) against a real etcd, checking exit statuses, what it
+ * prints, and that rejected input stores nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+#include "fixture.h"
+#include "record.h"
+#include "test.h"
+
+/* What one run of the command did. */
+struct run {
+	int status; /* exit status; 128 + signal when killed */
+	char *out, *err;
+};
+
+static void run_free(struct run *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+/* The environment a run gets: the cluster and the prefix of the test. */
+static char env_endpoints[512], env_prefix[300];
+/* Credentials in the environment of a run; NULL: unset. */
+static const char *env_user, *env_password;
+
+static void use_client(lr_client *c)
+{
+	snprintf(env_endpoints, sizeof(env_endpoints), "%s",
+	         etcdh_endpoints(cluster));
+	snprintf(env_prefix, sizeof(env_prefix), "%s", lr_client_prefix(c));
+}
+
+struct buf {
+	char *data;
+	size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const char *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		b->data = realloc(b->data, b->cap);
+		CHECK(b->data != NULL);
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static void child(int in, int out, int err, char **argv)
+{
+	dup2(in, 0);
+	dup2(out, 1);
+	dup2(err, 2);
+	setenv("LEASERUN_ENDPOINTS", env_endpoints, 1);
+	setenv("LEASERUN_PREFIX", env_prefix, 1);
+	unsetenv("LEASERUN_USER");
+	unsetenv("LEASERUN_PASSWORD");
+	if (env_user != NULL)
+		setenv("LEASERUN_USER", env_user, 1);
+	if (env_password != NULL)
+		setenv("LEASERUN_PASSWORD", env_password, 1);
+	execv(argv[0], argv);
+	_exit(127);
+}
+
+/* Feed `input` (may be NULL: empty) to the child and collect its output
+ * until it closes both. */
+static void pump(int in, int out, int err, const char *input, struct run *r)
+{
+	struct buf bo = { 0 }, be = { 0 };
+	size_t len = input != NULL ? strlen(input) : 0, sent = 0;
+	struct pollfd p[3] = { { in, POLLOUT, 0 }, { out, POLLIN, 0 },
+		               { err, POLLIN, 0 } };
+	if (len == 0) {
+		close(in);
+		p[0].fd = -1;
+	}
+	buf_add(&bo, "", 0);
+	buf_add(&be, "", 0);
+	while (p[1].fd >= 0 || p[2].fd >= 0) {
+		CHECK(poll(p, 3, -1) >= 0 || errno == EINTR);
+		if (p[0].fd >= 0 && p[0].revents) {
+			ssize_t n = write(in, input + sent, len - sent);
+			if (n > 0)
+				sent += (size_t)n;
+			if (n < 0 || sent == len) {
+				close(in);
+				p[0].fd = -1;
+			}
+		}
+		for (int i = 1; i < 3; i++) {
+			if (p[i].fd < 0 || !p[i].revents)
+				continue;
+			char chunk[65536];
+			ssize_t n = read(p[i].fd, chunk, sizeof(chunk));
+			if (n <= 0) {
+				close(p[i].fd);
+				p[i].fd = -1;
+			} else {
+				buf_add(i == 1 ? &bo : &be, chunk, (size_t)n);
+			}
+		}
+	}
+	if (p[0].fd >= 0)
+		close(in);
+	r->out = bo.data;
+	r->err = be.data;
+}
+
+/* Run leaserun with the arguments (NULL-terminated) and input on stdin. */
+static struct run run_in(const char *input, ...)
+{
+	char *argv[32];
+	int n = 0;
+	va_list ap;
+	argv[n++] = getenv("LEASERUN_BIN");
+	CHECK(argv[0] != NULL);
+	va_start(ap, input);
+	for (char *a = va_arg(ap, char *); a != NULL; a = va_arg(ap, char *)) {
+		CHECK(n < 31);
+		argv[n++] = a;
+	}
+	va_end(ap);
+	argv[n] = NULL;
+
+	int pin[2], pout[2], perr[2];
+	/* Close-on-exec: the child must not hold the other ends open. */
+	CHECK(pipe2(pin, O_CLOEXEC) == 0 && pipe2(pout, O_CLOEXEC) == 0 &&
+	      pipe2(perr, O_CLOEXEC) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		child(pin[0], pout[1], perr[1], argv);
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	struct run r = { 0 };
+	pump(pin[1], pout[0], perr[0], input, &r);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	fprintf(stderr, "   leaserun %s%s... -> %d\n   stdout: %.300s   stderr: %.300s\n",
+	        n > 1 ? argv[1] : "", n > 2 ? " " : "", r.status, r.out, r.err);
+	return r;
+}
+
+#define RUN(...) run_in(NULL, __VA_ARGS__, (char *)NULL)
+#define RUN_STDIN(input, ...) run_in(input, __VA_ARGS__, (char *)NULL)
+
+/* A file with the given content in a private temporary directory. */
+static char tmpdir[64];
+
+static const char *write_file(const char *name, const char *content)
+{
+	static char path[128];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs(content, f);
+	fclose(f);
+	return path;
+}
+
+static const char spec_a[] =
+    "{\"id\":\"a\",\"steps\":[{\"name\":\"one\",\"run\":\"true\"},"
+    "{\"name\":\"two\",\"run\":\"true\"}]}";
+
+/* ---- submit ---- */
+
+TEST(submit_prints_the_id_and_an_identical_resubmit_is_a_success)
+{
+	lr_client *c = fixture_client("cli_submit");
+	use_client(c);
+	const char *path = write_file("a.json", spec_a);
+	struct run r = RUN("submit", path);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "a\n");
+	run_free(&r);
+	r = RUN("submit", path);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "a\n");
+	run_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 1);
+	lr_client_close(c);
+}
+
+TEST(submit_reads_standard_input_and_takes_an_id)
+{
+	lr_client *c = fixture_client("cli_stdin");
+	use_client(c);
+	const char *spec = "{\"steps\":[{\"name\":\"x\",\"run\":\"true\"}]}";
+	struct run r = RUN_STDIN(spec, "submit", "-", "--id", "from-flag");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "from-flag\n");
+	run_free(&r);
+	r = RUN_STDIN(spec, "submit", "--id=other");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "other\n");
+	run_free(&r);
+	r = RUN_STDIN(spec, "submit"); /* a generated id */
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strlen(r.out) > 10);
+	run_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3);
+	lr_client_close(c);
+}
+
+TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
+{
+	lr_client *c = fixture_client("cli_exists");
+	use_client(c);
+	struct run r = RUN_STDIN(spec_a, "submit");
+	CHECK_INT(r.status, ==, 0);
+	run_free(&r);
+	r = RUN_STDIN("{\"id\":\"a\",\"steps\":[{\"name\":\"o\",\"run\":\"x\"}]}",
+	              "submit");
+	CHECK_INT(r.status, ==, 3);
+	CHECK_HAS(r.err, "leaserun: ");
+	CHECK_HAS(r.err, "already exists with a different spec");
+	CHECK_STR(r.out, "");
+	run_free(&r);
+	lr_client_close(c);
+}
+
+/* Each invalid spec exits 2 with a message naming the problem, and leaves
+ * etcd untouched. */
+static void check_rejected(lr_client *c, const char *spec, const char *want)
+{
+	struct run r = RUN_STDIN(spec, "submit");
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, "invalid spec");
+	CHECK_HAS(r.err, want);
+	CHECK_STR(r.out, "");
+	run_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+}
+
+TEST(submit_rejects_invalid_specs_and_stores_nothing)
+{
+	lr_client *c = fixture_client("cli_invalid");
+	use_client(c);
+	check_rejected(c, "{\"steps\": [\n  {\"name\": \"a\" \"run\": \"b\"}]}",
+	               "line 2, column");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],\"retries\":3}",
+	               "retries");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\",\"shell\":1}]}",
+	               "shell");
+	check_rejected(c, "{\"id\":\"x\"}", "steps");
+	check_rejected(c, "{\"steps\":[]}", "steps");
+	check_rejected(c, "{\"id\":\"a/b\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}",
+	               "id");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],\"max_attempts\":\"many\"}",
+	               "max_attempts");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\",\"timeout_s\":-1}]}",
+	               "timeout_s");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":5}]}", "run");
+	check_rejected(c, "", "empty");
+	lr_client_close(c);
+}
+
+TEST(submit_rejects_a_spec_over_1_mib_and_over_1000_steps)
+{
+	lr_client *c = fixture_client("cli_limits");
+	use_client(c);
+	size_t big = (1 << 20) + 100;
+	char *huge = malloc(big + 64);
+	CHECK(huge != NULL);
+	int n = snprintf(huge, big + 64, "{\"steps\":[{\"name\":\"a\",\"run\":\"");
+	memset(huge + n, 'x', big - (size_t)n);
+	strcpy(huge + big, "\"}]}");
+	check_rejected(c, huge, "1 MiB");
+	free(huge);
+	char *many = fixture_spec("many", 1001);
+	check_rejected(c, many, "steps");
+	free(many);
+	lr_client_close(c);
+}
+
+TEST(submit_of_an_unreadable_file_exits_2_naming_it)
+{
+	lr_client *c = fixture_client("cli_unreadable");
+	use_client(c);
+	char missing[128];
+	snprintf(missing, sizeof(missing), "%s/no-such.json", tmpdir);
+	struct run r = RUN("submit", missing);
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, missing);
+	run_free(&r);
+	r = RUN("submit", tmpdir); /* a directory */
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, tmpdir);
+	run_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- status, cancel, runners, purge ---- */
+
+TEST(status_json_has_the_documented_shape)
+{
+	lr_client *c = fixture_client("cli_json");
+	use_client(c);
+	struct run r = RUN_STDIN(spec_a, "submit");
+	run_free(&r);
+	r = RUN("status", "a", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *o = json_loads(r.out, 0, NULL);
+	CHECK(json_is_object(o));
+	CHECK_STR(json_string_value(json_object_get(o, "id")), "a");
+	CHECK_STR(json_string_value(json_object_get(o, "state")), "pending");
+	CHECK_INT(json_integer_value(json_object_get(o, "next_step")), ==, 0);
+	CHECK_INT(json_integer_value(json_object_get(o, "steps")), ==, 2);
+	CHECK_INT(json_integer_value(json_object_get(o, "attempt")), ==, 0);
+	CHECK_INT(json_integer_value(json_object_get(o, "max_attempts")), ==, 5);
+	CHECK_STR(json_string_value(json_object_get(o, "step_name")), "one");
+	CHECK(json_is_null(json_object_get(o, "runner")));
+	CHECK(json_is_null(json_object_get(o, "error")));
+	CHECK(json_object_get(o, "updated_at") != NULL);
+	json_decref(o);
+	run_free(&r);
+
+	r = RUN("--json", "status"); /* flags may come before the command */
+	CHECK_INT(r.status, ==, 0);
+	o = json_loads(r.out, 0, NULL);
+	CHECK(json_is_array(o));
+	CHECK_INT(json_array_size(o), ==, 1);
+	json_decref(o);
+	run_free(&r);
+
+	r = RUN("status", "--json", "--state=running");
+	CHECK_INT(r.status, ==, 0);
+	o = json_loads(r.out, 0, NULL);
+	CHECK(json_is_array(o));
+	CHECK_INT(json_array_size(o), ==, 0);
+	json_decref(o);
+	run_free(&r);
+	lr_client_close(c);
+}
+
+TEST(status_table_names_each_column)
+{
+	lr_client *c = fixture_client("cli_table");
+	use_client(c);
+	struct run r = RUN_STDIN(spec_a, "submit");
+	run_free(&r);
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "ID");
+	CHECK_HAS(r.out, "STATE");
+	CHECK_HAS(r.out, "STEP");
+	CHECK_HAS(r.out, "ATTEMPT");
+	CHECK_HAS(r.out, "RUNNER");
+	CHECK_HAS(r.out, "pending");
+	CHECK_HAS(r.out, "1/2 one");
+	CHECK(strstr(r.out, "[") == NULL); /* no progress bar in a pipe */
+	run_free(&r);
+	lr_client_close(c);
+}
+
+TEST(unknown_task_ids_exit_4)
+{
+	lr_client *c = fixture_client("cli_unknown");
+	use_client(c);
+	struct run r = RUN("status", "ghost");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_HAS(r.err, "no such task ghost");
+	run_free(&r);
+	r = RUN("cancel", "ghost");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_HAS(r.err, "no such task");
+	run_free(&r);
+	lr_client_close(c);
+}
+
+TEST(cancel_says_what_it_did)
+{
+	lr_client *c = fixture_client("cli_cancel");
+	use_client(c);
+	struct run r = RUN_STDIN(spec_a, "submit");
+	run_free(&r);
+	r = RUN("cancel", "a");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "cancelled a\n");
+	run_free(&r);
+	r = RUN("cancel", "a");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "already cancelled\n");
+	run_free(&r);
+
+	r = RUN_STDIN("{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
+	              "submit");
+	run_free(&r);
+	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
+	lr_rfc3339_now(cl.claimed_at);
+	char *v = lr_claim_encode(&cl);
+	fixture_put(c, LR_K_CLAIMS, "b", v, cl.lease);
+	free(v);
+	r = RUN("cancel", "b");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
+	run_free(&r);
+	lr_client_close(c);
+}
+
+TEST(runners_and_purge_print_their_results)
+{
+	lr_client *c = fixture_client("cli_runners");
+	use_client(c);
+	struct run r = RUN("runners", "--json");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "[]\n");
+	run_free(&r);
+	r = RUN("runners");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "TTL LEFT");
+	run_free(&r);
+
+	r = RUN_STDIN(spec_a, "submit");
+	run_free(&r);
+	r = RUN("cancel", "a");
+	run_free(&r);
+	r = RUN("purge", "--older-than", "1h");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "purged 0 tasks\n");
+	run_free(&r);
+	r = RUN("purge", "--older-than=0s", "--status", "cancelled");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "purged 1 task\n");
+	run_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- usage errors and connection failures ---- */
+
+TEST(bad_flags_and_arguments_exit_2_with_a_reason)
+{
+	lr_client *c = fixture_client("cli_usage");
+	use_client(c);
+	const char *const cases[][6] = {
+		{ "frobnicate" },
+		{ "status", "--bogus" },
+		{ "status", "--state", "sleeping" },
+		{ "status", "--limit", "ten" },
+		{ "status", "--json=yes" },
+		{ "status", "a", "b" },
+		{ "status", "a", "--state", "pending" },
+		{ "status", "--limit" },
+		{ "cancel" },
+		{ "worker", "--concurrency", "0" },
+		{ "worker", "--ttl", "0" },
+		{ "worker", "--grace", "-1" },
+		{ "worker", "--name", "bad name" },
+		{ "purge" },
+		{ "purge", "--older-than", "soon" },
+		{ "purge", "--older-than", "1h", "--status", "running" },
+		{ "runners", "extra" },
+		{ "status", "--dial-timeout", "0" },
+		{ "status", "-x" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i];
+		struct run r = run_in(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
+		                      (char *)NULL);
+		if (r.status != 2)
+			TEST_FAIL("case %zu (%s %s): exit %d", i, a[0],
+			          a[1] ? a[1] : "", r.status);
+		CHECK_HAS(r.err, "leaserun: ");
+		CHECK_HAS(r.err, "--help");
+		run_free(&r);
+	}
+	struct run r = RUN(NULL);
+	CHECK_INT(r.status, ==, 2);
+	run_free(&r);
+	r = RUN("--help");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "submit");
+	run_free(&r);
+	r = RUN("status", "-h");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "--watch");
+	run_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* A loopback port with nobody listening. */
+static int closed_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	CHECK(bind(s, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(getsockname(s, (struct sockaddr *)&a, &len) == 0);
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
+{
+	char ep[64];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", closed_port());
+	const char *const cmds[][2] = { { "status", NULL }, { "cancel", "a" },
+		                        { "runners", NULL } };
+	for (int i = 0; i < 3; i++) {
+		int64_t t0 = lr_mono_ms();
+		struct run r = run_in(NULL, "--endpoints", ep, "--dial-timeout",
+		                      "1", cmds[i][0], cmds[i][1], (char *)NULL);
+		int64_t took = lr_mono_ms() - t0;
+		CHECK_INT(r.status, ==, 1);
+		CHECK_HAS(r.err, ep);
+		CHECK(took < 3000);
+		run_free(&r);
+	}
+	/* The spec is checked first: invalid input is exit 2 even then. */
+	struct run r = run_in("{", "submit", "--endpoints", ep, "--dial-timeout",
+	                      "1", (char *)NULL);
+	CHECK_INT(r.status, ==, 2);
+	run_free(&r);
+	r = run_in(spec_a, "submit", "--endpoints", ep, "--dial-timeout=1",
+	           (char *)NULL);
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, ep);
+	run_free(&r);
+}
+
+/* A second etcd with authentication on: user root, password pw. */
+static etcdh_cluster *secured_cluster(const char *pw)
+{
+	etcdh_opts o = { .members = 1 };
+	etcdh_cluster *sc = NULL;
+	char cmd[512];
+	CHECK(etcdh_start(&o, &sc) == 0);
+	const char *ep = etcdh_endpoint(sc, 0);
+	snprintf(cmd, sizeof(cmd),
+	         "etcdctl --endpoints=%s user add root --new-user-password=%s "
+	         ">/dev/null 2>&1 && etcdctl --endpoints=%s auth enable "
+	         ">/dev/null 2>&1", ep, pw, ep);
+	CHECK(system(cmd) == 0);
+	snprintf(env_endpoints, sizeof(env_endpoints), "%s", ep);
+	snprintf(env_prefix, sizeof(env_prefix), "/leaserun/");
+	return sc;
+}
+
+TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
+{
+	etcdh_cluster *sc = secured_cluster("Root-pw-1");
+	struct run r = RUN("status", "--user", "root:Root-pw-1");
+	CHECK_INT(r.status, ==, 0);
+	run_free(&r);
+
+	r = RUN("status", "--user=root:Wrong-pw-9");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "root");
+	CHECK(strstr(r.err, "Wrong-pw-9") == NULL);
+	CHECK(strstr(r.out, "Wrong-pw-9") == NULL);
+	run_free(&r);
+
+	env_user = "root";
+	env_password = "Root-pw-1";
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	run_free(&r);
+
+	env_user = "root:Root-pw-1";
+	env_password = NULL;
+	r = RUN("runners");
+	CHECK_INT(r.status, ==, 0);
+	run_free(&r);
+
+	/* No password and no terminal to ask on: etcd refuses. */
+	env_user = "root";
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 1);
+	run_free(&r);
+	env_user = NULL;
+	etcdh_destroy(sc);
+}
+
+TEST_LIST(
+	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
+	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
+	TEST_CASE(submit_of_a_different_spec_under_a_taken_id_exits_3),
+	TEST_CASE(submit_rejects_invalid_specs_and_stores_nothing),
+	TEST_CASE(submit_rejects_a_spec_over_1_mib_and_over_1000_steps),
+	TEST_CASE(submit_of_an_unreadable_file_exits_2_naming_it),
+	TEST_CASE(status_json_has_the_documented_shape),
+	TEST_CASE(status_table_names_each_column),
+	TEST_CASE(unknown_task_ids_exit_4),
+	TEST_CASE(cancel_says_what_it_did),
+	TEST_CASE(runners_and_purge_print_their_results),
+	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
+	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
+	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
+);
+
+static int setup(void)
+{
+	signal(SIGPIPE, SIG_IGN); /* a child that exits before reading */
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/leaserun-cli-XXXXXX");
+	if (mkdtemp(tmpdir) == NULL)
+		return -1;
+	return cluster_up(1, NULL);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+	cluster_down();
+}
+
+TEST_MAIN(setup, teardown)
