@@ -21,6 +21,13 @@
 extern "C" {
 #endif
 
+/* Exported from the shared library; everything else stays internal. */
+#if defined(__GNUC__)
+#define LR_API __attribute__((visibility("default")))
+#else
+#define LR_API
+#endif
+
 /* Error codes (always negative; LR_OK is 0). */
 enum {
 	LR_OK = 0,
@@ -54,7 +61,289 @@ typedef struct lr_err {
 } lr_err;
 
 /* A short constant description of a code. */
-const char *lr_strerror(int code);
+LR_API const char *lr_strerror(int code);
+
+/* ========================================================================
+ * Client: a connection to the etcd cluster and the task operations.
+ * ====================================================================== */
+
+typedef struct lr_client lr_client;
+
+/* Options of lr_client_open. Zero/NULL fields take the default. Strings are
+ * copied; the caller keeps ownership. */
+typedef struct lr_client_opts {
+	const char *endpoints;       /* "host:port[,host:port...]"; default
+	                                "127.0.0.1:2379" */
+	const char *prefix;          /* key prefix; default "/leaserun/" (a
+	                                missing trailing '/' is added) */
+	double dial_timeout_s;       /* default 5: an unreachable cluster is
+	                                reported within it */
+	double call_timeout_s;       /* default 5: deadline of one etcd call */
+	const char *cacert;          /* PEM file: TLS, verifying the server */
+	const char *cert, *key;      /* PEM files: client certificate (mTLS) */
+	const char *tls_server_name; /* name checked against the certificate */
+	const char *user;            /* etcd authentication; NULL for none */
+	const char *password;        /* never logged, never passed to steps */
+} lr_client_opts;
+
+/* Connect. On success *out is a new client, freed by lr_client_close.
+ * Errors: LR_EINVAL (options), LR_EUNAVAILABLE (no endpoint reachable within
+ * the dial timeout; the message names the endpoints), LR_EAUTH, LR_ETLS. */
+LR_API int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err);
+LR_API void lr_client_close(lr_client *c);
+
+/* The normalised prefix ("/leaserun/"). Borrowed. */
+LR_API const char *lr_client_prefix(const lr_client *c);
+
+/* Task ids are at most this long (plus the terminating NUL). */
+#define LR_ID_SIZE 201
+
+/* Validate and store a task spec given as JSON text (at most 1 MiB).
+ * id_override (may be NULL) sets the id when the spec has none. On success
+ * id_out receives the task's id and *created (may be NULL) tells whether
+ * the task is new (false: an identical spec was already stored, which is a
+ * success so that a submit may be retried).
+ * Errors: LR_EINVAL (invalid spec; the message names the field, or line and
+ * column), LR_EEXIST (the id exists with a different spec), etcd errors.
+ * Nothing is stored unless it returns 0. */
+LR_API int lr_submit_text(lr_client *c, const char *text, size_t len,
+                   const char *id_override, char id_out[LR_ID_SIZE],
+                   int *created, lr_err *err);
+
+/* The same for a spec as a jansson object (json_t *; borrowed: the caller
+ * keeps its reference). Declared with void * so that this header does not
+ * require jansson.h. */
+LR_API int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
+                   char id_out[LR_ID_SIZE], int *created, lr_err *err);
+
+typedef enum lr_task_state {
+	LR_TASK_PENDING = 0,
+	LR_TASK_RUNNING = 1,
+	LR_TASK_SUCCEEDED = 2,
+	LR_TASK_FAILED = 3,
+	LR_TASK_CANCELLED = 4,
+} lr_task_state;
+
+/* "pending", "running", ...; NULL for an unknown value. */
+LR_API const char *lr_task_state_name(lr_task_state s);
+/* The state named s; -1 if none. */
+LR_API int lr_task_state_parse(const char *s);
+
+/* What status shows of one task. Strings are owned by the struct and freed
+ * by lr_task_status_clear. */
+typedef struct lr_task_status {
+	char id[LR_ID_SIZE];
+	lr_task_state state;
+	int64_t next_step;      /* first step not committed */
+	int64_t steps;          /* number of steps; 0 when the spec is unreadable */
+	char *step_name;        /* name of step next_step, NULL when done */
+	int64_t attempt;        /* attempt of step next_step (0: never started) */
+	int64_t max_attempts;
+	char *runner;           /* holder (running) or last runner; may be NULL */
+	char *error;            /* failed/cancelled reason; may be NULL */
+	char *updated_at;       /* RFC 3339 of the last change seen; may be NULL */
+	int64_t create_revision;/* etcd revision that created the task */
+} lr_task_status;
+
+LR_API void lr_task_status_clear(lr_task_status *s);
+
+/* One task. LR_ENOTFOUND when there is no such task. */
+LR_API int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err);
+
+/* Tasks oldest first; state_filter -1 for all; limit 0 for no limit. On
+ * success *out is an array of *n statuses, freed by lr_task_list_free. */
+LR_API int lr_task_list(lr_client *c, int state_filter, size_t limit,
+                 lr_task_status **out, size_t *n, lr_err *err);
+LR_API void lr_task_list_free(lr_task_status *list, size_t n);
+
+/* Cancel a pending or running task (one txn). A pending task ends cancelled
+ * at once; a running one is stopped by its holder. When the task had
+ * already finished, *already (may be NULL) is set to its final state and
+ * nothing changes; otherwise *already is -1. LR_ENOTFOUND for no task. */
+LR_API int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err);
+
+/* Delete the keys of tasks finished at least older_than_ms ago (by their
+ * finished_at), and only those in state_filter (-1: any final state).
+ * One txn per task, guarded so that only finished, unclaimed tasks go. */
+LR_API int lr_purge(lr_client *c, int64_t older_than_ms, int state_filter,
+             size_t *purged, lr_err *err);
+
+/* A live runner, as registered under runners/. */
+typedef struct lr_runner_info {
+	char name[256];
+	char host[256];
+	int64_t pid;
+	int64_t concurrency;
+	int64_t ttl;            /* granted lease TTL, seconds */
+	int64_t ttl_left;       /* seconds left on its lease (-1: unknown) */
+	int64_t lease;
+	char started_at[40];
+	char version[32];
+} lr_runner_info;
+
+/* Live runners by name. *out is freed with free(). */
+LR_API int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err *err);
+
+/* Guarded update of a shared JSON value stored at P "shared/<name>": read
+ * it, call fn, write the result with a txn on the key's mod revision, and
+ * retry from the read when another writer came first. Concurrent writers
+ * never lose an update and never hold a lock.
+ * fn receives the current value (json_t *, borrowed; NULL when the key does
+ * not exist) and sets *next to the new value (a new reference that the
+ * library steals). It returns 0 to write, LR_ECANCELLED to stop without
+ * writing (lr_update then returns LR_ECANCELLED), or another negative code
+ * that is passed back. fn may run several times; it runs on the caller's
+ * thread. */
+typedef int (*lr_update_fn)(void *user, const void *current, void **next);
+LR_API int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
+              lr_err *err);
+
+/* Read a shared value: *value (json_t *) is a new reference, NULL when the
+ * key does not exist. */
+LR_API int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err);
+
+/* ========================================================================
+ * Logging
+ * ====================================================================== */
+
+typedef enum lr_log_level {
+	LR_LOG_DEBUG = 0,
+	LR_LOG_INFO = 1,
+	LR_LOG_WARN = 2,
+	LR_LOG_ERROR = 3,
+} lr_log_level;
+
+/* One log line. Every pointer may be NULL and lives during the call. */
+typedef struct lr_log_record {
+	lr_log_level level;
+	const char *runner;
+	const char *task;
+	const char *step;       /* step name */
+	int64_t step_index;     /* -1 when no step */
+	const char *msg;
+} lr_log_record;
+
+/* A log sink. Called from the runner's threads (its loop and its step
+ * workers), one record at a time per runner. */
+typedef void (*lr_log_fn)(void *user, const lr_log_record *rec);
+
+/* The default sink: stderr, text when stderr is a terminal and one JSON
+ * object per line otherwise; records below min_level are dropped. user is
+ * ignored. */
+LR_API void lr_log_stderr(void *user, const lr_log_record *rec);
+/* Force the default sink's format: 0 auto, 1 text, 2 JSON; and its level. */
+LR_API void lr_log_stderr_config(int format, lr_log_level min_level);
+
+/* ========================================================================
+ * Runner: claims tasks, runs their steps through handlers, checkpoints.
+ * ====================================================================== */
+
+typedef struct lr_runner lr_runner;
+typedef struct lr_step lr_step;
+
+/* What a step handler returns. */
+typedef enum lr_step_result {
+	LR_STEP_OK = 0,        /* commit the step (with the state as set) */
+	LR_STEP_RETRY = 1,     /* a failed attempt: retried after backoff,
+	                          until max_attempts */
+	LR_STEP_FAIL = 2,      /* permanent failure: the task ends failed */
+} lr_step_result;
+
+/* A step handler. Runs on one of the runner's worker threads (one task per
+ * worker, `concurrency` workers). It must return soon after
+ * lr_step_cancelled() turns true; whatever it returns then, nothing is
+ * committed for this step. */
+typedef lr_step_result (*lr_step_fn)(lr_step *step, void *user);
+
+/* The step context: valid during the handler call only; all strings and
+ * json values are borrowed from it unless said otherwise. */
+LR_API const char *lr_step_task_id(const lr_step *s);
+LR_API int64_t lr_step_index(const lr_step *s);      /* 0-based */
+LR_API int64_t lr_step_count(const lr_step *s);
+LR_API const char *lr_step_name(const lr_step *s);
+LR_API int64_t lr_step_attempt(const lr_step *s);    /* 1-based */
+LR_API int64_t lr_step_fence(const lr_step *s);      /* the claim's fence */
+LR_API const char *lr_step_runner(const lr_step *s);
+/* The step's spec object {"name","run","timeout_s"} (json_t *). */
+LR_API const void *lr_step_spec(const lr_step *s);
+/* The task spec's env object (json_t *). */
+LR_API const void *lr_step_env(const lr_step *s);
+/* The current state (json_t *, borrowed). */
+LR_API void *lr_step_state(lr_step *s);
+/* Replace the state (json_t *; the library steals the reference). It is
+ * committed with the step (LR_STEP_OK) or by lr_step_checkpoint. */
+LR_API void lr_step_set_state(lr_step *s, void *state);
+/* Commit the current state now without advancing the step (a fenced
+ * checkpoint): a resumed step starts from it. LR_ELEASE when the claim is
+ * gone (stop at once), LR_ETOOLARGE over 512 KiB. */
+LR_API int lr_step_checkpoint(lr_step *s, lr_err *err);
+/* True once the step must stop: lease lost, task cancelled, shutdown. */
+LR_API int lr_step_cancelled(const lr_step *s);
+/* Wait up to timeout_ms (or until cancelled); returns lr_step_cancelled(). */
+LR_API int lr_step_sleep(lr_step *s, int64_t timeout_ms);
+/* A file descriptor that becomes readable when the step is cancelled, for
+ * handlers that poll. Owned by the library. */
+LR_API int lr_step_cancel_fd(const lr_step *s);
+/* The monotonic time (ms, as CLOCK_MONOTONIC) by which the step must have
+ * stopped: the runner's lease deadline. */
+LR_API int64_t lr_step_deadline_ms(const lr_step *s);
+/* Why the step failed, recorded with LR_STEP_RETRY or LR_STEP_FAIL. */
+LR_API void lr_step_set_error(lr_step *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Log a line tagged with runner, task and step. */
+LR_API void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The built-in handler for shell steps: runs the step spec's "run" with
+ * /bin/sh -c in its own process group, as described in README.md.
+ * user is ignored. */
+LR_API lr_step_result lr_shell_step(lr_step *step, void *user);
+
+typedef struct lr_runner_opts {
+	const char *name;        /* default "<hostname>-<pid>" */
+	int concurrency;         /* default 1 */
+	int ttl_s;               /* lease TTL asked for; default 10 */
+	int grace_s;             /* default 10; -1 for 0 */
+	int exit_when_idle;      /* stop once no task is pending or claimed */
+	lr_log_fn log;           /* default lr_log_stderr */
+	void *log_user;
+} lr_runner_opts;
+
+/* Lifecycle callbacks. All run on the thread inside lr_runner_run, never at
+ * the same time; any may be NULL. Strings live during the call. */
+typedef struct lr_runner_callbacks {
+	void (*claimed)(void *user, const char *task, int64_t next_step,
+	                int64_t attempt, int64_t fence);
+	void (*step_committed)(void *user, const char *task, int64_t step,
+	                       const char *name);
+	void (*lease_lost)(void *user, const char *why);
+	void (*task_done)(void *user, const char *task, lr_task_state state,
+	                  const char *error);
+} lr_runner_callbacks;
+
+/* A runner on client c (which must outlive it). *out is freed by
+ * lr_runner_free. */
+LR_API int lr_runner_new(lr_client *c, const lr_runner_opts *opts, lr_runner **out,
+                  lr_err *err);
+LR_API void lr_runner_free(lr_runner *r);
+
+/* Handle steps named step_name with fn (step_name NULL: every step without
+ * a handler of its own). Before lr_runner_run only. A step with no handler
+ * fails the task with an error naming it. */
+LR_API int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn,
+                     void *user);
+LR_API void lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb,
+                             void *user);
+
+/* Run until stopped: register, claim and run tasks. Returns 0 after a
+ * graceful stop (lr_runner_stop) or, with exit_when_idle, when idle;
+ * LR_EINUSE when the runner name is held by a live runner; etcd errors
+ * when the cluster cannot be reached at start. Blocking. */
+LR_API int lr_runner_run(lr_runner *r, lr_err *err);
+
+/* Ask the runner to stop gracefully (see README.md). Callable from any
+ * thread and from a signal handler (async-signal-safe). */
+LR_API void lr_runner_stop(lr_runner *r);
 
 #ifdef __cplusplus
 }

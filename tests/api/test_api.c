@@ -1,0 +1,395 @@
+/* test_api.c - the embedding API against a real etcd: runners hosted in
+ * this process with in-process step handlers. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "clock.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
+#include "etcd_harness.h"
+#include "leaserun.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+static lr_err err;
+
+static lr_client *open_client(const char *prefix)
+{
+	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&o, &c, &err), &err);
+	return c;
+}
+
+static void quiet(void *user, const lr_log_record *rec)
+{
+	if (rec->level >= LR_LOG_WARN || getenv("TEST_VERBOSE") != NULL)
+		lr_log_stderr(NULL, rec);
+}
+
+/* A runner on its own thread. */
+struct hosted {
+	lr_runner *r;
+	pthread_t th;
+	int rc;
+	lr_err err;
+};
+
+static void *run_thread(void *arg)
+{
+	struct hosted *h = arg;
+	h->rc = lr_runner_run(h->r, &h->err);
+	return NULL;
+}
+
+static void host(struct hosted *h, lr_client *c, const char *name, int conc)
+{
+	lr_runner_opts o = { .name = name, .concurrency = conc, .ttl_s = 2, .grace_s = 1,
+	                     .log = quiet };
+	memset(h, 0, sizeof(*h));
+	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
+}
+
+static void start(struct hosted *h)
+{
+	pthread_create(&h->th, NULL, run_thread, h);
+}
+
+static void stop(struct hosted *h)
+{
+	lr_runner_stop(h->r);
+	pthread_join(h->th, NULL);
+	if (h->rc != 0)
+		TEST_FAIL("runner ended with %d: %s", h->rc, h->err.msg);
+	lr_runner_free(h->r);
+}
+
+static lr_task_state wait_done(lr_client *c, const char *id, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	for (;;) {
+		lr_task_status st;
+		CHECK_OK(lr_task_get(c, id, &st, &err), &err);
+		lr_task_state s = st.state;
+		lr_task_status_clear(&st);
+		if (s >= LR_TASK_SUCCEEDED)
+			return s;
+		if (lr_mono_ms() > end)
+			TEST_FAIL("task %s not done after %d ms", id, timeout_ms);
+		lr_sleep_ms(10);
+	}
+}
+
+static void submit(lr_client *c, const char *json)
+{
+	char id[LR_ID_SIZE];
+	CHECK_OK(lr_submit_text(c, json, strlen(json), NULL, id, NULL, &err), &err);
+}
+
+/* ---- two runners in one process -------------------------------------------- */
+
+struct counts {
+	atomic_int runs[2];
+	atomic_int per_task[40][2];
+};
+
+struct tagged {
+	struct counts *cnt;
+	int runner;
+};
+
+static lr_step_result count_step(lr_step *s, void *user)
+{
+	struct tagged *t = user;
+	int task = atoi(lr_step_task_id(s) + 1);
+	t->cnt->runs[t->runner]++;
+	t->cnt->per_task[task][lr_step_index(s)]++;
+	json_t *state = json_object();
+	json_object_set_new(state, "by", json_integer(t->runner));
+	lr_step_set_state(s, state);
+	return LR_STEP_OK;
+}
+
+TEST(two_runners_in_one_process_share_the_work_without_global_state)
+{
+	lr_client *c = open_client("/api-two/");
+	static struct counts cnt;
+	memset(&cnt, 0, sizeof(cnt));
+	struct tagged tags[2] = { { &cnt, 0 }, { &cnt, 1 } };
+	struct hosted h[2];
+	host(&h[0], c, "alpha", 2);
+	host(&h[1], c, "beta", 2);
+	for (int i = 0; i < 2; i++) {
+		CHECK_OK(lr_runner_handle(h[i].r, NULL, count_step, &tags[i]), &err);
+		start(&h[i]);
+	}
+	for (int t = 0; t < 40; t++) {
+		char spec[256];
+		snprintf(spec, sizeof(spec),
+		         "{\"id\":\"t%d\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"},{\"name\":\"b\",\"run\":\"-\"}]}", t);
+		submit(c, spec);
+	}
+	for (int t = 0; t < 40; t++) {
+		char id[8];
+		snprintf(id, sizeof(id), "t%d", t);
+		CHECK_INT(wait_done(c, id, 30000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(cnt.per_task[t][0], ==, 1);
+		CHECK_INT(cnt.per_task[t][1], ==, 1);
+	}
+	printf("# alpha ran %d steps, beta %d\n", cnt.runs[0], cnt.runs[1]);
+	CHECK_INT(cnt.runs[0] + cnt.runs[1], ==, 80);
+	stop(&h[0]);
+	stop(&h[1]);
+	lr_client_close(c);
+}
+
+/* ---- intermediate checkpoints ------------------------------------------------ */
+
+struct progress {
+	atomic_int checkpoints;
+	atomic_int failed_checkpoints;
+	atomic_int first_i_seen; /* the counter a (re)started step began from */
+	atomic_int starts;
+};
+
+/* "act": counts up, checkpointing each value, until cancelled or 30. */
+static lr_step_result act(lr_step *s, void *user)
+{
+	struct progress *p = user;
+	json_t *state = lr_step_state(s);
+	int i = (int)json_integer_value(json_object_get(state, "i"));
+	if (p->starts++ == 0 || p->first_i_seen == 0)
+		p->first_i_seen = i;
+	while (i < 30 && !lr_step_cancelled(s)) {
+		i++;
+		json_object_set_new(state, "i", json_integer(i));
+		lr_err e;
+		if (lr_step_checkpoint(s, &e) != 0) {
+			p->failed_checkpoints++;
+			return LR_STEP_RETRY;
+		}
+		p->checkpoints++;
+		lr_step_sleep(s, 40);
+	}
+	return LR_STEP_OK;
+}
+
+static int64_t checkpoint_i(lr_client *c, const char *id, int64_t *mod_rev)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_CHECKPOINTS, id, key);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	json_t *v = json_loadb(r.kvs[0].value, r.kvs[0].value_len, 0, NULL);
+	int64_t i = json_integer_value(json_object_get(json_object_get(v, "state"), "i"));
+	*mod_rev = r.kvs[0].mod_rev;
+	json_decref(v);
+	lr_range_result_free(&r);
+	return i;
+}
+
+static int64_t claim_lease(lr_client *c, const char *id)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_CLAIMS, id, key);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	int64_t lease = r.n == 1 ? r.kvs[0].lease : 0;
+	lr_range_result_free(&r);
+	return lease;
+}
+
+TEST(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them)
+{
+	lr_client *c = open_client("/api-fence/");
+	static struct progress p;
+	memset(&p, 0, sizeof(p));
+	struct hosted a;
+	host(&a, c, "first", 1);
+	CHECK_OK(lr_runner_handle(a.r, "act", act, &p), &err);
+	start(&a);
+	submit(c, "{\"id\":\"agent\",\"steps\":[{\"name\":\"act\",\"run\":\"-\"}],\"state\":{\"i\":0}}");
+	while (p.checkpoints < 5)
+		lr_sleep_ms(10);
+	/* Pull the lease from under the runner, as a partition would. */
+	int64_t lease = claim_lease(c, "agent");
+	CHECK(lease != 0);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
+	int64_t rev_after_revoke;
+	int64_t i_after_revoke = checkpoint_i(c, "agent", &rev_after_revoke);
+	lr_sleep_ms(300);
+	int64_t rev_later;
+	int64_t i_later = checkpoint_i(c, "agent", &rev_later);
+	/* No checkpoint from the runner that lost its claim. */
+	CHECK_INT(rev_later, ==, rev_after_revoke);
+	CHECK_INT(i_later, ==, i_after_revoke);
+	printf("# checkpoints before the revoke: %d, refused after it: %d\n",
+	       p.checkpoints, p.failed_checkpoints);
+
+	/* Another runner resumes the step from the last checkpoint. */
+	struct hosted b;
+	host(&b, c, "second", 1);
+	CHECK_OK(lr_runner_handle(b.r, "act", act, &p), &err);
+	stop(&a); /* a would take it again with a new lease: leave it to b */
+	p.first_i_seen = 0;
+	start(&b);
+	CHECK_INT(wait_done(c, "agent", 20000), ==, LR_TASK_SUCCEEDED);
+	printf("# the resumed step started from i=%d (last checkpoint %lld)\n", p.first_i_seen,
+	       (long long)i_later);
+	CHECK_INT(p.first_i_seen, ==, i_later);
+	stop(&b);
+	lr_client_close(c);
+}
+
+/* ---- cancellation ------------------------------------------------------------- */
+
+static atomic_llong cancel_seen_ms;
+
+static lr_step_result wait_for_cancel(lr_step *s, void *user)
+{
+	(void)user;
+	atomic_store((atomic_int *)user, 1);
+	lr_step_sleep(s, 30000);
+	cancel_seen_ms = lr_mono_ms();
+	return LR_STEP_OK;
+}
+
+TEST(a_handler_sees_cancellation_within_100ms)
+{
+	lr_client *c = open_client("/api-cancel/");
+	static atomic_int started;
+	started = 0;
+	cancel_seen_ms = 0;
+	struct hosted h;
+	host(&h, c, "canceller", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, wait_for_cancel, (void *)&started), &err);
+	start(&h);
+	submit(c, "{\"id\":\"long\",\"steps\":[{\"name\":\"wait\",\"run\":\"-\"}]}");
+	while (!started)
+		lr_sleep_ms(5);
+	int already;
+	int64_t t0 = lr_mono_ms();
+	CHECK_OK(lr_cancel(c, "long", &already, &err), &err);
+	while (cancel_seen_ms == 0 && lr_mono_ms() - t0 < 5000)
+		lr_sleep_ms(1);
+	int64_t took = cancel_seen_ms - t0;
+	printf("# the handler saw the cancel %lld ms after the request\n", (long long)took);
+	CHECK(cancel_seen_ms != 0);
+	CHECK_INT(took, <=, 100);
+	CHECK_INT(wait_done(c, "long", 5000), ==, LR_TASK_CANCELLED);
+	stop(&h);
+	lr_client_close(c);
+}
+
+/* ---- failures ------------------------------------------------------------------ */
+
+static lr_step_result flaky(lr_step *s, void *user)
+{
+	if (lr_step_attempt(s) < 3) {
+		lr_step_set_error(s, "not yet (attempt %lld)", (long long)lr_step_attempt(s));
+		return LR_STEP_RETRY;
+	}
+	return LR_STEP_OK;
+}
+
+static lr_step_result hopeless(lr_step *s, void *user)
+{
+	atomic_fetch_add((atomic_int *)user, 1);
+	lr_step_set_error(s, "the input is malformed");
+	return LR_STEP_FAIL;
+}
+
+TEST(retryable_failures_are_retried_and_permanent_ones_end_the_task)
+{
+	lr_client *c = open_client("/api-fail/");
+	static atomic_int hopeless_runs;
+	hopeless_runs = 0;
+	struct hosted h;
+	host(&h, c, "failures", 2);
+	CHECK_OK(lr_runner_handle(h.r, "flaky", flaky, NULL), &err);
+	CHECK_OK(lr_runner_handle(h.r, "hopeless", hopeless, (void *)&hopeless_runs), &err);
+	start(&h);
+	submit(c, "{\"id\":\"retry\",\"retry_backoff_ms\":10,\"steps\":[{\"name\":\"flaky\",\"run\":\"-\"}]}");
+	submit(c, "{\"id\":\"perm\",\"steps\":[{\"name\":\"hopeless\",\"run\":\"-\"}]}");
+	submit(c, "{\"id\":\"nohandler\",\"steps\":[{\"name\":\"unknown\",\"run\":\"-\"}]}");
+	CHECK_INT(wait_done(c, "retry", 10000), ==, LR_TASK_SUCCEEDED);
+	CHECK_INT(wait_done(c, "perm", 10000), ==, LR_TASK_FAILED);
+	CHECK_INT(wait_done(c, "nohandler", 10000), ==, LR_TASK_FAILED);
+	lr_task_status st;
+	CHECK_OK(lr_task_get(c, "perm", &st, &err), &err);
+	CHECK_HAS(st.error, "step hopeless (0) failed: the input is malformed");
+	lr_task_status_clear(&st);
+	CHECK_INT(hopeless_runs, ==, 1);
+	CHECK_OK(lr_task_get(c, "nohandler", &st, &err), &err);
+	CHECK_HAS(st.error, "no handler");
+	lr_task_status_clear(&st);
+	stop(&h);
+	lr_client_close(c);
+}
+
+/* ---- guarded update -------------------------------------------------------------- */
+
+static int increment(void *user, const void *current, void **next)
+{
+	(void)user;
+	json_int_t n = current != NULL ? json_integer_value(json_object_get(current, "n")) : 0;
+	*next = json_pack("{sI}", "n", n + 1);
+	return 0;
+}
+
+static void *writer(void *arg)
+{
+	lr_client *c = open_client("/api-update/");
+	for (int i = 0; i < 100; i++) {
+		lr_err e;
+		if (lr_update(c, "counter", increment, NULL, &e) != 0) {
+			fprintf(stderr, "update: %s\n", e.msg);
+			atomic_fetch_add((atomic_int *)arg, 1);
+		}
+	}
+	lr_client_close(c);
+	return NULL;
+}
+
+TEST(guarded_update_by_8_writers_loses_no_increment)
+{
+	static atomic_int failures;
+	failures = 0;
+	pthread_t th[8];
+	for (int i = 0; i < 8; i++)
+		pthread_create(&th[i], NULL, writer, (void *)&failures);
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	CHECK_INT(failures, ==, 0);
+	lr_client *c = open_client("/api-update/");
+	void *value = NULL;
+	CHECK_OK(lr_shared_get(c, "counter", &value, &err), &err);
+	CHECK(value != NULL);
+	CHECK_INT(json_integer_value(json_object_get(value, "n")), ==, 800);
+	json_decref(value);
+	lr_client_close(c);
+}
+
+static int setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+static void teardown(void) { etcdh_destroy(cluster); }
+
+TEST_LIST(
+	TEST_CASE(two_runners_in_one_process_share_the_work_without_global_state),
+	TEST_CASE(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them),
+	TEST_CASE(a_handler_sees_cancellation_within_100ms),
+	TEST_CASE(retryable_failures_are_retried_and_permanent_ones_end_the_task),
+	TEST_CASE(guarded_update_by_8_writers_loses_no_increment),
+);
+TEST_MAIN(setup, teardown)

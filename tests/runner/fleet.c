@@ -1,0 +1,244 @@
+/* fleet.c - starting, watching and killing real runner processes. */
+#include "fleet.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "test.h"
+
+static lr_err err;
+
+void fleet_init(fleet *f, const char *endpoints, const char *name)
+{
+	memset(f, 0, sizeof(*f));
+	f->endpoints = endpoints;
+	snprintf(f->prefix, sizeof(f->prefix), "/%s/", name);
+	const char *tmp = getenv("TMPDIR");
+	snprintf(f->dir, sizeof(f->dir), "%s/fleet-%s-XXXXXX", tmp ? tmp : "/tmp", name);
+	CHECK(mkdtemp(f->dir) != NULL);
+	lr_client_opts o = { .endpoints = endpoints, .prefix = f->prefix };
+	CHECK_OK(lr_client_open(&o, &f->client, &err), &err);
+}
+
+static bool registered(fleet *f, const char *name)
+{
+	lr_runner_info *list = NULL;
+	size_t n = 0;
+	bool found = false;
+	if (lr_runners_list(f->client, &list, &n, &err) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(list[i].name, name) == 0)
+				found = true;
+	free(list);
+	return found;
+}
+
+/* Fork and exec `leaserun worker` as runner i, named f->names[i], against
+ * endpoints; stderr goes to <dir>/<name>.log. With die_with_parent, the
+ * runner gets SIGKILL when the thread that started it exits, so that a
+ * crashed test leaves no runner behind. */
+static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
+                          const char *const *extra, bool die_with_parent)
+{
+	const char *bin = getenv("LEASERUN_BIN");
+	CHECK(bin != NULL);
+	const char *argv[32];
+	int n = 0;
+	argv[n++] = bin;
+	argv[n++] = "worker";
+	argv[n++] = "--endpoints";
+	argv[n++] = endpoints;
+	argv[n++] = "--prefix";
+	argv[n++] = f->prefix;
+	argv[n++] = "--name";
+	argv[n++] = f->names[i];
+	argv[n++] = "--ttl";
+	argv[n++] = "2";
+	for (int k = 0; extra != NULL && extra[k] != NULL && n < 30; k++)
+		argv[n++] = extra[k];
+	argv[n] = NULL;
+	char log[320];
+	snprintf(log, sizeof(log), "%s/%s.log", f->dir, f->names[i]);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (die_with_parent &&
+		    (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+			_exit(127);
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		dup2(fd, 2);
+		setenv("MARKS", f->dir, 1);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	f->pids[i] = pid;
+	return pid;
+}
+
+/* Wait until runner i is registered; fails the test when it exits first
+ * or takes longer than timeout_ms. */
+static void wait_registered(fleet *f, int i, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	while (!registered(f, f->names[i])) {
+		if (lr_mono_ms() > end || waitpid(f->pids[i], NULL, WNOHANG) == f->pids[i])
+			TEST_FAIL("runner %s did not register (see %s/%s.log)", f->names[i],
+			          f->dir, f->names[i]);
+		lr_sleep_ms(20);
+	}
+}
+
+pid_t fleet_start(fleet *f, int i, const char *const *extra)
+{
+	snprintf(f->names[i], sizeof(f->names[i]), "r%d", i);
+	pid_t pid = spawn_runner(f, i, f->endpoints, extra, false);
+	wait_registered(f, i, 10000);
+	return pid;
+}
+
+int fleet_wait(fleet *f, int i, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	int status;
+	while (waitpid(f->pids[i], &status, WNOHANG) == 0) {
+		if (lr_mono_ms() > end)
+			return -2;
+		lr_sleep_ms(5);
+	}
+	f->pids[i] = 0;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void fleet_destroy(fleet *f)
+{
+	for (int i = 0; i < FLEET_MAX; i++)
+		if (f->pids[i] > 0) {
+			kill(f->pids[i], SIGKILL);
+			waitpid(f->pids[i], NULL, 0);
+			f->pids[i] = 0;
+		}
+	lr_client_close(f->client);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (getenv("KEEP_FLEET") == NULL && system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", f->dir);
+}
+
+void fleet_submit(fleet *f, const char *id, const char *spec_fmt)
+{
+	char spec[8192];
+	snprintf(spec, sizeof(spec), spec_fmt, id);
+	char out[LR_ID_SIZE];
+	CHECK_OK(lr_submit_text(f->client, spec, strlen(spec), NULL, out, NULL, &err), &err);
+	CHECK_STR(out, id);
+}
+
+lr_task_state fleet_state(fleet *f, const char *id, char *runner, size_t size,
+                          int64_t *next_step, int64_t *attempt)
+{
+	lr_task_status st;
+	CHECK_OK(lr_task_get(f->client, id, &st, &err), &err);
+	if (runner != NULL)
+		snprintf(runner, size, "%s", st.runner ? st.runner : "");
+	if (next_step != NULL)
+		*next_step = st.next_step;
+	if (attempt != NULL)
+		*attempt = st.attempt;
+	lr_task_state s = st.state;
+	lr_task_status_clear(&st);
+	return s;
+}
+
+int64_t fleet_wait_state(fleet *f, const char *id, int st, int timeout_ms)
+{
+	int64_t start = lr_mono_ms();
+	for (;;) {
+		lr_task_state s = fleet_state(f, id, NULL, 0, NULL, NULL);
+		if ((st < 0 && s >= LR_TASK_SUCCEEDED) || (st >= 0 && (int)s == st))
+			return lr_mono_ms() - start;
+		if (lr_mono_ms() - start > timeout_ms)
+			return -1;
+		lr_sleep_ms(10);
+	}
+}
+
+int fleet_holder(fleet *f, const char *id)
+{
+	char runner[64];
+	if (fleet_state(f, id, runner, sizeof(runner), NULL, NULL) != LR_TASK_RUNNING)
+		return -1;
+	for (int i = 0; i < FLEET_MAX; i++)
+		if (strcmp(f->names[i], runner) == 0)
+			return i;
+	return -1;
+}
+
+int fleet_count_marks(fleet *f, const char *prefix)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/marks", f->dir);
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL)
+		return 0;
+	char line[512];
+	int n = 0;
+	while (fgets(line, sizeof(line), fp) != NULL)
+		if (strncmp(line, prefix, strlen(prefix)) == 0)
+			n++;
+	fclose(fp);
+	return n;
+}
+
+int fleet_wait_marks(fleet *f, const char *prefix, int n, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	while (fleet_count_marks(f, prefix) < n) {
+		if (lr_mono_ms() > end)
+			return -1;
+		lr_sleep_ms(10);
+	}
+	return 0;
+}
+
+pid_t fleet_spawn(fleet *f, int i, const char *name, const char *endpoints,
+                  const char *const *extra)
+{
+	snprintf(f->names[i], sizeof(f->names[i]), "%s", name);
+	return spawn_runner(f, i, endpoints != NULL ? endpoints : f->endpoints, extra,
+	                    true);
+}
+
+pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints,
+                        const char *const *extra)
+{
+	pid_t pid = fleet_spawn(f, i, name, endpoints, extra);
+	wait_registered(f, i, 10000);
+	return pid;
+}
+
+bool fleet_registered(fleet *f, const char *name)
+{
+	return registered(f, name);
+}
+
+int64_t fleet_runner_lease(fleet *f, const char *name)
+{
+	lr_runner_info *list = NULL;
+	size_t n = 0;
+	int64_t lease = 0;
+	if (lr_runners_list(f->client, &list, &n, &err) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(list[i].name, name) == 0)
+				lease = list[i].lease;
+	free(list);
+	return lease;
+}
