@@ -1,0 +1,40 @@
+/* cli.h - what the parts of the `leaserun` command share: exit statuses,
+ * error reporting and the subcommands. Main thread only. */
+#ifndef LR_CLI_H
+#define LR_CLI_H
+
+#include "leaserun.h"
+
+/* Exit statuses (README.md, "Command line"). */
+enum {
+	EXIT_OK = 0,
+	EXIT_RUNTIME = 1,
+	EXIT_USAGE = 2,
+	EXIT_EXISTS = 3,
+	EXIT_NOTFOUND = 4,
+};
+
+/* Returned by helpers when the command should go on (any exit status is
+ * >= 0). */
+#define CLI_CONTINUE (-1)
+
+/* The exit status of a library error code: the one place that maps them. */
+int cli_exit_code(int code);
+
+/* Print "leaserun: <message>" for a failed library call; returns its exit
+ * status. */
+int cli_fail(const lr_err *err);
+
+/* Print "leaserun: <reason>" and the pointer to --help; returns EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The subcommands: argv holds the arguments after the subcommand word.
+ * Each returns the exit status. */
+int cmd_submit(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_runners(int argc, char **argv);
+int cmd_purge(int argc, char **argv);
+
+#endif

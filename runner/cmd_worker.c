@@ -1,0 +1,138 @@
+/* cmd_worker.c - `leaserun worker`: one runner with the shell step handler,
+ * stopped gracefully by SIGTERM or SIGINT. Main thread; the signal handler
+ * only calls lr_runner_stop, which is async-signal-safe. */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "client.h"
+#include "options.h"
+
+static const char usage[] =
+    "Usage: leaserun worker [--name N] [--concurrency C] [--ttl S] "
+    "[--grace S]\n"
+    "                       [--exit-when-idle]\n"
+    "\n"
+    "Run a runner: claim pending tasks and run their steps with /bin/sh,\n"
+    "until SIGTERM or SIGINT (then running steps get --grace seconds to\n"
+    "finish, the rest are stopped and their tasks released at once).\n"
+    "\n"
+    "  --name N            runner name (default <hostname>-<pid>)\n"
+    "  --concurrency C     tasks run at once, >= 1 (default 1)\n"
+    "  --ttl S             lease TTL in seconds, >= 1 (default 10)\n"
+    "  --grace S           seconds steps get to finish on stop (default 10)\n"
+    "  --exit-when-idle    exit once no task is pending or claimed\n"
+    "\n"
+    "Exit status: 0 after a graceful stop, 1 etcd error or name in use,\n"
+    "2 bad flags.\n";
+
+/* The runner a signal stops; the process-wide signal disposition is the
+ * command's business, never the library's. */
+static lr_runner *volatile signalled;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	lr_runner *r = signalled;
+	if (r != NULL)
+		lr_runner_stop(r);
+}
+
+static void catch_stop_signals(lr_runner *r)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+
+	sigemptyset(&sa.sa_mask);
+	signalled = r;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+/* Block the signals before the runner goes, so that no handler is halfway
+ * through using it. */
+static void release_stop_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signalled = NULL;
+}
+
+struct worker_flags {
+	const char *name, *concurrency, *ttl, *grace;
+	int exit_when_idle;
+};
+
+static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
+{
+	long conc = 1, ttl = 10, grace = 10;
+	int rc = CLI_CONTINUE;
+
+	if (f->name != NULL && !lr_name_valid(f->name))
+		return cli_usage_error("--name: \"%s\" is not a valid runner name "
+		                       "(1 to %d of A-Z a-z 0-9 . _ : -)",
+		                       f->name, LR_NAME_MAX);
+	if (f->concurrency != NULL)
+		rc = cli_int("--concurrency", f->concurrency, 1, 4096, &conc);
+	if (rc == CLI_CONTINUE && f->ttl != NULL)
+		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
+	if (rc == CLI_CONTINUE && f->grace != NULL)
+		rc = cli_int("--grace", f->grace, 0, 86400, &grace);
+	*o = (lr_runner_opts){
+		.name = f->name,
+		.concurrency = (int)conc,
+		.ttl_s = (int)ttl,
+		.grace_s = grace == 0 ? -1 : (int)grace, /* 0 means "default" */
+		.exit_when_idle = f->exit_when_idle,
+	};
+	return rc;
+}
+
+int cmd_worker(int argc, char **argv)
+{
+	struct worker_flags f = { 0 };
+	const cli_flag flags[] = {
+		{ "name", &f.name, NULL },
+		{ "concurrency", &f.concurrency, NULL },
+		{ "ttl", &f.ttl, NULL },
+		{ "grace", &f.grace, NULL },
+		{ "exit-when-idle", NULL, &f.exit_when_idle },
+		{ NULL, NULL, NULL },
+	};
+	const cli_cmd cmd = { "worker", usage, flags, 0 };
+	cli_common common = { 0 };
+	lr_runner_opts o;
+	lr_client *c = NULL;
+	lr_runner *r = NULL;
+	lr_err err = { 0 };
+	int nargs;
+
+	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
+	if (rc == CLI_CONTINUE)
+		rc = runner_opts(&f, &o);
+	if (rc == CLI_CONTINUE)
+		rc = cli_open(&common, &c);
+	if (rc != CLI_CONTINUE)
+		goto cleanup;
+	if (lr_runner_new(c, &o, &r, &err) != 0) {
+		rc = cli_fail(&err);
+		goto cleanup;
+	}
+	if (lr_runner_handle(r, NULL, lr_shell_step, NULL) != 0) {
+		fputs("leaserun: worker: cannot install the shell step handler\n",
+		      stderr);
+		rc = EXIT_RUNTIME;
+		goto cleanup;
+	}
+	catch_stop_signals(r);
+	rc = lr_runner_run(r, &err) == 0 ? EXIT_OK : cli_fail(&err);
+	release_stop_signals();
+cleanup:
+	if (r != NULL)
+		lr_runner_free(r);
+	lr_client_close(c);
+	return rc;
+}

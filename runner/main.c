@@ -1,0 +1,139 @@
+/* main.c - the `leaserun` command: finds the subcommand, maps library errors
+ * to exit statuses and prints errors. Main thread. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "options.h"
+
+#ifndef LEASERUN_VERSION
+#define LEASERUN_VERSION "unknown"
+#endif
+
+struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "submit", cmd_submit, "validate and store a task; prints its id" },
+	{ "worker", cmd_worker, "run a runner until SIGTERM/SIGINT" },
+	{ "status", cmd_status, "tasks with state, step, attempt and runner" },
+	{ "cancel", cmd_cancel, "cancel a pending or running task" },
+	{ "runners", cmd_runners, "live runners and their lease TTL left" },
+	{ "purge", cmd_purge, "delete the keys of finished tasks" },
+};
+
+#define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
+
+int cli_exit_code(int code)
+{
+	switch (code) {
+	case LR_OK:
+		return EXIT_OK;
+	case LR_EINVAL:
+		return EXIT_USAGE;
+	case LR_EEXIST:
+		return EXIT_EXISTS;
+	case LR_ENOTFOUND:
+		return EXIT_NOTFOUND;
+	default:
+		return EXIT_RUNTIME;
+	}
+}
+
+int cli_fail(const lr_err *err)
+{
+	fprintf(stderr, "leaserun: %s\n",
+	        err->msg[0] != '\0' ? err->msg : lr_strerror(err->code));
+	return cli_exit_code(err->code);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("leaserun: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nRun 'leaserun --help' for usage.\n", stderr);
+	return EXIT_USAGE;
+}
+
+static void usage(FILE *f)
+{
+	fputs("Usage: leaserun COMMAND [OPTIONS] [ARGS]\n\n"
+	      "Runs long multi-step tasks on runners that share an etcd "
+	      "cluster.\n\nCommands:\n", f);
+	for (size_t i = 0; i < N_SUBCOMMANDS; i++)
+		fprintf(f, "  %-8s %s\n", subcommands[i].name,
+		        subcommands[i].summary);
+	fprintf(f, "\n%s\n"
+	        "Exit status: 0 ok, 1 etcd or runtime error, 2 usage or invalid "
+	        "input,\n3 the task id exists with a different spec, 4 no such "
+	        "task.\n'leaserun COMMAND --help' describes a command.\n",
+	        cli_common_help);
+}
+
+/* Index of the subcommand word: the first argument that is neither an
+ * option nor the value of a common option written as "--flag value". */
+static int find_subcommand(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] != '-')
+			return i;
+		if (cli_common_takes_value(argv[i]))
+			i++;
+	}
+	return -1;
+}
+
+static int only_global_flag(int argc, char **argv, const char *flag)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], flag) == 0)
+			return 1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int at = find_subcommand(argc, argv);
+
+	if (at < 0) {
+		if (only_global_flag(argc, argv, "--help") ||
+		    only_global_flag(argc, argv, "-h")) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		if (only_global_flag(argc, argv, "--version")) {
+			printf("leaserun %s\n", LEASERUN_VERSION);
+			return EXIT_OK;
+		}
+		return cli_usage_error("missing command (one of submit, worker, "
+		                       "status, cancel, runners, purge)");
+	}
+	for (size_t i = 0; i < N_SUBCOMMANDS; i++) {
+		if (strcmp(argv[at], subcommands[i].name) != 0)
+			continue;
+		/* The subcommand sees every other argument, so that common
+		 * options may come before or after its name. */
+		char **rest = malloc(sizeof(char *) * (size_t)argc);
+		if (rest == NULL) {
+			fputs("leaserun: out of memory\n", stderr);
+			return EXIT_RUNTIME;
+		}
+		int n = 0;
+		for (int j = 1; j < argc; j++)
+			if (j != at)
+				rest[n++] = argv[j];
+		int rc = subcommands[i].run(n, rest);
+		free(rest);
+		return rc;
+	}
+	return cli_usage_error("unknown command \"%s\"", argv[at]);
+}

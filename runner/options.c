@@ -1,0 +1,282 @@
+/* options.c - parsing the flags of a subcommand, and turning the common
+ * options into a connected client. Main thread, before any other starts. */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define DEFAULT_DIAL_TIMEOUT_S 5.0
+#define MAX_DIAL_TIMEOUT_S 3600.0
+
+const char cli_common_help[] =
+    "Common options (flag, else environment, else default):\n"
+    "  --endpoints H:P[,H:P...]  etcd endpoints (LEASERUN_ENDPOINTS; "
+    "127.0.0.1:2379)\n"
+    "  --prefix P                key prefix (LEASERUN_PREFIX; /leaserun/)\n"
+    "  --cacert FILE             CA certificate: use TLS (LEASERUN_CACERT)\n"
+    "  --cert FILE, --key FILE   client certificate and key (LEASERUN_CERT,\n"
+    "                            LEASERUN_KEY)\n"
+    "  --tls-server-name NAME    name checked against the server certificate\n"
+    "  --user NAME[:PASSWORD]    etcd user (LEASERUN_USER, LEASERUN_PASSWORD;\n"
+    "                            asked for on a terminal when missing)\n"
+    "  --dial-timeout SECONDS    give up connecting after this (5)\n"
+    "  -h, --help                this help\n";
+
+/* The common options as flags writing into *c; `table` has room for 9. */
+static void common_flags(cli_common *c, cli_flag *table)
+{
+	const cli_flag flags[] = {
+		{ "endpoints", &c->endpoints, NULL },
+		{ "prefix", &c->prefix, NULL },
+		{ "cacert", &c->cacert, NULL },
+		{ "cert", &c->cert, NULL },
+		{ "key", &c->key, NULL },
+		{ "tls-server-name", &c->tls_server_name, NULL },
+		{ "user", &c->user, NULL },
+		{ "dial-timeout", &c->dial_timeout, NULL },
+		{ NULL, NULL, NULL },
+	};
+	memcpy(table, flags, sizeof(flags));
+}
+
+static const cli_flag *find_flag(const cli_flag *flags, const char *name,
+                                 size_t len)
+{
+	for (; flags != NULL && flags->name != NULL; flags++)
+		if (strlen(flags->name) == len &&
+		    strncmp(flags->name, name, len) == 0)
+			return flags;
+	return NULL;
+}
+
+int cli_common_takes_value(const char *arg)
+{
+	cli_common c;
+	cli_flag table[9];
+
+	if (strncmp(arg, "--", 2) != 0 || strchr(arg, '=') != NULL)
+		return 0;
+	common_flags(&c, table);
+	return find_flag(table, arg + 2, strlen(arg + 2)) != NULL;
+}
+
+static void print_help(const cli_cmd *cmd)
+{
+	printf("%s\n%s", cmd->usage, cli_common_help);
+}
+
+/* One "--name[=value]" at argv[*i]; may consume the next argument. */
+static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
+                      char **argv, int *i)
+{
+	const char *arg = argv[*i];
+	const char *name = arg + 2;
+	const char *eq = strchr(name, '=');
+	size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+	const cli_flag *f = find_flag(cmd->flags, name, len);
+	const char *value;
+
+	if (f == NULL)
+		f = find_flag(common, name, len);
+	if (f == NULL)
+		return cli_usage_error("%s: unknown option --%.*s", cmd->name,
+		                       (int)len, name);
+	if (f->value == NULL) {
+		if (eq != NULL)
+			return cli_usage_error("%s: --%s takes no value",
+			                       cmd->name, f->name);
+		*f->on = 1;
+		return CLI_CONTINUE;
+	}
+	if (eq != NULL) {
+		value = eq + 1;
+	} else if (*i + 1 < argc) {
+		value = argv[++*i];
+	} else {
+		return cli_usage_error("%s: --%s needs a value", cmd->name,
+		                       f->name);
+	}
+	if (value[0] == '\0')
+		return cli_usage_error("%s: --%s: empty value", cmd->name,
+		                       f->name);
+	*f->value = value;
+	return CLI_CONTINUE;
+}
+
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
+              const char **args, int *nargs)
+{
+	cli_flag table[9];
+	int only_args = 0;
+
+	common_flags(common, table);
+	*nargs = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		int rc;
+		if (!only_args && strcmp(a, "--") == 0) {
+			only_args = 1;
+		} else if (!only_args &&
+		           (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+			print_help(cmd);
+			return EXIT_OK;
+		} else if (!only_args && strncmp(a, "--", 2) == 0) {
+			rc = parse_flag(cmd, table, argc, argv, &i);
+			if (rc != CLI_CONTINUE)
+				return rc;
+		} else if (!only_args && a[0] == '-' && a[1] != '\0') {
+			/* "-" alone is an argument: standard input. */
+			return cli_usage_error("%s: unknown option %s", cmd->name,
+			                       a);
+		} else if (*nargs == cmd->max_args) {
+			return cli_usage_error("%s: unexpected argument \"%s\"",
+			                       cmd->name, a);
+		} else {
+			args[(*nargs)++] = a;
+		}
+	}
+	return CLI_CONTINUE;
+}
+
+int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
+{
+	char *end = NULL;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+		return cli_usage_error("%s: expected a whole number from %ld to "
+		                       "%ld, got \"%s\"", flag, lo, hi, s);
+	*out = v;
+	return CLI_CONTINUE;
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+/* The flag, else the environment variable (empty counts as unset). */
+static const char *pick(const char *flag, const char *env)
+{
+	const char *v = flag != NULL ? flag : getenv(env);
+
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+static int dial_timeout(const cli_common *o, double *out)
+{
+	char *end = NULL;
+
+	*out = DEFAULT_DIAL_TIMEOUT_S;
+	if (o->dial_timeout == NULL)
+		return CLI_CONTINUE;
+	errno = 0;
+	*out = strtod(o->dial_timeout, &end);
+	if (errno != 0 || end == o->dial_timeout || *end != '\0' ||
+	    !isfinite(*out) || *out <= 0 || *out > MAX_DIAL_TIMEOUT_S)
+		return cli_usage_error("--dial-timeout: expected seconds above 0 "
+		                       "and up to %.0f, got \"%s\"",
+		                       MAX_DIAL_TIMEOUT_S, o->dial_timeout);
+	return CLI_CONTINUE;
+}
+
+/* Ask on the terminal without echo. NULL when stdin is no terminal or the
+ * read fails: the connection then goes without a password and etcd says
+ * what it thinks of that. */
+static char *prompt_password(const char *user)
+{
+	struct termios old, quiet;
+	char buf[1024];
+	char *line;
+
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &old) != 0)
+		return NULL;
+	fprintf(stderr, "Password for etcd user %s: ", user);
+	fflush(stderr);
+	quiet = old;
+	quiet.c_lflag &= ~(tcflag_t)ECHO;
+	quiet.c_lflag |= ECHONL;
+	tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+	line = fgets(buf, sizeof(buf), stdin);
+	tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+	if (line == NULL)
+		return NULL;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	line = strdup(buf);
+	explicit_bzero(buf, sizeof(buf));
+	return line;
+}
+
+/* The etcd user and password: "--user name:password", else LEASERUN_USER
+ * (which may also carry ":password"), LEASERUN_PASSWORD, else a prompt.
+ * The password is then wiped from the command line (so `ps` does not show
+ * it) and from the environment (so that no step inherits it). */
+static int credentials(const cli_common *o, char **user, char **password)
+{
+	const char *given = pick(o->user, "LEASERUN_USER");
+	const char *colon;
+
+	*user = NULL;
+	*password = NULL;
+	if (given == NULL)
+		return CLI_CONTINUE;
+	colon = strchr(given, ':');
+	*user = colon != NULL ? strndup(given, (size_t)(colon - given))
+	                      : strdup(given);
+	if (colon != NULL)
+		*password = strdup(colon + 1);
+	else if (pick(NULL, "LEASERUN_PASSWORD") != NULL)
+		*password = strdup(getenv("LEASERUN_PASSWORD"));
+	else
+		*password = prompt_password(*user);
+	if (colon != NULL)
+		memset((char *)colon + 1, '*', strlen(colon + 1));
+	unsetenv("LEASERUN_PASSWORD");
+	if (getenv("LEASERUN_USER") != NULL && *user != NULL)
+		setenv("LEASERUN_USER", *user, 1);
+	if (*user == NULL || (*user)[0] == '\0')
+		return cli_usage_error("--user: the user name is empty");
+	return CLI_CONTINUE;
+}
+
+static void free_secret(char *s)
+{
+	if (s != NULL)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+int cli_open(const cli_common *o, lr_client **out)
+{
+	lr_client_opts co = {
+		.endpoints = pick(o->endpoints, "LEASERUN_ENDPOINTS"),
+		.prefix = pick(o->prefix, "LEASERUN_PREFIX"),
+		.cacert = pick(o->cacert, "LEASERUN_CACERT"),
+		.cert = pick(o->cert, "LEASERUN_CERT"),
+		.key = pick(o->key, "LEASERUN_KEY"),
+		.tls_server_name = o->tls_server_name,
+	};
+	char *user = NULL, *password = NULL;
+	lr_err err = { 0 };
+	int rc;
+
+	*out = NULL;
+	if ((co.cert == NULL) != (co.key == NULL))
+		return cli_usage_error("--cert and --key must be given together");
+	rc = dial_timeout(o, &co.dial_timeout_s);
+	if (rc == CLI_CONTINUE)
+		rc = credentials(o, &user, &password);
+	if (rc == CLI_CONTINUE) {
+		co.user = user;
+		co.password = password;
+		if (lr_client_open(&co, out, &err) != 0)
+			rc = cli_fail(&err);
+	}
+	free(user);
+	free_secret(password);
+	return rc;
+}

@@ -1,0 +1,51 @@
+/* options.h - the command line of `leaserun`: flags of a subcommand and the
+ * common connection options (flag > environment > default). Main thread. */
+#ifndef LR_CLI_OPTIONS_H
+#define LR_CLI_OPTIONS_H
+
+#include "cli.h"
+
+/* One flag of a subcommand: `--name value`, `--name=value`, or `--name` for
+ * a switch. */
+typedef struct cli_flag {
+	const char *name;  /* without the leading "--" */
+	const char **value; /* where the value goes; NULL for a switch */
+	int *on;            /* set to 1 by a switch */
+} cli_flag;
+
+typedef struct cli_cmd {
+	const char *name;
+	const char *usage;     /* the help text of the subcommand */
+	const cli_flag *flags; /* ends with { NULL } */
+	int max_args;          /* positional arguments allowed */
+} cli_cmd;
+
+/* The common options as given on the command line (NULL when absent). */
+typedef struct cli_common {
+	const char *endpoints, *prefix, *cacert, *cert, *key, *tls_server_name;
+	const char *user, *dial_timeout;
+} cli_common;
+
+/* Whether `--name` (without "=value") is a common option that takes a value
+ * in the next argument: main uses it to find the subcommand word. */
+int cli_common_takes_value(const char *arg);
+
+/* The text about common options, for the help pages. */
+extern const char cli_common_help[];
+
+/* Parse argv[0..argc) (the arguments after the subcommand word) against the
+ * command's flags and the common ones. Positional arguments go to args[]
+ * (room for cmd->max_args), their count to *nargs. Returns CLI_CONTINUE, or
+ * an exit status when the command must end now: EXIT_OK after --help,
+ * EXIT_USAGE after printing what is wrong. */
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
+              const char **args, int *nargs);
+
+/* Parse an integer flag value in lo..hi; EXIT_USAGE (printed) otherwise. */
+int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+
+/* Connect with the common options. Returns CLI_CONTINUE with *out set, or
+ * an exit status after printing the reason. */
+int cli_open(const cli_common *o, lr_client **out);
+
+#endif

@@ -1,0 +1,342 @@
+/* output.c - tables and JSON documents of tasks and runners. Builds each
+ * table in memory first so that columns fit their widest cell. Main thread. */
+#include "output.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+
+#define MAX_COLS 8
+#define BAR_WIDTH 10
+#define GAP 2
+/* Errors keep at least this much room on a narrow terminal. */
+#define MIN_ERROR_WIDTH 24
+
+struct table {
+	size_t cols;
+	const char *head[MAX_COLS];
+	char **cells; /* rows x cols, malloc'd strings */
+	size_t rows, cap;
+	size_t width[MAX_COLS];
+};
+
+out_style out_style_stdout(void)
+{
+	out_style st = { 0, 0 };
+	struct winsize ws;
+
+	if (!isatty(STDOUT_FILENO))
+		return st;
+	st.tty = 1;
+	st.width = 100;
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		st.width = ws.ws_col;
+	return st;
+}
+
+static void table_init(struct table *t, const char *const *head, size_t cols)
+{
+	memset(t, 0, sizeof(*t));
+	t->cols = cols;
+	for (size_t c = 0; c < cols; c++) {
+		t->head[c] = head[c];
+		t->width[c] = strlen(head[c]);
+	}
+}
+
+/* Append a row; cells are copied. A row that cannot be stored (out of
+ * memory) is left out rather than failing the whole display. */
+static void table_add(struct table *t, char *const *cells)
+{
+	if (t->rows == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 16;
+		char **n = realloc(t->cells, nc * t->cols * sizeof(char *));
+		if (n == NULL)
+			return;
+		t->cells = n;
+		t->cap = nc;
+	}
+	char **row = &t->cells[t->rows * t->cols];
+	for (size_t c = 0; c < t->cols; c++) {
+		row[c] = strdup(cells[c] != NULL ? cells[c] : "");
+		if (row[c] == NULL)
+			row[c] = strdup("");
+		size_t w = row[c] != NULL ? strlen(row[c]) : 0;
+		if (w > t->width[c])
+			t->width[c] = w;
+	}
+	t->rows++;
+}
+
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->rows * t->cols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+}
+
+/* Cut s to at most max bytes, ending with "..." and on a UTF-8 character
+ * boundary. */
+static void cut(char *s, size_t max)
+{
+	if (strlen(s) <= max || max < 4)
+		return;
+	size_t at = max - 3;
+	while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80)
+		at--;
+	memcpy(s + at, "...", 4);
+}
+
+/* One row. Padding is written only before a cell that has text, so that
+ * no line ends in blanks. */
+static void print_row(FILE *f, const struct table *t,
+                      const char *const *cells)
+{
+	size_t pending = 0;
+
+	for (size_t c = 0; c < t->cols; c++) {
+		size_t len = strlen(cells[c]);
+		if (len > 0) {
+			fprintf(f, "%*s%s", (int)pending, "", cells[c]);
+			pending = 0;
+		}
+		pending += t->width[c] + GAP - len;
+	}
+	fputc('\n', f);
+}
+
+/* On a terminal the last column is cut to what is left of the line. */
+static void table_print(FILE *f, struct table *t, const out_style *st)
+{
+	size_t last = t->cols - 1;
+	size_t used = 0;
+
+	for (size_t c = 0; c < last; c++)
+		used += t->width[c] + GAP;
+	size_t room = st->width > 0 && (size_t)st->width > used + MIN_ERROR_WIDTH
+	                  ? (size_t)st->width - used
+	                  : MIN_ERROR_WIDTH;
+	print_row(f, t, t->head);
+	for (size_t r = 0; r < t->rows; r++) {
+		char **row = &t->cells[r * t->cols];
+		if (st->tty)
+			cut(row[last], room);
+		print_row(f, t, (const char *const *)row);
+	}
+}
+
+/* "4m12s ago" for an RFC 3339 time; "-" when there is none. */
+static void age_of(const char *when, int64_t now_ms, char *buf, size_t n)
+{
+	int64_t ms;
+	char age[32];
+
+	if (when == NULL || lr_rfc3339_parse(when, &ms) != 0) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	lr_format_age(now_ms - ms, age, sizeof(age));
+	snprintf(buf, n, "%s ago", age);
+}
+
+/* ---- tasks ---------------------------------------------------------------- */
+
+/* Steps committed: every step of a task that succeeded. */
+static int64_t steps_done(const lr_task_status *s)
+{
+	return s->state == LR_TASK_SUCCEEDED ? s->steps : s->next_step;
+}
+
+/* "2/3 analyse": the step the task is at, 1-based, as people count. */
+static void step_of(const lr_task_status *s, char *buf, size_t n)
+{
+	if (s->steps <= 0) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	int64_t k = steps_done(s) < s->steps ? s->next_step + 1 : s->steps;
+	snprintf(buf, n, "%" PRId64 "/%" PRId64 "%s%s", k, s->steps,
+	         s->step_name != NULL ? " " : "",
+	         s->step_name != NULL ? s->step_name : "");
+}
+
+static void bar_of(const lr_task_status *s, char *buf, size_t n)
+{
+	char bar[BAR_WIDTH + 3];
+	int64_t full = s->steps > 0 ? steps_done(s) * BAR_WIDTH / s->steps : 0;
+
+	bar[0] = '[';
+	for (int i = 0; i < BAR_WIDTH; i++)
+		bar[1 + i] = i < full ? '#' : '-';
+	bar[BAR_WIDTH + 1] = ']';
+	bar[BAR_WIDTH + 2] = '\0';
+	snprintf(buf, n, "%s", s->steps > 0 ? bar : "");
+}
+
+static void attempt_of(const lr_task_status *s, char *buf, size_t n)
+{
+	if (s->attempt <= 0)
+		snprintf(buf, n, "-");
+	else if (s->max_attempts > 0)
+		snprintf(buf, n, "%" PRId64 "/%" PRId64, s->attempt,
+		         s->max_attempts);
+	else
+		snprintf(buf, n, "%" PRId64, s->attempt);
+}
+
+/* An error on one line: step errors carry the last lines of stderr. */
+static char *one_line(const char *s)
+{
+	char *copy = strdup(s != NULL ? s : "");
+
+	for (char *p = copy; p != NULL && *p != '\0'; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+	return copy;
+}
+
+void out_status_table(FILE *f, const lr_task_status *v, size_t n,
+                      const out_style *st, int64_t now_ms)
+{
+	static const char *const head_tty[] = { "ID", "STATE", "STEP",
+		"PROGRESS", "ATTEMPT", "RUNNER", "UPDATED", "ERROR" };
+	static const char *const head[] = { "ID", "STATE", "STEP", "ATTEMPT",
+		"RUNNER", "UPDATED", "ERROR" };
+	struct table t;
+
+	if (st->tty)
+		table_init(&t, head_tty, 8);
+	else
+		table_init(&t, head, 7);
+	for (size_t i = 0; i < n; i++) {
+		const lr_task_status *s = &v[i];
+		char step[256], bar[BAR_WIDTH + 3], attempt[48], age[48];
+		char *error = one_line(s->error);
+		step_of(s, step, sizeof(step));
+		bar_of(s, bar, sizeof(bar));
+		attempt_of(s, attempt, sizeof(attempt));
+		age_of(s->updated_at, now_ms, age, sizeof(age));
+		char *cells[] = { (char *)s->id,
+			          (char *)lr_task_state_name(s->state), step, bar,
+			          attempt, s->runner != NULL ? s->runner : "-", age,
+			          error };
+		if (!st->tty) /* no bar column */
+			memmove(&cells[3], &cells[4], 4 * sizeof(char *));
+		table_add(&t, cells);
+		free(error);
+	}
+	if (n == 0 && st->tty)
+		fputs("no tasks\n", f);
+	else
+		table_print(f, &t, st);
+	table_free(&t);
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s != NULL ? json_string(s) : json_null();
+}
+
+static json_t *status_json(const lr_task_status *s)
+{
+	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
+	                 "s:I}",
+	                 "id", s->id, "state", lr_task_state_name(s->state),
+	                 "next_step", (json_int_t)s->next_step, "steps",
+	                 (json_int_t)s->steps, "step_name",
+	                 str_or_null(s->step_name), "attempt",
+	                 (json_int_t)s->attempt, "max_attempts",
+	                 (json_int_t)s->max_attempts, "runner",
+	                 str_or_null(s->runner), "error", str_or_null(s->error),
+	                 "updated_at", str_or_null(s->updated_at),
+	                 "create_revision", (json_int_t)s->create_revision);
+}
+
+/* Print doc (stolen) indented; -1 when it could not be built. */
+static int dump(FILE *f, json_t *doc)
+{
+	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2)) : -1;
+
+	json_decref(doc);
+	if (rc == 0)
+		fputc('\n', f);
+	return rc;
+}
+
+int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single)
+{
+	if (single)
+		return dump(f, n > 0 ? status_json(&v[0]) : NULL);
+	json_t *arr = json_array();
+	for (size_t i = 0; arr != NULL && i < n; i++) {
+		if (json_array_append_new(arr, status_json(&v[i])) != 0) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	return dump(f, arr);
+}
+
+/* ---- runners -------------------------------------------------------------- */
+
+void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
+                       const out_style *st, int64_t now_ms)
+{
+	static const char *const head[] = { "NAME", "HOST", "PID",
+		"CONCURRENCY", "TTL LEFT", "STARTED" };
+	struct table t;
+
+	table_init(&t, head, 6);
+	for (size_t i = 0; i < n; i++) {
+		const lr_runner_info *r = &v[i];
+		char pid[32], conc[32], ttl[64], started[48];
+		snprintf(pid, sizeof(pid), "%" PRId64, r->pid);
+		snprintf(conc, sizeof(conc), "%" PRId64, r->concurrency);
+		if (r->ttl_left < 0)
+			snprintf(ttl, sizeof(ttl), "expired");
+		else
+			snprintf(ttl, sizeof(ttl), "%" PRId64 "s/%" PRId64 "s",
+			         r->ttl_left, r->ttl);
+		age_of(r->started_at[0] ? r->started_at : NULL, now_ms, started,
+		       sizeof(started));
+		char *cells[] = { (char *)r->name, r->host[0] ? (char *)r->host : "-",
+			          pid, conc, ttl, started };
+		table_add(&t, cells);
+	}
+	if (n == 0 && st->tty)
+		fputs("no runners\n", f);
+	else
+		table_print(f, &t, st);
+	table_free(&t);
+}
+
+int out_runners_json(FILE *f, const lr_runner_info *v, size_t n)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr != NULL && i < n; i++) {
+		const lr_runner_info *r = &v[i];
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, "
+		                      "s:s}",
+		                      "name", r->name, "host", r->host, "pid",
+		                      (json_int_t)r->pid, "concurrency",
+		                      (json_int_t)r->concurrency, "ttl",
+		                      (json_int_t)r->ttl, "ttl_left",
+		                      (json_int_t)r->ttl_left, "lease",
+		                      (json_int_t)r->lease, "started_at",
+		                      str_or_null(r->started_at[0] ? r->started_at
+		                                                   : NULL),
+		                      "version", r->version);
+		if (json_array_append_new(arr, o) != 0) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	return dump(f, arr);
+}

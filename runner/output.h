@@ -1,0 +1,32 @@
+/* output.h - how `leaserun` shows tasks and runners: aligned tables for
+ * people (with a progress bar on a terminal) and JSON for programs. Main
+ * thread. */
+#ifndef LR_CLI_OUTPUT_H
+#define LR_CLI_OUTPUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "leaserun.h"
+
+/* How a table is laid out: on a terminal, with a progress bar and errors
+ * cut to the terminal's width; otherwise every column in full. */
+typedef struct out_style {
+	int tty;
+	int width; /* columns of the terminal; 0 when not one */
+} out_style;
+
+/* The style for stdout. */
+out_style out_style_stdout(void);
+
+void out_status_table(FILE *f, const lr_task_status *v, size_t n,
+                      const out_style *st, int64_t now_ms);
+/* single: one object (status ID), otherwise an array. 0, or -1 when out of
+ * memory. */
+int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
+
+void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
+                       const out_style *st, int64_t now_ms);
+int out_runners_json(FILE *f, const lr_runner_info *v, size_t n);
+
+#endif
