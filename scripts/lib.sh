@@ -129,3 +129,44 @@ lr_count_results() {
 	fi
 	printf '%s %s %s\n' "$passed" "$failed" "$skipped"
 }
+
+# Prints a free TCP port on 127.0.0.1 (the kernel picks it).
+lr_free_port() {
+	local port
+	for port in $(shuf -i 20000-60000 -n 50); do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return 0
+		fi
+	done
+	lr_die "no free port found on 127.0.0.1"
+}
+
+# lr_etcd_start DIR NAME CLIENT_PORT PEER_PORT INITIAL_CLUSTER [STATE]
+# Starts one etcd member in the background with its data and log under DIR;
+# prints its pid. Settings match the tests: leases of 2 s are possible.
+lr_etcd_start() {
+	local dir=$1 name=$2 cport=$3 pport=$4 initial=$5 state=${6:-new}
+	mkdir -p "$dir"
+	etcd --name "$name" --data-dir "$dir/data" \
+		--listen-client-urls "http://127.0.0.1:$cport" \
+		--advertise-client-urls "http://127.0.0.1:$cport" \
+		--listen-peer-urls "http://127.0.0.1:$pport" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+		--initial-cluster "$initial" --initial-cluster-state "$state" \
+		--initial-cluster-token leaserun-local \
+		--heartbeat-interval 100 --election-timeout 1000 \
+		--logger zap --log-outputs stderr --log-level error \
+		>"$dir/etcd.log" 2>&1 &
+	echo $!
+}
+
+# lr_etcd_wait ENDPOINTS SECONDS: until every endpoint answers health.
+lr_etcd_wait() {
+	local endpoints=$1 deadline=$((SECONDS + $2))
+	until ETCDCTL_API=3 etcdctl --endpoints "$endpoints" --dial-timeout 1s \
+		endpoint health >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.2
+	done
+}
