@@ -29,24 +29,23 @@ size_t lr_prefix_end(const char *prefix, char *out)
 	return 0;
 }
 
-/* Fill range_end for flags; `buf` must hold strlen(key)+1 bytes. */
-static ProtobufCBinaryData range_end(const char *key, int flags, char *buf)
+size_t lr_range_end(const char *key, int flags, char *buf)
 {
-	ProtobufCBinaryData end = { 0, NULL };
 	if (flags & LR_KEY_PREFIX) {
 		size_t n = lr_prefix_end(key, buf);
-		if (n == 0) {
-			buf[0] = '\0';
-			n = 1;
-		}
-		end.len = n;
-		end.data = (uint8_t *)buf;
-	} else if (flags & LR_KEY_FROM) {
-		buf[0] = '\0';
-		end.len = 1;
-		end.data = (uint8_t *)buf;
+		if (n > 0)
+			return n;
+	} else if (!(flags & LR_KEY_FROM)) {
+		return 0;
 	}
-	return end;
+	buf[0] = '\0'; /* "\0": every key from here on */
+	return 1;
+}
+
+static ProtobufCBinaryData range_end(const char *key, int flags, char *buf)
+{
+	size_t n = lr_range_end(key, flags, buf);
+	return (ProtobufCBinaryData){ n, n > 0 ? (uint8_t *)buf : NULL };
 }
 
 static ProtobufCBinaryData bytes_of(const char *s)
@@ -54,10 +53,11 @@ static ProtobufCBinaryData bytes_of(const char *s)
 	return (ProtobufCBinaryData){ strlen(s), (uint8_t *)s };
 }
 
-/* Borrow a protobuf KeyValue into an lr_kv (key fixed up by copy_kvs). */
-static void kv_from_pb(lr_kv *out, const Mvccpb__KeyValue *kv)
+void lr_kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf)
 {
-	out->key = (const char *)kv->key.data;
+	memcpy(keybuf, kv->key.data, kv->key.len);
+	keybuf[kv->key.len] = '\0';
+	out->key = keybuf;
 	out->key_len = kv->key.len;
 	out->value = (const char *)kv->value.data;
 	out->value_len = kv->value.len;
@@ -96,10 +96,7 @@ static int copy_kvs(lr_kv **out, size_t n, Mvccpb__KeyValue **src,
 	*keys = kb;
 	char *p = kb->data;
 	for (size_t i = 0; i < n; i++) {
-		kv_from_pb(&kvs[i], src[i]);
-		memcpy(p, src[i]->key.data, src[i]->key.len);
-		p[src[i]->key.len] = '\0';
-		kvs[i].key = p;
+		lr_kv_view(&kvs[i], src[i], p);
 		p += src[i]->key.len + 1;
 	}
 	*out = kvs;

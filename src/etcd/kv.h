@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "etcd/transport.h"
+#include "kv.pb-c.h"
 
 /* A key-value as etcd returned it. Pointers are borrowed from the result
  * that holds them and live until that result is freed. value is not
@@ -119,6 +120,14 @@ void lr_txn_result_free(lr_txn_result *r);
 /* The txn request as protobuf-c will pack it (borrowed; for tests that
  * check what goes on the wire). */
 const ProtobufCMessage *lr_txn_request(const lr_txn *t);
+
+/* A view of kv in out; the key is copied, terminated, into keybuf (at least
+ * kv->key.len + 1 bytes); the value is borrowed from kv. */
+void lr_kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf);
+
+/* The range_end etcd needs for key with flags (LR_KEY_PREFIX, LR_KEY_FROM)
+ * into buf (strlen(key) + 1 bytes); returns its length, 0 for none. */
+size_t lr_range_end(const char *key, int flags, char *buf);
 
 /* The end of the range of keys that start with prefix: prefix with its last
  * byte incremented (bytes 0xff dropped). Writes at most len(prefix)+1 bytes

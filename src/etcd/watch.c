@@ -52,14 +52,9 @@ static int send_create(lr_watch *w, lr_watcher *wr)
 	if (end == NULL)
 		return LR_ENOMEM;
 	cr.key = (ProtobufCBinaryData){ klen, (uint8_t *)wr->key };
-	if (wr->flags & LR_KEY_PREFIX) {
-		size_t n = lr_prefix_end(wr->key, end);
-		if (n == 0) {
-			end[0] = '\0';
-			n = 1;
-		}
+	size_t n = lr_range_end(wr->key, wr->flags & LR_KEY_PREFIX, end);
+	if (n > 0)
 		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)end };
-	}
 	cr.start_revision = wr->next_rev;
 	cr.prev_kv = (wr->flags & LR_WATCH_PREV_KV) != 0;
 	cr.progress_notify = (wr->flags & LR_WATCH_PROGRESS_NOTIFY) != 0;
@@ -117,20 +112,6 @@ static int64_t w_tick(void *owner, int64_t now)
 	return INT64_MAX;
 }
 
-static void kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf)
-{
-	memcpy(keybuf, kv->key.data, kv->key.len);
-	keybuf[kv->key.len] = '\0';
-	out->key = keybuf;
-	out->key_len = kv->key.len;
-	out->value = (const char *)kv->value.data;
-	out->value_len = kv->value.len;
-	out->create_rev = kv->create_revision;
-	out->mod_rev = kv->mod_revision;
-	out->version = kv->version;
-	out->lease = kv->lease;
-}
-
 /* Build the events of r not yet delivered (mod_rev >= next_rev). The key
  * copies live in *keys, freed by the caller. */
 static size_t build_events(const Etcdserverpb__WatchResponse *r, int64_t next_rev,
@@ -153,11 +134,11 @@ static size_t build_events(const Etcdserverpb__WatchResponse *r, int64_t next_re
 			continue; /* already delivered before a reconnect */
 		memset(&ev[n], 0, sizeof(ev[n]));
 		ev[n].type = e->type == MVCCPB__EVENT__EVENT_TYPE__DELETE ? LR_EV_DELETE : LR_EV_PUT;
-		kv_view(&ev[n].kv, e->kv, p);
+		lr_kv_view(&ev[n].kv, e->kv, p);
 		p += e->kv->key.len + 1;
 		if (e->prev_kv != NULL) {
 			ev[n].has_prev = true;
-			kv_view(&ev[n].prev, e->prev_kv, p);
+			lr_kv_view(&ev[n].prev, e->prev_kv, p);
 			p += e->prev_kv->key.len + 1;
 		}
 		n++;
