@@ -252,6 +252,33 @@ TEST(exit_when_idle_exits_zero_once_nothing_is_pending_or_claimed)
 	fleet_destroy(&f);
 }
 
+TEST(a_runner_name_held_by_a_live_runner_cannot_be_taken)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "names");
+	fleet_start(&f, 0, NULL);
+	/* A second process asking for the same name gives up with exit 1. */
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "'%s' worker --endpoints %s --prefix %s --name %s 2>%s/dup.err",
+	         getenv("LEASERUN_BIN"), f.endpoints, f.prefix, f.names[0], f.dir);
+	int status = system(cmd);
+	CHECK(WIFEXITED(status));
+	CHECK_INT(WEXITSTATUS(status), ==, 1);
+	char path[320], msg[1024] = "";
+	snprintf(path, sizeof(path), "%s/dup.err", f.dir);
+	FILE *fp = fopen(path, "r");
+	CHECK(fp != NULL);
+	size_t n = fread(msg, 1, sizeof(msg) - 1, fp);
+	msg[n] = '\0';
+	fclose(fp);
+	CHECK_HAS(msg, "runner name r0 is in use");
+	CHECK_HAS(msg, f.endpoints);
+	/* The first runner is unharmed. */
+	fleet_submit(&f, "n1", "{\"id\":\"%s\",\"steps\":[" STEP("a", MARK) "]}");
+	CHECK(fleet_wait_state(&f, "n1", LR_TASK_SUCCEEDED, 10000) >= 0);
+	fleet_destroy(&f);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 1 };
@@ -270,5 +297,6 @@ TEST_LIST(
 	TEST_CASE(cancel_of_a_pending_task_ends_it_at_once),
 	TEST_CASE(cancel_of_a_running_task_stops_its_step_and_records_cancelled),
 	TEST_CASE(exit_when_idle_exits_zero_once_nothing_is_pending_or_claimed),
+	TEST_CASE(a_runner_name_held_by_a_live_runner_cannot_be_taken),
 );
 TEST_MAIN(setup, teardown)
