@@ -29,7 +29,12 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 export PKG_CONFIG_SYSROOT_DIR=$root
 flags=$(pkg-config --cflags --libs leaserun)
 echo "pkg-config --cflags --libs leaserun: $flags"
-# shellcheck disable=SC2086
-cc -o "$root/prog" "$root/prog.c" $flags
 libdir=$(pkg-config --libs-only-L leaserun | sed 's/^ *-L//; s/ *$//')
+# A library built with sanitizers needs a program built with them too.
+sanitize=()
+if ldd "$libdir/libleaserun.so" | grep -q libasan; then
+	sanitize=(-fsanitize=address,undefined)
+fi
+# shellcheck disable=SC2086
+cc "${sanitize[@]}" -o "$root/prog" "$root/prog.c" $flags
 LD_LIBRARY_PATH=$libdir "$root/prog"
