@@ -13,6 +13,7 @@
 
 #include "rpc.pb-c.h"
 
+#include "clock.h"
 #include "error.h"
 
 enum wstate {
@@ -34,6 +35,14 @@ struct lr_watcher {
 	lr_watcher *next;
 };
 
+/* A member that is paused or cut off keeps its connection but says nothing,
+ * and gRPC's own keepalive takes about 15 s to notice. So while watchers
+ * exist, the stream asks for a progress report every LR_WATCH_PROBE_MS and
+ * reconnects (to another member) when nothing at all arrived for
+ * LR_WATCH_SILENCE_MS after a probe. */
+#define LR_WATCH_PROBE_MS 1000
+#define LR_WATCH_SILENCE_MS 3000
+
 struct lr_watch {
 	lr_etcd *client;
 	lr_stream *stream;
@@ -42,6 +51,9 @@ struct lr_watch {
 	lr_watcher *watchers;
 	int64_t next_id;
 	lr_watcher *delivering;
+	int64_t last_rx;     /* when the stream last said anything */
+	int64_t probe_at;    /* next progress request */
+	int64_t probe_sent;  /* first unanswered probe, 0: none */
 };
 
 static int send_create(lr_watch *w, lr_watcher *wr)
@@ -91,10 +103,14 @@ static void w_opened(void *owner, lr_stream *s)
 {
 	lr_watch *w = owner;
 	pthread_mutex_lock(&w->mu);
+	w->last_rx = lr_mono_ms();
+	w->probe_sent = 0;
+	w->probe_at = w->last_rx + LR_WATCH_PROBE_MS;
 	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
 		if (wr->state == W_UNSENT)
 			send_create(w, wr);
 	pthread_mutex_unlock(&w->mu);
+	lr_stream_kick(s); /* the probe starts over on the new call */
 }
 
 static void w_closed(void *owner, int code, const char *why)
@@ -107,9 +123,49 @@ static void w_closed(void *owner, int code, const char *why)
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* Watchers that need the stream, now or once it is open again. */
+static bool any_live(const lr_watch *w)
+{
+	for (const lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (wr->state != W_DEAD)
+			return true;
+	return false;
+}
+
+static void send_progress(lr_watch *w)
+{
+	Etcdserverpb__WatchProgressRequest pr = ETCDSERVERPB__WATCH_PROGRESS_REQUEST__INIT;
+	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
+	req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST;
+	req.progress_request = &pr;
+	lr_stream_send(w->stream, &req.base);
+}
+
 static int64_t w_tick(void *owner, int64_t now)
 {
-	return INT64_MAX;
+	lr_watch *w = owner;
+	bool reset = false;
+	int64_t next = INT64_MAX;
+	pthread_mutex_lock(&w->mu);
+	if (any_live(w)) {
+		if (w->probe_sent != 0 && w->last_rx < w->probe_sent &&
+		    now - w->last_rx >= LR_WATCH_SILENCE_MS) {
+			reset = true;
+			w->probe_sent = 0;
+		} else if (now >= w->probe_at) {
+			send_progress(w);
+			if (w->probe_sent == 0 || w->last_rx >= w->probe_sent)
+				w->probe_sent = now;
+			w->probe_at = now + LR_WATCH_PROBE_MS;
+		}
+		next = w->probe_at;
+		if (w->probe_sent != 0 && w->last_rx + LR_WATCH_SILENCE_MS < next)
+			next = w->last_rx + LR_WATCH_SILENCE_MS;
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (reset)
+		lr_stream_reset(w->stream, "watch stream silent");
+	return next;
 }
 
 /* Build the events of r not yet delivered (mod_rev >= next_rev). The key
@@ -168,6 +224,7 @@ static void w_message(void *owner, const uint8_t *data, size_t len)
 	lr_watch_event *ev = NULL;
 	char *keys = NULL;
 	pthread_mutex_lock(&w->mu);
+	w->last_rx = lr_mono_ms();
 	lr_watcher *wr = find(w, r->watch_id);
 	if (wr == NULL || wr->state == W_DEAD)
 		goto out;
@@ -281,6 +338,7 @@ int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
 	w->watchers = wr;
 	send_create(w, wr); /* when the stream is down, `opened` sends it */
 	pthread_mutex_unlock(&w->mu);
+	lr_stream_kick(w->stream); /* start probing if it was idle */
 	*out = wr;
 	return 0;
 }

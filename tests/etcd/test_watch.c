@@ -289,6 +289,54 @@ TEST(nothing_is_lost_or_repeated_across_member_restarts)
 	seen_free(&s);
 }
 
+/* A member that is paused keeps its connections open but answers nothing;
+ * a watch served by it must move to another member, not wait for TCP. */
+TEST(a_paused_member_does_not_stall_a_watch)
+{
+	etcdh_cluster *three;
+	etcdh_opts o = { .members = 3 };
+	CHECK_INT(etcdh_start(&o, &three), ==, 0);
+	lr_etcd_opts co = { .endpoints = etcdh_endpoints(three), .dial_timeout_s = 5, .call_timeout_s = 10 };
+	lr_etcd *c, *wc;
+	CHECK_OK(lr_etcd_open(&co, &c, &err), &err);
+	CHECK_OK(lr_etcd_open(&co, &wc, &err), &err);
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	struct seen s;
+	seen_init(&s, 10);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, "/paused/", LR_KEY_PREFIX, 0, on_batch, &s, &wr, &err), &err);
+	while (s.created == 0)
+		lr_sleep_ms(5);
+	int64_t worst = 0;
+	for (int m = 0; m < 3; m++) {
+		CHECK_INT(etcdh_pause(three, m), ==, 0);
+		char k[32];
+		snprintf(k, sizeof(k), "/paused/%d", m);
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(t, LR_THEN, k, "v", 1, 0);
+		lr_txn_result r;
+		CHECK_OK(lr_etcd_txn(wc, t, LR_CALL_RETRY, &r, &err), &err);
+		int64_t written = lr_mono_ms();
+		lr_txn_result_free(&r);
+		lr_txn_free(t);
+		wait_count(&s, m + 1, 9000);
+		int64_t delay = lr_mono_ms() - written;
+		if (delay > worst)
+			worst = delay;
+		CHECK_INT(seen_count(&s), ==, m + 1);
+		CHECK_INT(etcdh_resume(three, m), ==, 0);
+		CHECK_INT(etcdh_wait_healthy(three, 10), ==, 0);
+	}
+	printf("# longest delay of an event while a member was paused: %lld ms\n", (long long)worst);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	lr_etcd_close(wc);
+	etcdh_destroy(three);
+	seen_free(&s);
+}
+
 static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
@@ -296,5 +344,6 @@ TEST_LIST(
 	TEST_CASE(watch_from_a_past_revision_replays_history),
 	TEST_CASE(compaction_is_reported_to_the_watcher),
 	TEST_CASE(nothing_is_lost_or_repeated_across_member_restarts),
+	TEST_CASE(a_paused_member_does_not_stall_a_watch),
 );
 TEST_MAIN(setup, cluster_down)
