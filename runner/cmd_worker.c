@@ -46,6 +46,9 @@ static void catch_stop_signals(lr_runner *r)
 	signalled = r;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* A log reader that goes away (worker 2>&1 | head) must not kill the
+	 * runner and its claims with it; steps get SIGPIPE back by default. */
+	signal(SIGPIPE, SIG_IGN);
 }
 
 /* Block the signals before the runner goes, so that no handler is halfway
