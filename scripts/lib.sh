@@ -170,3 +170,46 @@ lr_etcd_wait() {
 		sleep 0.2
 	done
 }
+
+# lr_free_ports N: prints N distinct free TCP ports on 127.0.0.1, one a line.
+lr_free_ports() {
+	local n=$1 port ports=() tries=0
+	while [ "${#ports[@]}" -lt "$n" ]; do
+		tries=$((tries + 1))
+		[ "$tries" -le $((n * 20)) ] || lr_die "no $n free ports found on 127.0.0.1"
+		port=$(lr_free_port)
+		case " ${ports[*]} " in *" $port "*) continue ;; esac
+		ports+=("$port")
+	done
+	printf '%s\n' "${ports[@]}"
+}
+
+# lr_etcd_running PID DATA_DIR: true when PID is a live etcd (not a zombie)
+# whose data directory is DATA_DIR, however --data-dir was written. Guards
+# against signalling a pid that was recycled for another process.
+lr_etcd_running() {
+	local pid=$1 data=$2 state args
+	[ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
+	[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = etcd ] || return 1
+	state=$(sed 's/^.*) \(.\).*$/\1/' "/proc/$pid/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ] || return 1
+	args=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	case "$args " in
+	*"--data-dir $data "* | *"--data-dir=$data "*) return 0 ;;
+	esac
+	return 1
+}
+
+# lr_etcd_role ENDPOINT: prints "leader" or "follower" for a member that
+# answers, and fails for one that does not.
+lr_etcd_role() {
+	local line
+	line=$(ETCDCTL_API=3 etcdctl --endpoints "$1" --dial-timeout 1s \
+		--command-timeout 2s endpoint status -w simple 2>/dev/null) || return 1
+	# endpoint, id, version, db size, is leader, is learner, term, ...
+	case $(awk -F', ' '{ print $5 }' <<<"$line") in
+	true) echo leader ;;
+	false) echo follower ;;
+	*) return 1 ;;
+	esac
+}

@@ -1,0 +1,481 @@
+/* test_partition.c - a runner cut off from etcd while its step runs, by a
+ * TCP proxy that the test controls: the runner stops its step by its lease
+ * deadline and commits nothing, another runner finishes the task, and once
+ * the network heals the cut runner comes back with a new lease and works.
+ *
+ * Threads: the test runs on the main thread (which starts the runners, so
+ * they die with it); the proxy forwards on a thread of its own, told what to
+ * do through its mutex and woken through a pipe. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "clock.h"
+#include "etcd/kv.h"
+#include "etcd_harness.h"
+#include "fleet.h"
+#include "history.h"
+#include "marks.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+static lr_err err;
+/* The long step's process group, killed at teardown should the test fail
+ * before its runner stopped it. */
+static long step_group;
+
+/* ---- a TCP proxy that can cut the network --------------------------------
+ *
+ * Forwarding: every accepted connection gets its own connection to the
+ * upstream member, and bytes are copied both ways. Cut: every forwarded
+ * connection is closed, and new ones are accepted but never forwarded (a
+ * black hole: the client's handshake hangs). Heal: the held connections are
+ * closed and new ones are forwarded again. */
+
+#define PROXY_LINKS 32
+#define PROXY_BUF 65536
+
+enum proxy_mode { PROXY_FORWARD, PROXY_CUT, PROXY_QUIT };
+
+struct half {               /* one direction of a link */
+	char buf[PROXY_BUF];
+	size_t len, off;        /* bytes read and not yet written: [off, len) */
+};
+
+struct link {
+	int client, upstream;   /* -1 when the slot is free */
+	struct half up, down;   /* client -> upstream, upstream -> client */
+};
+
+struct proxy {
+	int listen_fd, port;
+	struct sockaddr_in upstream;
+	int wake[2];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t changed;
+	enum proxy_mode want;   /* under mu */
+	enum proxy_mode mode;   /* under mu: what the thread applies now */
+	struct link links[PROXY_LINKS];
+	int held[PROXY_LINKS];
+	char endpoint[32];
+};
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void link_close(struct link *l)
+{
+	close_fd(&l->client);
+	close_fd(&l->upstream);
+}
+
+static void links_close_all(struct proxy *p)
+{
+	for (int i = 0; i < PROXY_LINKS; i++)
+		link_close(&p->links[i]);
+}
+
+static void held_close_all(struct proxy *p)
+{
+	for (int i = 0; i < PROXY_LINKS; i++)
+		close_fd(&p->held[i]);
+}
+
+static int free_held(const struct proxy *p)
+{
+	for (int i = 0; i < PROXY_LINKS; i++)
+		if (p->held[i] < 0)
+			return i;
+	return -1;
+}
+
+static int free_link(const struct proxy *p)
+{
+	for (int i = 0; i < PROXY_LINKS; i++)
+		if (p->links[i].client < 0)
+			return i;
+	return -1;
+}
+
+static void on_accept(struct proxy *p, enum proxy_mode mode)
+{
+	int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (mode == PROXY_CUT) {
+		int i = free_held(p);
+		if (i < 0)
+			close(fd);
+		else
+			p->held[i] = fd;
+		return;
+	}
+	int i = free_link(p);
+	int up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (i < 0 || up < 0 ||
+	    connect(up, (const struct sockaddr *)&p->upstream, sizeof(p->upstream)) != 0) {
+		close(fd);
+		if (up >= 0)
+			close(up);
+		return;
+	}
+	fcntl(up, F_SETFL, fcntl(up, F_GETFL) | O_NONBLOCK);
+	struct link *l = &p->links[i];
+	l->client = fd;
+	l->upstream = up;
+	l->up.len = l->up.off = l->down.len = l->down.off = 0;
+}
+
+/* Move bytes from `from` into h, or from h to `to`; false when the link
+ * is finished (end of stream or an error). */
+static bool pump(struct half *h, int from, short from_ev, int to, short to_ev)
+{
+	if (h->len == 0 && (from_ev & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = read(from, h->buf, sizeof(h->buf));
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return false;
+		if (n > 0) {
+			h->len = (size_t)n;
+			h->off = 0;
+		}
+	}
+	if (h->len > 0 && (to_ev & (POLLOUT | POLLERR))) {
+		ssize_t n = write(to, h->buf + h->off, h->len - h->off);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return false;
+		if (n > 0)
+			h->off += (size_t)n;
+		if (h->off == h->len)
+			h->len = h->off = 0;
+	}
+	return true;
+}
+
+/* Apply a mode change asked for by the test; returns the mode in force. */
+static enum proxy_mode apply_mode(struct proxy *p, enum proxy_mode current)
+{
+	pthread_mutex_lock(&p->mu);
+	enum proxy_mode want = p->want;
+	pthread_mutex_unlock(&p->mu);
+	if (want == current)
+		return current;
+	if (want == PROXY_CUT || want == PROXY_QUIT)
+		links_close_all(p);
+	if (want == PROXY_FORWARD || want == PROXY_QUIT)
+		held_close_all(p);
+	pthread_mutex_lock(&p->mu);
+	p->mode = want;
+	pthread_cond_broadcast(&p->changed);
+	pthread_mutex_unlock(&p->mu);
+	return want;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *p = arg;
+	enum proxy_mode mode = PROXY_FORWARD;
+	struct pollfd fds[2 + 2 * PROXY_LINKS];
+	for (;;) {
+		mode = apply_mode(p, mode);
+		if (mode == PROXY_QUIT)
+			return NULL;
+		nfds_t n = 0;
+		fds[n++] = (struct pollfd){ .fd = p->wake[0], .events = POLLIN };
+		fds[n++] = (struct pollfd){ .fd = p->listen_fd, .events = POLLIN };
+		for (int i = 0; i < PROXY_LINKS; i++) {
+			struct link *l = &p->links[i];
+			if (l->client < 0)
+				continue;
+			fds[n++] = (struct pollfd){ .fd = l->client,
+				.events = (short)((l->up.len ? 0 : POLLIN) | (l->down.len ? POLLOUT : 0)) };
+			fds[n++] = (struct pollfd){ .fd = l->upstream,
+				.events = (short)((l->down.len ? 0 : POLLIN) | (l->up.len ? POLLOUT : 0)) };
+		}
+		if (poll(fds, n, -1) < 0)
+			continue;
+		char drain[64];
+		while (read(p->wake[0], drain, sizeof(drain)) > 0)
+			;
+		if (fds[1].revents & POLLIN)
+			on_accept(p, mode);
+		/* Links in the same order as they were added to fds; a link
+		 * accepted just now was not polled and waits for the next round. */
+		nfds_t k = 2;
+		for (int i = 0; i < PROXY_LINKS && k < n; i++) {
+			struct link *l = &p->links[i];
+			if (l->client < 0 || fds[k].fd != l->client)
+				continue;
+			short c = fds[k].revents, u = fds[k + 1].revents;
+			k += 2;
+			if (!pump(&l->up, l->client, c, l->upstream, u) ||
+			    !pump(&l->down, l->upstream, u, l->client, c))
+				link_close(l);
+		}
+	}
+}
+
+static void proxy_set(struct proxy *p, enum proxy_mode want)
+{
+	pthread_mutex_lock(&p->mu);
+	p->want = want;
+	pthread_mutex_unlock(&p->mu);
+	CHECK(write(p->wake[1], "x", 1) == 1);
+	pthread_mutex_lock(&p->mu);
+	while (p->mode != want)
+		pthread_cond_wait(&p->changed, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* A proxy on a free loopback port to upstream ("127.0.0.1:PORT"). */
+static void proxy_start(struct proxy *p, const char *upstream)
+{
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < PROXY_LINKS; i++) {
+		p->links[i].client = p->links[i].upstream = -1;
+		p->held[i] = -1;
+	}
+	int port = 0;
+	CHECK(sscanf(upstream, "127.0.0.1:%d", &port) == 1);
+	p->upstream = (struct sockaddr_in){ .sin_family = AF_INET,
+	                                    .sin_port = htons((uint16_t)port),
+	                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	p->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	CHECK(p->listen_fd >= 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	CHECK(bind(p->listen_fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(listen(p->listen_fd, 64) == 0);
+	CHECK(getsockname(p->listen_fd, (struct sockaddr *)&a, &alen) == 0);
+	p->port = ntohs(a.sin_port);
+	snprintf(p->endpoint, sizeof(p->endpoint), "127.0.0.1:%d", p->port);
+	CHECK(pipe2(p->wake, O_NONBLOCK | O_CLOEXEC) == 0);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->changed, NULL);
+	p->want = p->mode = PROXY_FORWARD;
+	CHECK(pthread_create(&p->thread, NULL, proxy_main, p) == 0);
+}
+
+static void proxy_stop(struct proxy *p)
+{
+	proxy_set(p, PROXY_QUIT);
+	pthread_join(p->thread, NULL);
+	close(p->listen_fd);
+	close(p->wake[0]);
+	close(p->wake[1]);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->changed);
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* True while a live (not zombie) process is in process group pgid. */
+static bool group_alive(long pgid)
+{
+	DIR *d = opendir("/proc");
+	if (d == NULL)
+		return false;
+	bool alive = false;
+	struct dirent *e;
+	while (!alive && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		FILE *fp = fopen(path, "r");
+		if (fp == NULL)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+		buf[n] = '\0';
+		/* "pid (comm) state ppid pgrp ...": comm may hold anything. */
+		char *rp = strrchr(buf, ')');
+		char state;
+		long ppid, pgrp;
+		if (rp != NULL && sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
+		    pgrp == pgid && state != 'Z')
+			alive = true;
+	}
+	closedir(d);
+	return alive;
+}
+
+/* The first mark of kind `end` for step `step` of `task`, by runner
+ * (NULL: any); false when there is none. */
+static bool find_mark(fleet *f, bool end, const char *task, int64_t step,
+                      const char *runner, mark *out)
+{
+	mark *m = NULL;
+	size_t n = 0;
+	bool found = false;
+	CHECK_INT(marks_read(f->dir, &m, &n), ==, 0);
+	for (size_t i = 0; i < n && !found; i++)
+		if (m[i].end == end && strcmp(m[i].task, task) == 0 && m[i].step == step &&
+		    (runner == NULL || strcmp(m[i].runner, runner) == 0)) {
+			*out = m[i];
+			found = true;
+		}
+	free(m);
+	return found;
+}
+
+static int64_t current_revision(fleet *f)
+{
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(f->client), f->prefix, &r, &err), &err);
+	int64_t rev = r.revision;
+	lr_range_result_free(&r);
+	return rev;
+}
+
+/* Writes of the cut runner for the task it lost, after the cut. */
+struct late_writes {
+	const char *runner, *task;
+	int64_t after;
+	int count;
+	char first[200];
+};
+
+static void on_write(void *user, const history_event *e)
+{
+	struct late_writes *lw = user;
+	if (e->kind == HISTORY_CLAIM || e->runner == NULL || e->revision <= lw->after ||
+	    strcmp(e->runner, lw->runner) != 0 || strcmp(e->task, lw->task) != 0)
+		return;
+	if (lw->count++ == 0)
+		snprintf(lw->first, sizeof(lw->first), "%s of %s at revision %" PRId64,
+		         e->kind == HISTORY_DONE ? "done" : "checkpoint", e->task, e->revision);
+}
+
+/* ---- the test ----------------------------------------------------------- */
+
+#define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
+/* The first attempt takes a minute, a takeover's a moment. */
+#define LONG_FIRST "case $LEASERUN_ATTEMPT in 1) sleep 60;; *) sleep 0.2;; esac"
+
+TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease)
+{
+	static struct proxy px;
+	proxy_start(&px, etcdh_endpoint(cluster, 0));
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "partition");
+	const char *flags[] = { "--grace", "1", NULL };
+	enum { CUT = 0, DIRECT = 1 };
+	fleet_start_named(&f, CUT, "cut", px.endpoint, flags);
+	int64_t old_lease = fleet_runner_lease(&f, "cut");
+	CHECK(old_lease != 0);
+
+	fleet_submit(&f, "held", "{\"id\":\"%s\",\"steps\":["
+	             STEP("long", MARK_START "; " LONG_FIRST "; " MARK_END) ","
+	             STEP("short", MARK_START "; " MARK_END) "]}");
+	CHECK_INT(fleet_wait_marks(&f, "start held 0 ", 1, 10000), ==, 0);
+	mark started;
+	CHECK(find_mark(&f, false, "held", 0, "cut", &started));
+	step_group = started.pid;
+	CHECK(group_alive(started.pid));
+	fleet_start_named(&f, DIRECT, "direct", NULL, flags);
+
+	/* Cut. The cut runner's last renewal was sent before this moment, so
+	 * its lease deadline is at most TTL (2 s) away. */
+	int64_t cut_rev = current_revision(&f);
+	int64_t cut = lr_mono_ms();
+	proxy_set(&px, PROXY_CUT);
+	int64_t stopped = -1, taken = -1;
+	while ((stopped < 0 || taken < 0) && lr_mono_ms() - cut < 15000) {
+		if (stopped < 0 && !group_alive(started.pid))
+			stopped = lr_mono_ms() - cut;
+		if (taken < 0 && fleet_holder(&f, "held") == DIRECT)
+			taken = lr_mono_ms() - cut;
+		lr_sleep_ms(5);
+	}
+	CHECK(stopped >= 0);
+	CHECK(taken >= 0);
+	CHECK(fleet_wait_state(&f, "held", LR_TASK_SUCCEEDED, 20000) >= 0);
+	mark m;
+	CHECK(!find_mark(&f, true, "held", 0, "cut", &m));  /* killed mid-step */
+	CHECK(find_mark(&f, true, "held", 0, "direct", &m));
+	CHECK(find_mark(&f, true, "held", 1, "direct", &m));
+	CHECK_INT(waitpid(f.pids[CUT], NULL, WNOHANG), ==, 0); /* cut off, not dead */
+	CHECK(!fleet_registered(&f, "cut"));                   /* its lease expired */
+
+	/* Heal: the cut runner takes a new lease and registers again. */
+	int64_t heal = lr_mono_ms();
+	proxy_set(&px, PROXY_FORWARD);
+	int64_t new_lease = 0;
+	while ((new_lease == 0 || new_lease == old_lease) && lr_mono_ms() - heal < 20000) {
+		new_lease = fleet_runner_lease(&f, "cut");
+		lr_sleep_ms(10);
+	}
+	int64_t rejoined = lr_mono_ms() - heal;
+	printf("# partition: cut -> step stopped %" PRId64 " ms, cut -> taken over %" PRId64
+	       " ms, heal -> new lease %" PRId64 " ms (TTL 2 s, grace 1 s)\n",
+	       stopped, taken, rejoined);
+	printf("# leases of the cut runner: %" PRId64 " before, %" PRId64 " after\n", old_lease,
+	       new_lease);
+	CHECK(new_lease != 0 && new_lease != old_lease);
+	/* Stopped by the lease deadline (TTL after the last renewal sent),
+	 * and so never after the claim could be taken over. */
+	CHECK_INT(stopped, <=, 2000 + 250);
+	CHECK_INT(stopped, <=, taken + 50);
+	CHECK_INT(taken, <=, 3000);
+
+	/* With the other runner gone, the healed one runs a new task. */
+	kill(f.pids[DIRECT], SIGTERM);
+	CHECK_INT(fleet_wait(&f, DIRECT, 10000), ==, 0);
+	fleet_submit(&f, "after", "{\"id\":\"%s\",\"steps\":["
+	             STEP("one", MARK_START "; " MARK_END) "," STEP("two", MARK_START "; " MARK_END) "]}");
+	CHECK(fleet_wait_state(&f, "after", LR_TASK_SUCCEEDED, 15000) >= 0);
+	CHECK(find_mark(&f, true, "after", 1, "cut", &m));
+
+	struct late_writes lw = { .runner = "cut", .task = "held", .after = cut_rev };
+	history_report rep;
+	CHECK_INT(history_replay(lr_client_etcd(f.client), f.prefix, on_write, &lw, &rep), ==, 0);
+	printf("# history of %s: %zu claims, %zu commits, %zu done, %zu violations\n", f.prefix,
+	       rep.claims, rep.commits, rep.finals, rep.violations);
+	if (rep.violations > 0)
+		TEST_FAIL("%s", rep.first);
+	if (lw.count > 0)
+		TEST_FAIL("the cut runner wrote %d times for the task it lost; first: %s",
+		          lw.count, lw.first);
+	CHECK_INT(rep.finals, ==, 2);
+
+	kill(f.pids[CUT], SIGTERM);
+	CHECK_INT(fleet_wait(&f, CUT, 10000), ==, 0);
+	fleet_destroy(&f);
+	proxy_stop(&px);
+}
+
+static int setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+static void teardown(void)
+{
+	if (step_group > 1 && group_alive(step_group))
+		kill((pid_t)-step_group, SIGKILL);
+	etcdh_destroy(cluster);
+}
+
+TEST_LIST(
+	TEST_CASE(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease),
+);
+TEST_MAIN(setup, teardown)
