@@ -2,6 +2,7 @@
  * stopped gracefully by SIGTERM or SIGINT. Main thread; the signal handler
  * only calls lr_runner_stop, which is async-signal-safe. */
 #include <signal.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -36,14 +37,17 @@ static void on_stop_signal(int sig)
 	lr_runner *r = signalled;
 	if (r != NULL)
 		lr_runner_stop(r);
+	else
+		_exit(EXIT_OK); /* still connecting: nothing is held yet */
 }
 
-static void catch_stop_signals(lr_runner *r)
+/* Installed before connecting, so that a SIGTERM while the connection is
+ * being made is a clean exit 0 too; the runner is set once it exists. */
+static void catch_stop_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 
 	sigemptyset(&sa.sa_mask);
-	signalled = r;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	/* A log reader that goes away (worker 2>&1 | head) must not kill the
@@ -116,8 +120,10 @@ int cmd_worker(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc == CLI_CONTINUE)
 		rc = runner_opts(&f, &o);
-	if (rc == CLI_CONTINUE)
+	if (rc == CLI_CONTINUE) {
+		catch_stop_signals();
 		rc = cli_open(&common, &c);
+	}
 	if (rc != CLI_CONTINUE)
 		goto cleanup;
 	if (lr_runner_new(c, &o, &r, &err) != 0) {
@@ -130,7 +136,7 @@ int cmd_worker(int argc, char **argv)
 		rc = EXIT_RUNTIME;
 		goto cleanup;
 	}
-	catch_stop_signals(r);
+	signalled = r;
 	rc = lr_runner_run(r, &err) == 0 ? EXIT_OK : cli_fail(&err);
 	release_stop_signals();
 cleanup:
