@@ -3,7 +3,9 @@
 #include "options.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,31 +186,122 @@ static int dial_timeout(const cli_common *o, double *out)
 	return CLI_CONTINUE;
 }
 
-/* Ask on the terminal without echo. NULL when stdin is no terminal or the
- * read fails: the connection then goes without a password and etcd says
- * what it thinks of that. */
-static char *prompt_password(const char *user)
-{
-	struct termios old, quiet;
-	char buf[1024];
-	char *line;
+/* The terminal a password prompt turned echo off on, to turn it back on if
+ * a signal ends the command meanwhile. Main thread only. */
+static int prompt_fd = -1;
+static struct termios prompt_saved;
+static const int prompt_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define N_PROMPT_SIGNALS (sizeof(prompt_signals) / sizeof(prompt_signals[0]))
 
-	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &old) != 0)
-		return NULL;
-	fprintf(stderr, "Password for etcd user %s: ", user);
-	fflush(stderr);
-	quiet = old;
+static void restore_echo_and_die(int sig)
+{
+	if (prompt_fd >= 0)
+		tcsetattr(prompt_fd, TCSAFLUSH, &prompt_saved);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Echo off on the terminal fd; a signal that ends the command turns it
+ * back on first. echo_on undoes both. */
+static int echo_off(int fd, struct sigaction old[N_PROMPT_SIGNALS])
+{
+	struct sigaction quit = { .sa_handler = restore_echo_and_die };
+	struct termios quiet;
+
+	if (tcgetattr(fd, &prompt_saved) != 0)
+		return -1;
+	quiet = prompt_saved;
 	quiet.c_lflag &= ~(tcflag_t)ECHO;
 	quiet.c_lflag |= ECHONL;
-	tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
-	line = fgets(buf, sizeof(buf), stdin);
-	tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
-	if (line == NULL)
+	sigemptyset(&quit.sa_mask);
+	prompt_fd = fd;
+	for (size_t i = 0; i < N_PROMPT_SIGNALS; i++)
+		sigaction(prompt_signals[i], &quit, &old[i]);
+	tcsetattr(fd, TCSAFLUSH, &quiet);
+	return 0;
+}
+
+static void echo_on(int fd, const struct sigaction old[N_PROMPT_SIGNALS])
+{
+	tcsetattr(fd, TCSAFLUSH, &prompt_saved);
+	for (size_t i = 0; i < N_PROMPT_SIGNALS; i++)
+		sigaction(prompt_signals[i], &old[i], NULL);
+	prompt_fd = -1;
+}
+
+/* One line from fd without its newline, at most size - 1 bytes kept; -1 on
+ * end of input before any newline. */
+static int read_line(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+	for (;;) {
+		char ch;
+		ssize_t n = read(fd, &ch, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			buf[len] = '\0';
+			return -1;
+		}
+		if (ch == '\n' || ch == '\r')
+			break;
+		if (len + 1 < size)
+			buf[len++] = ch;
+	}
+	buf[len] = '\0';
+	return 0;
+}
+
+/* Ask on the terminal without echo. Only when standard input is a terminal
+ * (a command in a pipe or a test never waits for a person); the question
+ * and the answer go through /dev/tty, so that a spec read from standard
+ * input before does not get in the way. NULL when there is no terminal or
+ * nothing was typed: the connection then goes without a password and etcd
+ * says what it thinks of that. */
+static char *prompt_password(const char *user)
+{
+	struct sigaction old[N_PROMPT_SIGNALS];
+	char buf[1024];
+	char *line = NULL;
+
+	if (!isatty(STDIN_FILENO))
 		return NULL;
-	buf[strcspn(buf, "\r\n")] = '\0';
-	line = strdup(buf);
-	explicit_bzero(buf, sizeof(buf));
+	int fd = open("/dev/tty", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		fd = dup(STDIN_FILENO);
+	if (fd < 0)
+		return NULL;
+	/* Echo off before the question, so that no answer ever shows. */
+	if (echo_off(fd, old) == 0) {
+		dprintf(fd, "Password for etcd user %s: ", user);
+		if (read_line(fd, buf, sizeof(buf)) == 0)
+			line = strdup(buf);
+		echo_on(fd, old);
+		explicit_bzero(buf, sizeof(buf));
+	}
+	close(fd);
 	return line;
+}
+
+static void free_secret(char *s)
+{
+	if (s != NULL)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+/* A copy of the environment variable's value (NULL when unset or empty),
+ * which is then wiped where it was and removed: no step inherits it, and
+ * /proc/<pid>/environ no longer shows it. */
+static char *take_secret_env(const char *name)
+{
+	char *v = getenv(name);
+	char *copy = v != NULL && v[0] != '\0' ? strdup(v) : NULL;
+
+	if (v != NULL)
+		explicit_bzero(v, strlen(v));
+	unsetenv(name);
+	return copy;
 }
 
 /* The etcd user and password: "--user name:password", else LEASERUN_USER
@@ -218,36 +311,33 @@ static char *prompt_password(const char *user)
 static int credentials(const cli_common *o, char **user, char **password)
 {
 	const char *given = pick(o->user, "LEASERUN_USER");
+	char *from_env = take_secret_env("LEASERUN_PASSWORD");
 	const char *colon;
 
 	*user = NULL;
 	*password = NULL;
-	if (given == NULL)
+	if (given == NULL) {
+		free_secret(from_env);
 		return CLI_CONTINUE;
+	}
 	colon = strchr(given, ':');
 	*user = colon != NULL ? strndup(given, (size_t)(colon - given))
 	                      : strdup(given);
-	if (colon != NULL)
+	if (colon != NULL) {
 		*password = strdup(colon + 1);
-	else if (pick(NULL, "LEASERUN_PASSWORD") != NULL)
-		*password = strdup(getenv("LEASERUN_PASSWORD"));
-	else
-		*password = prompt_password(*user);
-	if (colon != NULL)
 		memset((char *)colon + 1, '*', strlen(colon + 1));
-	unsetenv("LEASERUN_PASSWORD");
+	} else if (from_env != NULL) {
+		*password = from_env;
+		from_env = NULL;
+	} else {
+		*password = prompt_password(*user);
+	}
+	free_secret(from_env);
 	if (getenv("LEASERUN_USER") != NULL && *user != NULL)
 		setenv("LEASERUN_USER", *user, 1);
 	if (*user == NULL || (*user)[0] == '\0')
 		return cli_usage_error("--user: the user name is empty");
 	return CLI_CONTINUE;
-}
-
-static void free_secret(char *s)
-{
-	if (s != NULL)
-		explicit_bzero(s, strlen(s));
-	free(s);
 }
 
 int cli_open(const cli_common *o, lr_client **out)

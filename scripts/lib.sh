@@ -11,6 +11,7 @@ LR_PACKAGES=(
 	gcc pkg-config meson ninja-build
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev
 	etcd-server etcd-client
+	openssl
 )
 
 lr_say() {
@@ -36,7 +37,7 @@ lr_missing_packages() {
 # Without dpkg, only check that the tools and libraries are there.
 lr_check_without_dpkg() {
 	local cmd missing=()
-	for cmd in gcc pkg-config meson ninja protoc-c etcd etcdctl; do
+	for cmd in gcc pkg-config meson ninja protoc-c etcd etcdctl openssl; do
 		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 	done
 	if command -v pkg-config >/dev/null 2>&1 &&

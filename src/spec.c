@@ -79,6 +79,66 @@ void lr_json_describe(const json_t *v, char *buf, size_t size)
 	}
 }
 
+/* The length of the UTF-8 sequence at s (at most len bytes), 0 when s does
+ * not start a complete, shortest-form sequence of a valid code point. */
+static size_t utf8_char(const unsigned char *s, size_t len)
+{
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF;
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		n = 2;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+		n = 3;
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+		n = 4;
+	else
+		return 0;
+	if (s[0] == 0xE0)
+		lo = 0xA0; /* overlong */
+	else if (s[0] == 0xED)
+		hi = 0x9F; /* surrogates */
+	else if (s[0] == 0xF0)
+		lo = 0x90; /* overlong */
+	else if (s[0] == 0xF4)
+		hi = 0x8F; /* over U+10FFFF */
+	if (len < n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xBF)
+			return 0;
+	return n;
+}
+
+/* text (len bytes, or up to a NUL) as valid UTF-8 on one line in buf: a
+ * byte that starts no complete UTF-8 sequence, and a control character,
+ * become '?'; a cut falls between characters. The parser quotes its input
+ * byte for byte in its messages ("invalid escape near '...'"), and the
+ * messages go to logs and into done/<id> records, which must be valid
+ * UTF-8: a message that is not would keep the failure from being stored. */
+static void printable(const char *text, size_t len, char *buf, size_t size)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t o = 0;
+	for (size_t i = 0; i < len && s[i] != '\0';) {
+		size_t n = utf8_char(s + i, len - i);
+		if (n == 0 || (n == 1 && (s[i] < 0x20 || s[i] == 0x7F))) {
+			if (o + 1 >= size)
+				break;
+			buf[o++] = '?';
+			i++;
+			continue;
+		}
+		if (o + n >= size)
+			break;
+		memcpy(buf + o, s + i, n);
+		o += n;
+		i += n;
+	}
+	buf[o] = '\0';
+}
+
 static int type_error(const char *path, const char *expected, const json_t *v,
                       lr_err *err)
 {
@@ -111,12 +171,14 @@ int lr_json_load_object(const char *text, size_t len, json_t **out,
 	json_t *v = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
 	                       &je);
 	if (v == NULL) {
+		char why[JSON_ERROR_TEXT_LENGTH];
 		if (json_error_code(&je) == json_error_out_of_memory)
 			return nomem(err);
+		printable(je.text, sizeof(je.text), why, sizeof(why));
 		if (je.line > 0)
 			return lr_err_set(err, LR_EINVAL, "line %d, column %d: %s",
-			                  je.line, je.column, je.text);
-		return lr_err_set(err, LR_EINVAL, "%s", je.text);
+			                  je.line, je.column, why);
+		return lr_err_set(err, LR_EINVAL, "%s", why);
 	}
 	if (!json_is_object(v)) {
 		char got[DESCRIBE_BUF];
@@ -622,11 +684,13 @@ int lr_spec_from_record(const char *value, size_t len, const char *key_id,
 		goto cleanup;
 	}
 	if (json_is_string(id) && strcmp(json_string_value(id), key_id) != 0) {
-		char shown[DESCRIBE_BUF];
+		/* The key is as hostile as the value: anything may be in it. */
+		char shown[DESCRIBE_BUF], key_shown[LR_ID_BUF];
 		lr_json_describe(id, shown, sizeof(shown));
+		printable(key_id, strlen(key_id), key_shown, sizeof(key_shown));
 		rc = lr_err_set(err, LR_EINVAL,
-		                "id: %s does not match the key's id \"%.200s\"",
-		                shown, key_id);
+		                "id: %s does not match the key's id \"%s\"",
+		                shown, key_shown);
 		goto cleanup;
 	}
 	rc = lr_spec_validate(doc, NULL, out, err);

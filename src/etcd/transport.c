@@ -39,6 +39,8 @@
 #define LR_MAX_MESSAGE (64 * 1024 * 1024)
 #define LR_STREAM_BACKOFF_MIN_MS 50
 #define LR_STREAM_BACKOFF_MAX_MS 2000
+#define LR_DIAL_POLL_MS 100      /* look at a failing channel's reason */
+#define LR_TLS_LIKELY_MS 1000    /* of failures that read like TLS ones */
 
 enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE };
 
@@ -93,6 +95,8 @@ struct lr_etcd {
 	grpc_channel *channel;
 	int64_t dial_timeout_ms;
 	int64_t call_timeout_ms;
+	bool tls, has_cacert, client_cert; /* for messages about TLS failures */
+	char *tls_server_name;
 	char *user, *password;
 
 	pthread_mutex_t mu;
@@ -217,11 +221,193 @@ static int status_code(grpc_status_code st, const char *details, bool write)
 	}
 }
 
+/* etcd's words for "this token will not do, get another one": an expired or
+ * unknown token, or one minted before the last change of users and roles.
+ * Each means the request was refused before it did anything. */
+static const char *const token_refusals[] = {
+	"invalid auth token",
+	"revision of auth store is old",
+	"user name is empty",
+	NULL,
+};
+
+static bool token_refused_text(const char *text, size_t len)
+{
+	for (size_t i = 0; token_refusals[i] != NULL; i++)
+		if (memmem(text, len, token_refusals[i], strlen(token_refusals[i])) != NULL)
+			return true;
+	return false;
+}
+
 static bool token_expired(grpc_status_code st, const char *details)
 {
 	return (st == GRPC_STATUS_INVALID_ARGUMENT ||
 	        st == GRPC_STATUS_UNAUTHENTICATED) &&
-	       strstr(details, "invalid auth token") != NULL;
+	       token_refused_text(details, strlen(details));
+}
+
+/* ---- why a connection failed ---------------------------------------------
+ *
+ * gRPC reports failed connections as "failed to connect to all addresses;
+ * last error: UNKNOWN: ipv4:127.0.0.1:2379: <reason>". What gRPC 1.51 (on
+ * OpenSSL 3) puts in <reason>, as seen against etcd 3.4:
+ *   server certificate from another CA   "Ssl handshake failed: SSL_ERROR_SSL:
+ *                                         ...certificate verify failed"
+ *   name not in the server certificate   "Peer name 127.0.0.1 is not in peer
+ *                                         certificate"
+ *   no client certificate, or one the    "Endpoint read failed", "Connection
+ *   server does not trust                 reset by peer" (TLS 1.3: the
+ *                                         server's alert comes after the
+ *                                         handshake, as a failed read)
+ *   TLS to a plain port, or plain to TLS "Socket closed"
+ *   nobody listening                     "Failed to connect to remote host:
+ *                                         Connection refused"
+ * The first two are certain; the next two only likely TLS failures, since a
+ * server going away reads the same. */
+
+enum tls_verdict { TLS_NO, TLS_LIKELY, TLS_SURE };
+
+/* Split gRPC's text into the address that failed last (into addr, "" when
+ * absent) and the reason (returned, a pointer into details). */
+static const char *failure_reason(const char *details, char *addr, size_t size)
+{
+	addr[0] = '\0';
+	const char *p = strstr(details, "ipv4:");
+	if (p == NULL)
+		p = strstr(details, "ipv6:");
+	if (p == NULL)
+		return details;
+	p += 5;
+	const char *end = strstr(p, ": ");
+	if (end == NULL)
+		return details;
+	snprintf(addr, size, "%.*s", (int)(end - p), p);
+	return end + 2;
+}
+
+/* Whether `reason` (one failed connection) is a TLS failure, and why in
+ * words that say what to do about it. */
+static enum tls_verdict tls_diagnose(const lr_etcd *c, const char *reason,
+                                     char *why, size_t size)
+{
+	const char *p = strstr(reason, "Peer name ");
+	if (p != NULL && strstr(p, " is not in peer certificate") != NULL) {
+		p += strlen("Peer name ");
+		snprintf(why, size,
+		         "the server's certificate is not valid for the name %.*s "
+		         "(%s)", (int)strcspn(p, " "), p,
+		         c->tls_server_name != NULL
+		             ? "check --tls-server-name"
+		             : "give --tls-server-name with a name the certificate holds");
+		return TLS_SURE;
+	}
+	if (strstr(reason, "certificate verify failed") != NULL) {
+		snprintf(why, size,
+		         "the server's certificate was not verified: it is not signed "
+		         "by %s, or it has expired (certificate verify failed)",
+		         c->has_cacert ? "the CA of --cacert"
+		                       : "a CA this system trusts (give --cacert)");
+		return TLS_SURE;
+	}
+	if (strstr(reason, "andshake") != NULL || strstr(reason, "SSL") != NULL ||
+	    strstr(reason, "ssl") != NULL || strstr(reason, "certificate") != NULL) {
+		snprintf(why, size, "%s", reason);
+		return TLS_SURE;
+	}
+	if (c->tls && (strstr(reason, "Endpoint read failed") != NULL ||
+	               strstr(reason, "Socket closed") != NULL ||
+	               strstr(reason, "Connection reset") != NULL)) {
+		snprintf(why, size,
+		         "the server closed the connection in the TLS handshake: %s, "
+		         "or it does not serve TLS on this port",
+		         c->client_cert
+		             ? "it did not accept the client certificate of --cert"
+		             : "it requires a client certificate (give --cert and --key)");
+		return TLS_LIKELY;
+	}
+	return TLS_NO;
+}
+
+/* The reason gRPC gives for the channel's failed connections, into buf
+ * ("" when it gives none): a call that does not wait for a connection fails
+ * at once with it while the channel is in TRANSIENT_FAILURE. */
+static void connect_failure(lr_etcd *c, char *buf, size_t size)
+{
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	grpc_call *call = grpc_channel_create_call(
+	    c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+	    grpc_slice_from_static_string("/etcdserverpb.Maintenance/Status"), NULL,
+	    deadline_in_ms(500), NULL);
+	grpc_metadata_array trail;
+	grpc_metadata_array_init(&trail);
+	grpc_status_code st = GRPC_STATUS_OK;
+	grpc_slice details = grpc_empty_slice();
+	grpc_op ops[3];
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA; /* fail fast: no wait for ready */
+	ops[1].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[2].data.recv_status_on_client.trailing_metadata = &trail;
+	ops[2].data.recv_status_on_client.status = &st;
+	ops[2].data.recv_status_on_client.status_details = &details;
+	buf[0] = '\0';
+	if (grpc_call_start_batch(call, ops, 3, call, NULL) == GRPC_CALL_OK) {
+		grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		if (st == GRPC_STATUS_UNAVAILABLE) {
+			char *d = grpc_slice_to_c_string(details);
+			snprintf(buf, size, "%s", d);
+			gpr_free(d);
+		}
+	}
+	grpc_slice_unref(details);
+	grpc_metadata_array_destroy(&trail);
+	grpc_call_unref(call);
+	grpc_completion_queue_shutdown(cq);
+	grpc_completion_queue_destroy(cq);
+}
+
+/* "etcd <addr>: TLS failed: <why>" for a TLS failure in gRPC's text
+ * `details`; 0 (err untouched) when it is none, or only likely one and
+ * `sure_only`. */
+static int tls_error(lr_etcd *c, const char *details, const char *method,
+                     bool sure_only, lr_err *err)
+{
+	char addr[128], why[320];
+	const char *reason = failure_reason(details, addr, sizeof(addr));
+	enum tls_verdict v = tls_diagnose(c, reason, why, sizeof(why));
+	if (v == TLS_NO || (v == TLS_LIKELY && sure_only))
+		return 0;
+	return lr_err_set(err, LR_ETLS, "etcd %s%s%s%s: TLS failed: %s",
+	                  addr[0] ? addr : c->endpoints, method ? " (" : "",
+	                  method ? method_short(method) : "", method ? ")" : "", why);
+}
+
+/* "no endpoint reachable" with the last reason gRPC gave (if any), and a
+ * hint when a plain connection was closed by what may be a TLS port. */
+static int unreachable_error(lr_etcd *c, const char *method, const char *last,
+                             int64_t waited_ms, int code, lr_err *err)
+{
+	char addr[128];
+	const char *reason = last[0] ? failure_reason(last, addr, sizeof(addr)) : "";
+	bool plain_closed = !c->tls && strstr(reason, "Socket closed") != NULL;
+	return lr_err_set(err, code, "etcd %s%s%s%s: no endpoint reachable within %.1fs%s%s%s%s",
+	                  c->endpoints, method ? " (" : "", method ? method_short(method) : "",
+	                  method ? ")" : "", (double)waited_ms / 1000.0,
+	                  reason[0] ? " (last error: " : "", reason, reason[0] ? ")" : "",
+	                  plain_closed ? "; if the server expects TLS, give --cacert" : "");
+}
+
+/* What to do about a refusal by etcd's access control, for messages:
+ * " (...)" or "". */
+static void auth_hint(const lr_etcd *c, int code, const char *details,
+                      char *buf, size_t size)
+{
+	buf[0] = '\0';
+	if (code == LR_EAUTH && strstr(details, "user name is empty") != NULL)
+		snprintf(buf, size, " (etcd has authentication enabled: give --user)");
+	else if (code == LR_EPERM && c->user != NULL)
+		snprintf(buf, size, " (etcd user %.60s has no role granting this on "
+		         "these keys)", c->user);
 }
 
 /* ---- endpoints and channel ---------------------------------------------- */
@@ -416,6 +602,29 @@ out:
 	return rc;
 }
 
+/* The host of the first endpoint ("https://[::1]:2379,..." -> "::1"). */
+static bool first_host(const char *endpoints, char *buf, size_t size)
+{
+	const char *s = endpoints + strspn(endpoints, " ");
+	if (strncmp(s, "http://", 7) == 0)
+		s += 7;
+	else if (strncmp(s, "https://", 8) == 0)
+		s += 8;
+	size_t len = strcspn(s, ",");
+	const char *colon = memrchr(s, ':', len);
+	if (colon != NULL)
+		len = (size_t)(colon - s);
+	if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+		s++;
+		len -= 2;
+	}
+	if (len == 0 || len >= size)
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return true;
+}
+
 static int create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 {
 	grpc_channel_credentials *creds = NULL;
@@ -446,10 +655,18 @@ static int create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
 	                        .value.integer = 2000 };
-	if (o->tls_server_name != NULL)
+	/* The name checked against the server certificate: gRPC would check
+	 * the whole target ("127.0.0.1:2379,127.0.0.1:22379", after names were
+	 * resolved), so give it the host of the first endpoint as written. One
+	 * channel checks one name: every member's certificate must hold it. */
+	char host[256];
+	const char *name = o->tls_server_name;
+	if (name == NULL && c->tls && first_host(o->endpoints, host, sizeof(host)))
+		name = host;
+	if (name != NULL)
 		args[n++] = (grpc_arg){ .type = GRPC_ARG_STRING,
 		                        .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
-		                        .value.string = (char *)o->tls_server_name };
+		                        .value.string = (char *)name };
 	grpc_channel_args cargs = { .num_args = n, .args = args };
 	c->channel = grpc_channel_create(c->target, creds, &cargs);
 	grpc_channel_credentials_release(creds);
@@ -459,30 +676,60 @@ static int create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 	return 0;
 }
 
-/* Wait until some endpoint is connected, at most the dial timeout. */
+/* Wait until some endpoint is connected, at most the dial timeout. A TLS
+ * failure ends the wait at once when gRPC's reason is certain (unknown CA,
+ * name mismatch), and after LR_TLS_LIKELY_MS of failed connections that all
+ * read like one (a refused client certificate reads as a dropped
+ * connection). A channel in TRANSIENT_FAILURE stays there through its
+ * reconnects, so its reason is polled. */
 static int dial(lr_etcd *c, lr_err *err)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-	gpr_timespec deadline = deadline_in_ms(c->dial_timeout_ms);
+	int64_t end = lr_mono_ms() + c->dial_timeout_ms;
+	int64_t likely_since = -1;
+	char last[256] = "";
+	int rc = 0;
 	grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
 	while (st != GRPC_CHANNEL_READY) {
-		grpc_channel_watch_connectivity_state(c->channel, st, deadline, cq, NULL);
-		grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-		if (ev.type != GRPC_OP_COMPLETE || !ev.success)
-			break; /* deadline */
+		int64_t now = lr_mono_ms();
+		int64_t wake = end;
+		if (st == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+			lr_err probe = { 0 };
+			connect_failure(c, last, sizeof(last));
+			if (last[0] == '\0')
+				; /* connecting again already: no verdict */
+			else if (tls_error(c, last, NULL, false, &probe) == 0)
+				likely_since = -1;
+			else if (likely_since < 0)
+				likely_since = now;
+			if (probe.code != 0 &&
+			    (tls_error(c, last, NULL, true, &probe) != 0 ||
+			     now - likely_since >= LR_TLS_LIKELY_MS)) {
+				if (err != NULL)
+					*err = probe;
+				rc = LR_ETLS;
+				break;
+			}
+			if (now + LR_DIAL_POLL_MS < wake)
+				wake = now + LR_DIAL_POLL_MS;
+		}
+		if (now >= end)
+			break;
+		grpc_channel_watch_connectivity_state(c->channel, st, mono_ms_to_timespec(wake),
+		                                      cq, NULL);
+		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 		st = grpc_channel_check_connectivity_state(c->channel, 1);
 	}
 	grpc_completion_queue_shutdown(cq);
 	while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type != GRPC_QUEUE_SHUTDOWN)
 		;
 	grpc_completion_queue_destroy(cq);
-	if (st == GRPC_CHANNEL_READY)
-		return 0;
-	return lr_err_set(err, LR_EUNAVAILABLE,
-	                  "etcd %s: no endpoint reachable within %.1fs (%s)",
-	                  c->endpoints, (double)c->dial_timeout_ms / 1000.0,
-	                  st == GRPC_CHANNEL_TRANSIENT_FAILURE ? "connection failed"
-	                                                        : "still connecting");
+	if (rc != 0 || st == GRPC_CHANNEL_READY)
+		return rc;
+	/* The deadline passed: say what failed last, TLS (likely) first. */
+	if (last[0] != '\0' && tls_error(c, last, NULL, false, err) != 0)
+		return LR_ETLS;
+	return unreachable_error(c, NULL, last, c->dial_timeout_ms, LR_EUNAVAILABLE, err);
 }
 
 /* ---- unary calls -------------------------------------------------------- */
@@ -649,14 +896,20 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 		                        ? r.peer : c->endpoints;
 		if (r.status == GRPC_STATUS_DEADLINE_EXCEEDED &&
 		    grpc_channel_check_connectivity_state(c->channel, 0) != GRPC_CHANNEL_READY) {
+			/* The call waited for a connection that never came. */
+			char last[256];
+			connect_failure(c, last, sizeof(last));
 			rc = write ? LR_EAMBIGUOUS : LR_EUNAVAILABLE;
-			lr_err_set(err, rc, "etcd %s (%s): no endpoint reachable within %.1fs",
-			           c->endpoints, method_short(method),
-			           (double)c->call_timeout_ms / 1000.0);
-		} else {
-			lr_err_set(err, rc, "etcd %s (%s): %s%s%s", where, method_short(method),
+			if (write || tls_error(c, last, method, true, err) == 0)
+				unreachable_error(c, method, last, c->call_timeout_ms, rc, err);
+			else
+				rc = LR_ETLS;
+		} else if (rc != LR_ETLS || tls_error(c, r.details, method, false, err) == 0) {
+			char hint[160];
+			auth_hint(c, rc, r.details, hint, sizeof(hint));
+			lr_err_set(err, rc, "etcd %s (%s): %s%s%s%s", where, method_short(method),
 			           rc == LR_ETOOLARGE ? "request too large for etcd: " : "",
-			           r.details[0] ? r.details : "call failed",
+			           r.details[0] ? r.details : "call failed", hint,
 			           rc == LR_EAMBIGUOUS ? " (the write may have applied)" : "");
 		}
 		goto out;
@@ -687,13 +940,21 @@ static int authenticate(lr_etcd *c, lr_err *err)
 	           deadline_in_ms(c->call_timeout_ms), NULL, &r);
 	grpc_slice_unref(bb);
 	int rc = 0;
+	if (r.status == GRPC_STATUS_FAILED_PRECONDITION &&
+	    strstr(r.details, "authentication is not enabled") != NULL) {
+		/* As etcd's own client does: without auth, no token is needed. */
+		goto out;
+	}
 	if (r.status != GRPC_STATUS_OK) {
 		rc = status_code(r.status, r.details, false);
 		if (rc == LR_EETCD)
 			rc = LR_EAUTH;
+		if (rc == LR_ETLS && tls_error(c, r.details, "Auth/Authenticate", false, err) != 0)
+			goto out;
 		/* Never echo the password; name the user only. */
-		lr_err_set(err, rc, "etcd %s (Auth/Authenticate as %s): %s",
-		           r.peer[0] ? r.peer : c->endpoints, c->user, r.details);
+		lr_err_set(err, rc, "etcd %s (Auth/Authenticate): authentication as "
+		           "etcd user %s failed: %s", r.peer[0] ? r.peer : c->endpoints,
+		           c->user, r.details);
 		goto out;
 	}
 	Etcdserverpb__AuthenticateResponse *resp =
@@ -734,6 +995,12 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 	c->endpoints = strdup(o->endpoints);
 	c->dial_timeout_ms = (int64_t)((o->dial_timeout_s > 0 ? o->dial_timeout_s : 5.0) * 1000);
 	c->call_timeout_ms = (int64_t)((o->call_timeout_s > 0 ? o->call_timeout_s : 5.0) * 1000);
+	c->tls = o->cacert != NULL || o->cert != NULL ||
+	         strstr(o->endpoints, "https://") != NULL;
+	c->has_cacert = o->cacert != NULL;
+	c->client_cert = o->cert != NULL;
+	if (o->tls_server_name != NULL)
+		c->tls_server_name = strdup(o->tls_server_name);
 	if (o->user != NULL) {
 		c->user = strdup(o->user);
 		c->password = strdup(o->password != NULL ? o->password : "");
@@ -794,6 +1061,7 @@ void lr_etcd_close(lr_etcd *c)
 		free(c->password);
 	}
 	free(c->user);
+	free(c->tls_server_name);
 	free(c->token);
 	free(c->target);
 	free(c->endpoints);
@@ -993,6 +1261,42 @@ bool lr_etcd_on_stream_thread(const lr_etcd *c)
 	return c->thread_started && pthread_equal(pthread_self(), c->thread);
 }
 
+/* etcd 3.4 checks a Watch stream's token on every watch create, not when
+ * the stream opens, and refuses a create with an expired token in a reply
+ * (watch id -1, canceled, the reason as text) while the stream stays open.
+ * That reply, once the stream's token expired: say so. */
+static bool watch_token_refused(const lr_stream *s, const uint8_t *data, size_t len)
+{
+	if (strcmp(s->method, "/etcdserverpb.Watch/Watch") != 0 ||
+	    !token_refused_text((const char *)data, len))
+		return false; /* the cheap test first: events pass here */
+	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
+	bool refused = r != NULL && r->canceled && r->cancel_reason != NULL &&
+	               token_refused_text(r->cancel_reason, strlen(r->cancel_reason));
+	if (r != NULL)
+		etcdserverpb__watch_response__free_unpacked(r, NULL);
+	return refused;
+}
+
+/* A stream call carried a token that etcd no longer takes: get a new one,
+ * unless another call already did, and end the call so that the stream
+ * opens again with it (its owner then re-sends what the server must know).
+ * c->mu held; released during Authenticate. The call cannot be freed
+ * meanwhile: its status is still outstanding. */
+static void renew_stream_token(lr_etcd *c, struct scall *sc)
+{
+	bool same = sc->token == NULL || c->token == NULL ||
+	            strcmp(sc->token, c->token) == 0;
+	int rc = 0;
+	if (same) {
+		pthread_mutex_unlock(&c->mu);
+		rc = authenticate(c, NULL);
+		pthread_mutex_lock(&c->mu);
+	}
+	if (rc == 0 && sc->stream != NULL && !sc->ended)
+		grpc_call_cancel(sc->call, NULL);
+}
+
 /* Run an owner callback with the lock released; c->mu held on entry/exit. */
 #define OWNER_CALL(c, s, expr)                                                \
 	do {                                                                  \
@@ -1032,9 +1336,14 @@ static void on_event(lr_etcd *c, struct tag *t, bool ok)
 			sc->recv_buf = NULL;
 			if (current && !sc->ended)
 				arm_recv(sc);
+			bool refused = urc == 0 && current && c->user != NULL &&
+			               watch_token_refused(s, data, len);
 			if (urc == 0 && current)
 				OWNER_CALL(c, s, s->ops->message(s->owner, data, len));
 			free(data);
+			/* sc->stream is NULL once the owner removed the stream. */
+			if (refused && sc->stream != NULL)
+				renew_stream_token(c, sc);
 		}
 		break;
 	case TAG_STATUS: {

@@ -68,6 +68,8 @@ struct etcdh_cluster {
 	char initial_cluster[MAX_MEMBERS * 64];
 	char token[64];
 	char **extra; /* NULL-terminated copy of etcdh_opts.extra_args */
+	/* Copies of etcdh_opts' TLS files; NULL when not given. */
+	char *tls_cert, *tls_key, *client_ca, *ctl_cert, *ctl_key;
 	struct etcdh_cluster *next_live;
 };
 
@@ -462,8 +464,8 @@ static int reap(pid_t pid, double timeout_s, int *status)
 /* Runs etcdctl on one endpoint; returns its exit status, or -1 when it
  * could not run or took longer than CTL_TIMEOUT_S. With out, its stdout is
  * captured there (NUL-terminated, truncated to outsz). */
-static int run_etcdctl(const char *endpoint, const char *const *args,
-                       char *out, size_t outsz)
+static int run_etcdctl(const etcdh_cluster *c, const char *endpoint,
+                       const char *const *args, char *out, size_t outsz)
 {
 	char path[PATH_MAX];
 	struct argv_buf a = { .argc = 0 };
@@ -476,7 +478,18 @@ static int run_etcdctl(const char *endpoint, const char *const *args,
 	if (etcdctl_program(path, sizeof(path)) != 0)
 		return -1;
 	argv_add(&a, "%s", path);
-	argv_add(&a, "--endpoints=%s", endpoint);
+	argv_add(&a, "--endpoints=%s://%s", c->tls_cert ? "https" : "http",
+	         endpoint);
+	if (c->tls_cert != NULL) {
+		/* Without CA or client certificate etcdctl talks plain
+		 * text unless told otherwise. */
+		argv_add(&a, "--insecure-transport=false");
+		argv_add(&a, "--insecure-skip-tls-verify");
+	}
+	if (c->ctl_cert != NULL && c->ctl_key != NULL) {
+		argv_add(&a, "--cert=%s", c->ctl_cert);
+		argv_add(&a, "--key=%s", c->ctl_key);
+	}
 	argv_add(&a, "--dial-timeout=1s");
 	argv_add(&a, "--command-timeout=1s");
 	for (; *args != NULL; args++)
@@ -542,14 +555,14 @@ static bool port_open(int port)
 	return open_now;
 }
 
-static bool member_healthy(const struct member *m)
+static bool member_healthy(const etcdh_cluster *c, const struct member *m)
 {
 	static const char *const args[] = { "endpoint", "health", NULL };
 
 	/* etcdctl spends its whole dial timeout on a port not yet open. */
 	if (!port_open(m->client_port))
 		return false;
-	return run_etcdctl(m->endpoint, args, NULL, 0) == 0;
+	return run_etcdctl(c, m->endpoint, args, NULL, 0) == 0;
 }
 
 /* The last LOG_TAIL_BYTES of the member's log, from a line start, into buf
@@ -634,8 +647,18 @@ static int launch_member(etcdh_cluster *c, int i, const char *cluster_state)
 	rc |= argv_add(&a, "%s", path);
 	rc |= argv_add(&a, "--name=%s", m->name);
 	rc |= argv_add(&a, "--data-dir=%s", m->data_dir);
-	rc |= argv_add(&a, "--listen-client-urls=http://%s", m->endpoint);
-	rc |= argv_add(&a, "--advertise-client-urls=http://%s", m->endpoint);
+	rc |= argv_add(&a, "--listen-client-urls=%s://%s",
+	               c->tls_cert ? "https" : "http", m->endpoint);
+	rc |= argv_add(&a, "--advertise-client-urls=%s://%s",
+	               c->tls_cert ? "https" : "http", m->endpoint);
+	if (c->tls_cert != NULL) {
+		rc |= argv_add(&a, "--cert-file=%s", c->tls_cert);
+		rc |= argv_add(&a, "--key-file=%s", c->tls_key);
+	}
+	if (c->tls_cert != NULL && c->client_ca != NULL) {
+		rc |= argv_add(&a, "--client-cert-auth");
+		rc |= argv_add(&a, "--trusted-ca-file=%s", c->client_ca);
+	}
 	rc |= argv_add(&a, "--listen-peer-urls=http://127.0.0.1:%d",
 	               m->peer_port);
 	rc |= argv_add(&a, "--initial-advertise-peer-urls=http://127.0.0.1:%d",
@@ -692,7 +715,7 @@ static int wait_members(etcdh_cluster *c, unsigned wanted, double timeout_s,
 				*failed = bit;
 				return -1;
 			}
-			if (member_healthy(&c->m[i]))
+			if (member_healthy(c, &c->m[i]))
 				pending &= ~bit;
 		}
 		if (pending == 0)
@@ -822,6 +845,30 @@ static int copy_extra(etcdh_cluster *c, const char *const *extra)
 	return 0;
 }
 
+/* A copy of s (NULL stays NULL); -1 when out of memory. */
+static int copy_opt(char **out, const char *s)
+{
+	*out = s != NULL ? strdup(s) : NULL;
+	return s != NULL && *out == NULL ? -1 : 0;
+}
+
+static int copy_tls(etcdh_cluster *c, const etcdh_opts *o)
+{
+	if ((o->tls_cert == NULL) != (o->tls_key == NULL)) {
+		fail("tls_cert and tls_key go together");
+		return -1;
+	}
+	if (copy_opt(&c->tls_cert, o->tls_cert) != 0 ||
+	    copy_opt(&c->tls_key, o->tls_key) != 0 ||
+	    copy_opt(&c->client_ca, o->client_ca) != 0 ||
+	    copy_opt(&c->ctl_cert, o->ctl_cert) != 0 ||
+	    copy_opt(&c->ctl_key, o->ctl_key) != 0) {
+		fail("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 static bool programs_found(void)
 {
 	char path[PATH_MAX];
@@ -849,6 +896,10 @@ int etcdh_start(const etcdh_opts *o, etcdh_cluster **out)
 	c = calloc(1, sizeof(*c));
 	if (c == NULL || copy_extra(c, o->extra_args) != 0) {
 		fail("out of memory");
+		etcdh_destroy(c);
+		return -1;
+	}
+	if (copy_tls(c, o) != 0) {
 		etcdh_destroy(c);
 		return -1;
 	}
@@ -1012,7 +1063,7 @@ int etcdh_leader(etcdh_cluster *c)
 		unsigned long long leader;
 
 		if (c->m[i].state != MEMBER_RUNNING ||
-		    run_etcdctl(c->m[i].endpoint, args, out, sizeof(out)) != 0)
+		    run_etcdctl(c, c->m[i].endpoint, args, out, sizeof(out)) != 0)
 			continue;
 		self = json_number(out, "\"member_id\":");
 		leader = json_number(out, "\"leader\":");
@@ -1046,5 +1097,10 @@ void etcdh_destroy(etcdh_cluster *c)
 	for (char **x = c->extra; x != NULL && *x != NULL; x++)
 		free(*x);
 	free(c->extra);
+	free(c->tls_cert);
+	free(c->tls_key);
+	free(c->client_ca);
+	free(c->ctl_cert);
+	free(c->ctl_key);
 	free(c);
 }

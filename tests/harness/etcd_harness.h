@@ -26,6 +26,15 @@ typedef struct etcdh_opts {
 	 * last value of a repeated flag, so they also override defaults such
 	 * as "--log-level=error". Copied: the caller keeps ownership. */
 	const char *const *extra_args;
+	/* TLS on the client URLs (https) with this certificate and key (PEM
+	 * files); NULL for plain http. The harness's own etcdctl calls
+	 * (health, leader) do not verify the server certificate, so any
+	 * names may be in it. Copied. */
+	const char *tls_cert, *tls_key;
+	/* With TLS: require client certificates signed by this CA
+	 * (--client-cert-auth); the harness's etcdctl presents ctl_cert and
+	 * ctl_key. NULL for none. Copied. */
+	const char *client_ca, *ctl_cert, *ctl_key;
 } etcdh_opts;
 
 /* Starts the members with --heartbeat-interval=100 --election-timeout=1000

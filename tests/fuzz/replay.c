@@ -1,0 +1,102 @@
+/* replay.c - a main() for a fuzz target built without libFuzzer: feeds it
+ * every file named on the command line, and every file in every directory
+ * named (in name order), once. So any compiler runs the seed corpus and the
+ * regression inputs as an ordinary test; a crash or a failed check aborts. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int replay_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (f == NULL) {
+		perror(path);
+		return -1;
+	}
+	size_t cap = 4096, len = 0;
+	uint8_t *buf = malloc(cap);
+	size_t n;
+	while (buf != NULL && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+		len += n;
+		if (len == cap) {
+			uint8_t *nb = realloc(buf, cap * 2);
+			if (nb == NULL) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf == NULL) {
+		fprintf(stderr, "%s: out of memory\n", path);
+		return -1;
+	}
+	fprintf(stderr, "replay %s (%zu bytes)\n", path, len);
+	LLVMFuzzerTestOneInput(buf, len);
+	free(buf);
+	return 0;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int replay_dir(const char *dir, int *count)
+{
+	struct dirent **names = NULL;
+	int n = scandir(dir, &names, NULL, by_name);
+	if (n < 0) {
+		perror(dir);
+		return -1;
+	}
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		char path[4096];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+		if (names[i]->d_name[0] != '.' && stat(path, &st) == 0 &&
+		    S_ISREG(st.st_mode)) {
+			if (replay_file(path) != 0)
+				rc = -1;
+			else
+				(*count)++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int count = 0, rc = 0;
+	for (int i = 1; i < argc; i++) {
+		struct stat st;
+		if (stat(argv[i], &st) != 0) {
+			perror(argv[i]);
+			rc = 1;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (replay_dir(argv[i], &count) != 0)
+				rc = 1;
+		} else if (replay_file(argv[i]) != 0) {
+			rc = 1;
+		} else {
+			count++;
+		}
+	}
+	if (count == 0) {
+		fprintf(stderr, "no input replayed\n");
+		rc = 1;
+	}
+	printf("%d inputs replayed\n", count);
+	return rc;
+}
