@@ -102,6 +102,10 @@ static int only_global_flag(int argc, char **argv, const char *flag)
 
 int main(int argc, char **argv)
 {
+	/* gRPC's own log lines would break the one-JSON-object-per-line logs;
+	 * everything they say reaches the user through the library's errors.
+	 * GRPC_VERBOSITY set by the user still wins. */
+	setenv("GRPC_VERBOSITY", "NONE", 0);
 	int at = find_subcommand(argc, argv);
 
 	if (at < 0) {
