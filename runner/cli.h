@@ -36,5 +36,6 @@ int cmd_status(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_runners(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -6,7 +6,8 @@
  * compare the checkpoint's mod revision: a write retried after a lost reply
  * then fails visibly, and the failure branch shows whether our first try
  * applied (the stored bytes are ours). Called by worker threads; no shared
- * state. */
+ * state. A prefetch reads the specs of the tasks a runner is about to claim
+ * in one txn, so that each claim is one round trip. */
 #include "claim.h"
 
 #include <stdio.h>
@@ -19,16 +20,7 @@
 #include "record.h"
 #include "spec.h"
 
-/* The keys of one task. */
-struct task_keys {
-	char task[LR_KEY_SIZE];
-	char claim[LR_KEY_SIZE];
-	char ckpt[LR_KEY_SIZE];
-	char done[LR_KEY_SIZE];
-	char cancel[LR_KEY_SIZE];
-};
-
-static void task_keys(const lr_client *c, const char *id, struct task_keys *k)
+static void task_keys(const lr_client *c, const char *id, lr_task_keys *k)
 {
 	lr_key(c, LR_K_TASKS, id, k->task);
 	lr_key(c, LR_K_CLAIMS, id, k->claim);
@@ -76,7 +68,7 @@ static char *done_value(lr_task_state st, int64_t attempts, const char *error,
 	return lr_done_encode(&rec);
 }
 
-static void fence_compares(lr_txn *t, const struct task_keys *k,
+static void fence_compares(lr_txn *t, const lr_task_keys *k,
                            const lr_holder *who, const lr_held *h)
 {
 	lr_txn_cmp(t, k->claim, 0, LR_CMP_CREATE, LR_CMP_EQ, h->fence);
@@ -138,7 +130,7 @@ static void view_set_ckpt(struct view *v, const lr_kv *kv)
 /* Indexes of the reads in a claim txn's failure branch. */
 enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
 
-static void add_failure_reads(lr_txn *t, const struct task_keys *k)
+static void add_failure_reads(lr_txn *t, const lr_task_keys *k)
 {
 	lr_txn_get(t, LR_ELSE, k->claim, 0);
 	lr_txn_get(t, LR_ELSE, k->done, 0);
@@ -174,7 +166,7 @@ static void end_reason(const struct view *v, char *why, size_t size)
 
 /* The txn for one try: compares of the claim, then either the claim or the
  * task's end (when `why` is set). */
-static lr_txn *claim_txn(const lr_holder *who, const struct task_keys *k,
+static lr_txn *claim_txn(const lr_holder *who, const lr_task_keys *k,
                          const struct view *v, const char *why, char **vals)
 {
 	lr_txn *t = lr_txn_new();
@@ -187,6 +179,10 @@ static lr_txn *claim_txn(const lr_holder *who, const struct task_keys *k,
 		json_t *state = v->has_ckpt ? v->ckpt.state
 		                : v->spec != NULL ? lr_spec_state(v->spec) : NULL;
 		vals[0] = done_value(LR_TASK_FAILED, v->has_ckpt ? v->ckpt.attempt : 0, why, state);
+		if (vals[0] == NULL) {
+			lr_txn_free(t);
+			return NULL;
+		}
 		lr_txn_put(t, LR_THEN, k->done, vals[0], strlen(vals[0]), 0);
 		lr_txn_delete(t, LR_THEN, k->cancel, 0);
 	} else {
@@ -228,7 +224,7 @@ static int held_from_view(lr_held *h, const char *id, struct view *v, int64_t fe
 	return h->state != NULL ? 0 : LR_ENOMEM;
 }
 
-static int read_view(const lr_holder *who, const struct task_keys *k, const char *id,
+static int read_view(const lr_holder *who, const lr_task_keys *k, const char *id,
                      struct view *v, enum lr_claim_outcome *outcome,
                      int64_t *other_claim, lr_err *err)
 {
@@ -261,12 +257,58 @@ static int read_view(const lr_holder *who, const struct task_keys *k, const char
 	return 0;
 }
 
+int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
+                      size_t max_spec, lr_prefetched *out, lr_err *err)
+{
+	memset(out, 0, n * sizeof(*out));
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "prefetch: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		char task[LR_KEY_SIZE], ckpt[LR_KEY_SIZE];
+		lr_key(c, LR_K_TASKS, ids[i], task);
+		lr_key(c, LR_K_CHECKPOINTS, ids[i], ckpt);
+		snprintf(out[i].id, sizeof(out[i].id), "%s", ids[i]);
+		lr_txn_get(t, LR_THEN, task, LR_RANGE_SERIALIZABLE);
+		lr_txn_get(t, LR_THEN, ckpt, LR_RANGE_SERIALIZABLE | LR_RANGE_KEYS_ONLY);
+	}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "prefetch %zu specs", n);
+	for (size_t i = 0; i < n; i++) {
+		const lr_kv *task = op_kv(&r, 2 * i);
+		out[i].found = task != NULL;
+		out[i].has_ckpt = op_kv(&r, 2 * i + 1) != NULL;
+		if (task == NULL)
+			continue;
+		out[i].spec_len = task->value_len;
+		out[i].create_rev = task->create_rev;
+		if (task->value_len > max_spec || (out[i].spec = malloc(task->value_len + 1)) == NULL)
+			continue;
+		if (task->value_len > 0) /* an empty value may come with no buffer */
+			memcpy(out[i].spec, task->value, task->value_len);
+		out[i].spec[task->value_len] = '\0';
+	}
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+void lr_prefetched_clear(lr_prefetched *p, size_t n)
+{
+	for (size_t i = 0; p != NULL && i < n; i++) {
+		free(p[i].spec);
+		p[i].spec = NULL;
+	}
+}
+
 int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
              size_t spec_len, bool fresh, lr_held *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err)
 {
-	struct task_keys k;
+	lr_task_keys k;
 	task_keys(who->client, id, &k);
 	struct view v;
 	memset(&v, 0, sizeof(v));
@@ -338,6 +380,8 @@ int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
 	}
 	*outcome = LR_CLAIM_LOST; /* kept moving under us: let others have it */
 out:
+	if (rc == 0 && *outcome == LR_CLAIM_WON)
+		h->keys = k; /* for the holder's fenced writes */
 	view_clear(&v);
 	return rc;
 }
@@ -350,8 +394,7 @@ static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step
                              int64_t attempt, json_t *state, bool release,
                              const char *what, lr_err *err)
 {
-	struct task_keys k;
-	task_keys(who->client, h->id, &k);
+	const lr_task_keys *k = &h->keys;
 	char *val = checkpoint_value(who, next_step, attempt, state, h->fence);
 	if (val == NULL)
 		return lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", what, h->id);
@@ -361,12 +404,12 @@ static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step
 		                  what, h->id);
 	}
 	lr_txn *t = lr_txn_new();
-	fence_compares(t, &k, who, h);
-	lr_txn_cmp(t, k.ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, h->ckpt_rev);
-	lr_txn_put(t, LR_THEN, k.ckpt, val, strlen(val), 0);
+	fence_compares(t, k, who, h);
+	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, h->ckpt_rev);
+	lr_txn_put(t, LR_THEN, k->ckpt, val, strlen(val), 0);
 	if (release)
-		lr_txn_delete(t, LR_THEN, k.claim, 0);
-	lr_txn_get(t, LR_ELSE, k.ckpt, 0);
+		lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
 	lr_txn_result r;
 	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
@@ -427,11 +470,10 @@ int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
 		return fenced_checkpoint(who, h, h->next_step, attempt, h->state, true,
 		                         "release", err);
 	}
-	struct task_keys k;
-	task_keys(who->client, h->id, &k);
+	const lr_task_keys *k = &h->keys;
 	lr_txn *t = lr_txn_new();
-	fence_compares(t, &k, who, h);
-	lr_txn_delete(t, LR_THEN, k.claim, 0);
+	fence_compares(t, k, who, h);
+	lr_txn_delete(t, LR_THEN, k->claim, 0);
 	lr_txn_result r;
 	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
@@ -445,18 +487,17 @@ int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
 int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err)
 {
-	struct task_keys k;
-	task_keys(who->client, h->id, &k);
+	const lr_task_keys *k = &h->keys;
 	char *val = done_value(st, h->attempt, error, state != NULL ? state : h->state);
 	if (val == NULL)
 		return lr_err_set(err, LR_ENOMEM, "finish %s: out of memory", h->id);
 	lr_txn *t = lr_txn_new();
-	fence_compares(t, &k, who, h);
-	lr_txn_cmp(t, k.done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
-	lr_txn_put(t, LR_THEN, k.done, val, strlen(val), 0);
-	lr_txn_delete(t, LR_THEN, k.claim, 0);
-	lr_txn_delete(t, LR_THEN, k.cancel, 0);
-	lr_txn_get(t, LR_ELSE, k.done, 0);
+	fence_compares(t, k, who, h);
+	lr_txn_cmp(t, k->done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, k->done, val, strlen(val), 0);
+	lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_delete(t, LR_THEN, k->cancel, 0);
+	lr_txn_get(t, LR_ELSE, k->done, 0);
 	lr_txn_result r;
 	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);

@@ -18,6 +18,15 @@ typedef struct lr_holder {
 	int64_t lease;
 } lr_holder;
 
+/* The keys of one task. */
+typedef struct lr_task_keys {
+	char task[LR_KEY_SIZE];
+	char claim[LR_KEY_SIZE];
+	char ckpt[LR_KEY_SIZE];
+	char done[LR_KEY_SIZE];
+	char cancel[LR_KEY_SIZE];
+} lr_task_keys;
+
 /* A task held under a claim. */
 typedef struct lr_held {
 	char id[LR_ID_SIZE];
@@ -30,6 +39,7 @@ typedef struct lr_held {
 	json_t *state;         /* committed state (owned) */
 	int64_t ckpt_rev;      /* mod revision of the checkpoint we last saw */
 	bool cancel_requested; /* cancel/<id> existed when we claimed */
+	lr_task_keys keys;     /* its keys, built once for every write */
 } lr_held;
 
 void lr_held_clear(lr_held *h);
@@ -49,6 +59,28 @@ int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
              size_t spec_len, bool fresh, lr_held *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err);
+
+/* What a prefetch learnt of one task. */
+typedef struct lr_prefetched {
+	char id[LR_ID_SIZE];
+	bool found;        /* tasks/<id> exists */
+	bool has_ckpt;     /* checkpoints/<id> exists: it was claimed before */
+	int64_t create_rev; /* of tasks/<id>: which incarnation was read */
+	char *spec;        /* its text (malloc'd, NUL-terminated), or NULL when
+	                      not found or over max_spec */
+	size_t spec_len;   /* its length, also when not kept */
+} lr_prefetched;
+
+/* Read the specs of n tasks, and whether each has a checkpoint (keys
+ * only), in one read-only txn, so that their claims need no read of their
+ * own. The reads are serializable (no round of consensus): an outdated
+ * checkpoint costs the claim one retry at most, because the claim txn
+ * compares the checkpoint's revision; callers check create_rev against
+ * the task they know, so that an outdated spec is never used. out[] (n
+ * entries) is filled; free with lr_prefetched_clear. */
+int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
+                      size_t max_spec, lr_prefetched *out, lr_err *err);
+void lr_prefetched_clear(lr_prefetched *p, size_t n);
 
 /* Commit step h->next_step with h->state (taking a new reference): the
  * checkpoint moves to the next step, attempt 1. LR_ELEASE when the claim is

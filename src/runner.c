@@ -29,15 +29,21 @@
 void lr_runner_post(lr_runner *r, struct lr_event *ev)
 {
 	pthread_mutex_lock(&r->mu);
+	bool was_empty = r->ev_head == NULL;
 	if (r->ev_tail != NULL)
 		r->ev_tail->next = ev;
 	else
 		r->ev_head = ev;
 	r->ev_tail = ev;
 	pthread_mutex_unlock(&r->mu);
-	uint64_t one = 1;
-	ssize_t n = write(r->wake_fd, &one, sizeof(one));
-	(void)n;
+	/* One wake-up per batch: a queue that was not empty has one pending
+	 * already (the loop reads wake_fd before it takes the queue), and a
+	 * write per event cost a system call and often a context switch. */
+	if (was_empty) {
+		uint64_t one = 1;
+		ssize_t n = write(r->wake_fd, &one, sizeof(one));
+		(void)n;
+	}
 }
 
 void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
@@ -78,6 +84,8 @@ static void free_event(struct lr_event *ev)
 {
 	free(ev->value);
 	free(ev->text);
+	lr_prefetched_clear(ev->pre, ev->n_pre);
+	free(ev->pre);
 	free(ev);
 }
 
@@ -118,6 +126,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->log_mu, NULL);
 	lr_rng_init(&r->rng, NULL);
+	r->spec_avg = LR_SPEC_CACHE_ONE; /* unknown yet: a first prefetch of 16 */
 	r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (r->wake_fd < 0 || lr_taskset_init(&r->set) != 0) {
 		lr_runner_free(r);
@@ -406,6 +415,8 @@ static void on_watch(void *user, const lr_watch_batch *b)
 		ev->mod_rev = we->kv.mod_rev;
 		ev->version = we->kv.version;
 		ev->lease = we->kv.lease;
+		if (ctx->dir == LR_DIR_TASKS && !ev->deleted)
+			ev->len = we->kv.value_len;
 		if (ctx->dir == LR_DIR_TASKS && !ev->deleted &&
 		    we->kv.value_len <= LR_SPEC_CACHE_ONE) {
 			ev->value = malloc(we->kv.value_len + 1);
@@ -426,6 +437,12 @@ static struct lr_worker *worker_of(lr_runner *r, const char *id)
 	return NULL;
 }
 
+/* Spec sizes seen lately, to size prefetches. */
+static void note_spec_size(lr_runner *r, size_t len)
+{
+	r->spec_avg = (r->spec_avg * 7 + len) / 8;
+}
+
 static void apply_watch(lr_runner *r, struct lr_event *ev)
 {
 	lr_entry *e = lr_taskset_find(&r->set, ev->id);
@@ -444,6 +461,7 @@ static void apply_watch(lr_runner *r, struct lr_event *ev)
 		} else if (e->heap_refs == 0) {
 			e->create_rev = ev->create_rev;
 		}
+		note_spec_size(r, ev->len);
 		if (ev->value != NULL)
 			lr_taskset_cache_spec(&r->set, e, ev->value, ev->len);
 		return;
@@ -483,6 +501,26 @@ static void apply_watch(lr_runner *r, struct lr_event *ev)
 		return;
 	case LR_DIR_COUNT:
 		return;
+	}
+}
+
+/* Specs a worker read for tasks about to be claimed: cache them, and mark
+ * as fresh (one-round-trip claim) those that had no checkpoint and whose
+ * claim we never saw. Either guess being out of date costs one retry of
+ * the claim txn at most: it compares the checkpoint's revision. */
+static void apply_prefetched(lr_runner *r, struct lr_event *ev)
+{
+	for (size_t i = 0; i < ev->n_pre; i++) {
+		const lr_prefetched *p = &ev->pre[i];
+		if (p->found)
+			note_spec_size(r, p->spec_len);
+		lr_entry *e = lr_taskset_find(&r->set, p->id);
+		if (e == NULL || e->state == LR_E_LOCAL || p->spec == NULL ||
+		    p->create_rev != e->create_rev)
+			continue; /* gone, taken, too large, or another incarnation */
+		lr_taskset_cache_spec(&r->set, e, p->spec, p->spec_len);
+		if (e->spec != NULL && !p->has_ckpt && e->claim_ev_rev == 0)
+			e->fresh = true;
 	}
 }
 
@@ -545,6 +583,29 @@ static struct lr_worker *idle_worker(lr_runner *r)
 	return NULL;
 }
 
+/* The worker must read this job's spec: have it read those of the next
+ * pending tasks too (each at most once), so that their claims are one
+ * round trip. As many as fit in about LR_PREFETCH_BYTES. */
+static void add_prefetch(lr_runner *r, struct lr_job *job)
+{
+	size_t avg = r->spec_avg > 1024 ? r->spec_avg : 1024;
+	size_t max = LR_PREFETCH_BYTES / avg;
+	if (max > LR_PREFETCH_MAX)
+		max = LR_PREFETCH_MAX;
+	if (max == 0 || avg > LR_SPEC_CACHE_ONE)
+		return; /* too large to cache anyway */
+	lr_entry *cand[LR_PREFETCH_MAX];
+	size_t n = lr_taskset_oldest(&r->set, max, cand);
+	if (n == 0 || (job->prefetch = calloc(n, sizeof(*job->prefetch))) == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (cand[i]->spec != NULL || cand[i]->fresh || cand[i]->prefetched)
+			continue;
+		cand[i]->prefetched = true;
+		snprintf(job->prefetch[job->n_prefetch++], LR_ID_SIZE, "%s", cand[i]->id);
+	}
+}
+
 static void dispatch(lr_runner *r)
 {
 	int64_t lease = atomic_load(&r->lease);
@@ -567,11 +628,14 @@ static void dispatch(lr_runner *r)
 		w->job.spec = e->spec;
 		w->job.spec_len = e->spec_len;
 		w->job.fresh = e->fresh;
+		w->job.create_rev = e->create_rev;
 		w->job.lease = lease;
 		e->spec = NULL; /* handed over: the worker frees it */
 		r->set.spec_bytes -= e->spec_len;
 		e->spec_len = 0;
 		e->fresh = false; /* whatever happens next, it may have a checkpoint */
+		if (w->job.spec == NULL && !w->job.fresh)
+			add_prefetch(r, &w->job);
 		w->has_job = true;
 		pthread_cond_signal(&w->cond);
 		pthread_mutex_unlock(&r->mu);
@@ -624,6 +688,7 @@ static void stop_workers(lr_runner *r)
 		pthread_cond_destroy(&r->workers[i].cond);
 		close(r->workers[i].cancel_fd);
 		free(r->workers[i].job.spec);
+		free(r->workers[i].job.prefetch);
 	}
 	free(r->workers);
 	r->workers = NULL;
@@ -648,6 +713,7 @@ static void lease_lost(lr_runner *r, struct loop *l, struct lr_event *ev)
 	              "lease %llx lost (%s): stopping every step, committing nothing",
 	              (unsigned long long)ev->lease, ev->text ? ev->text : "");
 	atomic_store(&r->lease, 0);
+	lr_stats_inc(&r->stats.lease_losses);
 	l->old_lease = ev->lease;
 	l->retry_at = lr_mono_ms();
 	signal_all(r, LR_STOP_LEASE);
@@ -694,6 +760,9 @@ static void handle_events(lr_runner *r, struct loop *l)
 			break;
 		case LR_EV_REPORT:
 			apply_report(r, ev);
+			break;
+		case LR_EV_PREFETCHED:
+			apply_prefetched(r, ev);
 			break;
 		case LR_EV_LEASE_LOST:
 			lease_lost(r, l, ev);

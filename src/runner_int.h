@@ -20,6 +20,7 @@
 #include "client.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"
+#include "stats.h"
 #include "taskset.h"
 
 enum lr_stop_reason {
@@ -44,8 +45,19 @@ struct lr_job {
 	char *spec;        /* spec text from the watch (owned), or NULL */
 	size_t spec_len;
 	bool fresh;
+	int64_t create_rev; /* of tasks/<id>, as the loop knows it */
 	int64_t lease;
+	/* Tasks whose specs the worker reads along with its own, for the
+	 * loop's cache (owned; see LR_PREFETCH_MAX). */
+	char (*prefetch)[LR_ID_SIZE];
+	size_t n_prefetch;
 };
+
+/* A worker that must read its task's spec reads the specs of up to this
+ * many of the next pending tasks in the same txn (fewer when specs are
+ * large: about LR_PREFETCH_BYTES per read at most). */
+#define LR_PREFETCH_MAX 32
+#define LR_PREFETCH_BYTES (1024 * 1024)
 
 struct lr_worker {
 	lr_runner *r;
@@ -66,6 +78,7 @@ enum lr_event_kind {
 	LR_EV_RESYNC,     /* a watch was compacted or cancelled: re-read */
 	LR_EV_LEASE_LOST,
 	LR_EV_REPORT,     /* from a worker */
+	LR_EV_PREFETCHED, /* specs a worker read for the cache */
 };
 
 enum lr_dir { LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL, LR_DIR_COUNT };
@@ -83,6 +96,8 @@ struct lr_event {
 	lr_task_state state;
 	int64_t step, attempt, fence;
 	char *text;             /* step name, error or reason (owned) */
+	lr_prefetched *pre;     /* LR_EV_PREFETCHED (owned) */
+	size_t n_pre;
 	struct lr_event *next;
 };
 
@@ -126,9 +141,11 @@ struct lr_runner {
 	lr_watcher *watchers[LR_DIR_COUNT];
 	struct lr_watch_ctx wctx[LR_DIR_COUNT];
 	lr_taskset set;
+	size_t spec_avg;        /* running mean of spec sizes seen; loop only */
 	lr_rng rng;
 	struct lr_worker *workers;
 	int busy;
+	lr_stats stats;                     /* any thread (atomics) */
 };
 
 /* ---- runner.c, for the workers ------------------------------------------- */

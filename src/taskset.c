@@ -237,15 +237,12 @@ void lr_taskset_clear_remote(lr_taskset *s)
 	}
 }
 
-lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
+/* Pop up to max pending entries, oldest first, dropping stale heap slots
+ * on the way. The caller pushes back those it does not take. */
+static size_t pop_pending(lr_taskset *s, size_t max, lr_entry **out)
 {
-	lr_entry *cand[64];
 	size_t n = 0;
-	if (spread == 0)
-		spread = 1;
-	if (spread > 64)
-		spread = 64;
-	while (n < spread) {
+	while (n < max) {
 		lr_entry *e = heap_pop(s);
 		if (e == NULL)
 			break;
@@ -256,8 +253,19 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 		}
 		if (e->state != LR_E_PENDING || e->heap_refs > 0)
 			continue; /* stale, or a duplicate still in the heap */
-		cand[n++] = e;
+		out[n++] = e;
 	}
+	return n;
+}
+
+lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
+{
+	lr_entry *cand[64];
+	if (spread == 0)
+		spread = 1;
+	if (spread > 64)
+		spread = 64;
+	size_t n = pop_pending(s, spread, cand);
 	if (n == 0)
 		return NULL;
 	size_t pick = (size_t)lr_rng_below(rng, n);
@@ -265,4 +273,12 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 		if (i != pick)
 			heap_push(s, cand[i]);
 	return cand[pick];
+}
+
+size_t lr_taskset_oldest(lr_taskset *s, size_t max, lr_entry **out)
+{
+	size_t n = pop_pending(s, max, out);
+	for (size_t i = 0; i < n; i++)
+		heap_push(s, out[i]);
+	return n;
 }

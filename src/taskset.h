@@ -25,7 +25,8 @@ typedef struct lr_entry {
 	bool claim_present;   /* claims/<id> exists, by the latest event */
 	int64_t claim_ev_rev; /* revision of that latest claims/ event */
 	bool done_seen;       /* done/<id> exists */
-	char *spec;           /* spec text from the watch, or NULL */
+	char *spec;           /* spec text from the watch or a prefetch, or NULL */
+	bool prefetched;      /* its spec was asked for in a prefetch once */
 	size_t spec_len;
 	int heap_refs;        /* times it sits in the heap (lazy deletion) */
 	bool removed;
@@ -67,5 +68,9 @@ void lr_taskset_clear_remote(lr_taskset *s);
 /* Pick a pending task among the `spread` oldest, at random, so that idle
  * runners do not all race for the same one. NULL when none is pending. */
 lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
+
+/* The up to max oldest pending tasks, oldest first, into out[]; they stay
+ * pending. Returns how many. */
+size_t lr_taskset_oldest(lr_taskset *s, size_t max, lr_entry **out);
 
 #endif

@@ -1,7 +1,8 @@
 /* worker.c - one worker: claims the task the loop handed it, runs its steps
  * through their handlers, commits each (fenced), retries failed attempts
  * with backoff, and ends, releases or drops the task.
- * Runs on its own thread; talks to the loop only through lr_runner_post. */
+ * Runs on its own thread; talks to the loop only through lr_runner_post,
+ * and counts what it does in the runner's statistics (atomics). */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +25,41 @@ void lr_worker_signal(struct lr_worker *w, enum lr_stop_reason why)
 	}
 }
 
+/* Count what a report says in the runner's statistics. */
+static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
+{
+	switch (rep) {
+	case LR_REP_CLAIMED:
+		lr_stats_inc(&s->claims_won);
+		break;
+	case LR_REP_LOST:
+		lr_stats_inc(&s->claims_lost);
+		break;
+	case LR_REP_COMMITTED:
+		lr_stats_inc(&s->steps_committed);
+		break;
+	case LR_REP_FINISHED:
+		lr_stats_task_done(s, st);
+		break;
+	case LR_REP_LET_GO:
+		lr_stats_inc(&s->tasks_let_go);
+		break;
+	case LR_REP_GONE:
+		break;
+	}
+}
+
 static void report(struct lr_worker *w, enum lr_report rep, const char *id,
                    lr_task_state st, int64_t step, int64_t attempt, int64_t fence,
                    const char *text)
 {
+	count(&w->r->stats, rep, st);
+	/* The loop only passes these on to callbacks: without one, spare it
+	 * a wake-up per claim and per step. */
+	const lr_runner_callbacks *cb = &w->r->cb;
+	if ((rep == LR_REP_CLAIMED && cb->claimed == NULL) ||
+	    (rep == LR_REP_COMMITTED && cb->step_committed == NULL))
+		return;
 	struct lr_event *ev = calloc(1, sizeof(*ev));
 	if (ev == NULL)
 		return; /* the loop re-reads after its next resync */
@@ -54,11 +86,13 @@ static void finish(struct lr_worker *w, const lr_holder *who, lr_held *h,
                    lr_task_state st, const char *error, json_t *state)
 {
 	lr_err e = {0};
+	int64_t t0 = lr_mono_us();
 	if (lr_finish(who, h, st, error, state, &e) != 0) {
 		log_err(w, h, &e);
 		report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
 		return;
 	}
+	lr_hist_record(&w->r->stats.completion, lr_mono_us() - t0);
 	lr_runner_log(w->r, st == LR_TASK_SUCCEEDED ? LR_LOG_INFO : LR_LOG_WARN, h->id, NULL, -1,
 	              "task %s%s%s", lr_task_state_name(st), error ? ": " : "", error ? error : "");
 	report(w, LR_REP_FINISHED, h->id, st, h->next_step, h->attempt, h->fence, error);
@@ -147,12 +181,14 @@ static bool commit(struct lr_worker *w, const lr_holder *who, lr_held *h, json_t
 		return false;
 	}
 	lr_err e = {0};
+	int64_t t0 = lr_mono_us();
 	int rc = lr_commit_step(who, h, state, &e);
 	if (rc != 0) {
 		log_err(w, h, &e);
 		report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
 		return false;
 	}
+	lr_hist_record(&w->r->stats.commit, lr_mono_us() - t0);
 	report(w, LR_REP_COMMITTED, h->id, 0, h->next_step - 1, h->attempt, h->fence, name);
 	return true;
 }
@@ -161,6 +197,7 @@ static bool commit(struct lr_worker *w, const lr_holder *who, lr_held *h, json_t
 static bool failed_attempt(struct lr_worker *w, const lr_holder *who, lr_held *h,
                            const char *name, lr_step_result res, const char *error)
 {
+	lr_stats_inc(&w->r->stats.attempts_failed);
 	if (res == LR_STEP_FAIL || h->attempt >= h->max_attempts) {
 		char *why = failure_text(h, name, h->attempt, res == LR_STEP_FAIL, error);
 		finish(w, who, h, LR_TASK_FAILED, why, NULL);
@@ -234,6 +271,45 @@ static void run_steps(struct lr_worker *w, const lr_holder *who, lr_held *h)
 	}
 }
 
+/* Read this job's spec together with those the loop asked for (one txn),
+ * hand the others to the loop's cache, and keep ours: with no checkpoint,
+ * the claim is then one round trip. On failure the claim reads as usual. */
+static void prefetch(struct lr_worker *w, struct lr_job *job)
+{
+	size_t n = job->n_prefetch + 1;
+	char (*ids)[LR_ID_SIZE] = malloc(n * sizeof(*ids));
+	lr_prefetched *got = calloc(n, sizeof(*got));
+	struct lr_event *ev = calloc(1, sizeof(*ev));
+	if (ids == NULL || got == NULL || ev == NULL)
+		goto out;
+	snprintf(ids[0], LR_ID_SIZE, "%s", job->id);
+	memcpy(ids + 1, job->prefetch, job->n_prefetch * sizeof(*ids));
+	lr_err e = {0};
+	if (lr_claim_prefetch(w->r->client, (const char (*)[LR_ID_SIZE])ids, n,
+	                      LR_SPEC_CACHE_ONE, got, &e) != 0) {
+		lr_runner_log(w->r, LR_LOG_DEBUG, job->id, NULL, -1, "%s", e.msg);
+		for (size_t i = 0; i < n; i++)
+			snprintf(got[i].id, sizeof(got[i].id), "%s", ids[i]);
+	} else if (got[0].spec != NULL && !got[0].has_ckpt &&
+	           got[0].create_rev == job->create_rev) {
+		job->spec = got[0].spec;
+		job->spec_len = got[0].spec_len;
+		job->fresh = true;
+		got[0].spec = NULL;
+	}
+	ev->kind = LR_EV_PREFETCHED;
+	ev->pre = got;
+	ev->n_pre = n;
+	lr_runner_post(w->r, ev);
+	got = NULL;
+	ev = NULL;
+out:
+	lr_prefetched_clear(got, got != NULL ? n : 0);
+	free(got);
+	free(ev);
+	free(ids);
+}
+
 static void run_job(struct lr_worker *w, struct lr_job *job)
 {
 	lr_runner *r = w->r;
@@ -244,8 +320,13 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	lr_task_state ended = LR_TASK_FAILED;
 	char ended_error[700] = "";
 	lr_err e = {0};
+	int64_t t0 = lr_mono_us();
+	if (job->n_prefetch > 0 && job->spec == NULL)
+		prefetch(w, job);
 	int rc = lr_claim(&who, job->id, job->spec, job->spec_len, job->fresh, &h, &oc,
 	                  &ended, ended_error, sizeof(ended_error), &e);
+	if (rc == 0 && oc == LR_CLAIM_WON)
+		lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
 	if (rc != 0) {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "%s", e.msg);
 		wait_stoppable(w, &who, 500); /* do not spin while etcd is down */
@@ -296,6 +377,7 @@ void *lr_worker_main(void *arg)
 		pthread_mutex_unlock(&r->mu);
 		run_job(w, &job);
 		free(job.spec);
+		free(job.prefetch);
 		pthread_mutex_lock(&r->mu);
 	}
 	pthread_mutex_unlock(&r->mu);

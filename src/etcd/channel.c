@@ -405,7 +405,7 @@ int lr__create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 	int rc = make_credentials(o, &creds, err);
 	if (rc != 0)
 		return rc;
-	grpc_arg args[8];
+	grpc_arg args[10];
 	size_t n = 0;
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_STRING,
 	                        .key = GRPC_ARG_LB_POLICY_NAME,
@@ -429,6 +429,11 @@ int lr__create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
 	                        .value.integer = 2000 };
+	/* Calls are retried by lr_etcd_unary where that is safe; gRPC's own
+	 * retries would only add per-call bookkeeping. */
+	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
+	                        .key = GRPC_ARG_ENABLE_RETRIES,
+	                        .value.integer = 0 };
 	/* The name checked against the server certificate: gRPC would check
 	 * the whole target ("127.0.0.1:2379,127.0.0.1:22379", after names were
 	 * resolved), so give it the host of the first endpoint as written. One

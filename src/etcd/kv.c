@@ -268,29 +268,71 @@ int lr_kv_delete(lr_etcd *c, const char *key, int flags, int64_t *deleted,
 
 /* ---- txn builder ---------------------------------------------------------- */
 
-/* Everything a txn allocates hangs on one list, freed at once. */
+/* Everything a txn allocates comes from a few chunks, freed at once: small
+ * pieces (compares, ops, keys, small values) are cut from one chunk after
+ * another, so that a typical txn costs two or three malloc calls instead of
+ * one per piece; a large value gets a chunk of its own. */
+#define TXN_CHUNK 2048
+
 struct chunk {
 	struct chunk *next;
+	size_t used, cap;
 	max_align_t data[];
 };
 
 struct lr_txn {
 	Etcdserverpb__TxnRequest req;
 	size_t cap_cmp, cap_ops[2];
-	struct chunk *chunks;
+	struct chunk *chunks; /* the first one is where small pieces go */
 	bool oom;
 };
 
+static struct chunk *new_chunk(size_t cap)
+{
+	struct chunk *c = malloc(sizeof(*c) + cap);
+	if (c != NULL) {
+		c->used = 0;
+		c->cap = cap;
+	}
+	return c;
+}
+
+/* n zeroed bytes, aligned for any type, freed with the txn. */
 static void *txn_alloc(lr_txn *t, size_t n)
 {
-	struct chunk *c = calloc(1, sizeof(*c) + n);
-	if (c == NULL) {
-		t->oom = true;
-		return NULL;
+	size_t need = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+	struct chunk *c = t->chunks;
+	if (need > TXN_CHUNK / 2) {
+		/* Its own chunk, behind the current one, which keeps its room. */
+		struct chunk *big = new_chunk(need);
+		if (big == NULL) {
+			t->oom = true;
+			return NULL;
+		}
+		big->used = need;
+		if (c != NULL) {
+			big->next = c->next;
+			c->next = big;
+		} else {
+			big->next = NULL;
+			t->chunks = big;
+		}
+		memset(big->data, 0, n);
+		return big->data;
 	}
-	c->next = t->chunks;
-	t->chunks = c;
-	return c->data;
+	if (c == NULL || c->cap - c->used < need) {
+		c = new_chunk(TXN_CHUNK);
+		if (c == NULL) {
+			t->oom = true;
+			return NULL;
+		}
+		c->next = t->chunks;
+		t->chunks = c;
+	}
+	void *p = (char *)c->data + c->used;
+	c->used += need;
+	memset(p, 0, n);
+	return p;
 }
 
 static char *txn_strdup(lr_txn *t, const char *s)

@@ -1,0 +1,369 @@
+/* test_stats.c - a runner's statistics (lr_runner_get_stats): counters and
+ * latency summaries after known work, against a real etcd, and the
+ * histogram behind the latencies. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+#include "etcd_harness.h"
+#include "leaserun.h"
+#include "stats.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+static lr_err err;
+
+static lr_client *open_client(const char *prefix)
+{
+	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&o, &c, &err), &err);
+	return c;
+}
+
+static void quiet(void *user, const lr_log_record *rec)
+{
+	if (rec->level >= LR_LOG_WARN || getenv("TEST_VERBOSE") != NULL)
+		lr_log_stderr(NULL, rec);
+}
+
+struct hosted {
+	lr_runner *r;
+	pthread_t th;
+	int rc;
+	lr_err err;
+};
+
+static void *run_thread(void *arg)
+{
+	struct hosted *h = arg;
+	h->rc = lr_runner_run(h->r, &h->err);
+	return NULL;
+}
+
+static void start(struct hosted *h, lr_client *c, const char *name, int conc)
+{
+	lr_runner_opts o = { .name = name, .concurrency = conc, .ttl_s = 2, .grace_s = 1,
+	                     .log = quiet };
+	memset(h, 0, sizeof(*h));
+	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
+}
+
+static void run(struct hosted *h)
+{
+	pthread_create(&h->th, NULL, run_thread, h);
+}
+
+/* Stop the runner and wait for it: its statistics are final then. */
+static void stop(struct hosted *h)
+{
+	lr_runner_stop(h->r);
+	pthread_join(h->th, NULL);
+	if (h->rc != 0)
+		TEST_FAIL("runner ended with %d: %s", h->rc, h->err.msg);
+}
+
+static lr_task_state wait_done(lr_client *c, const char *id, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	for (;;) {
+		lr_task_status st;
+		CHECK_OK(lr_task_get(c, id, &st, &err), &err);
+		lr_task_state s = st.state;
+		lr_task_status_clear(&st);
+		if (s >= LR_TASK_SUCCEEDED)
+			return s;
+		if (lr_mono_ms() > end)
+			TEST_FAIL("task %s not done after %d ms", id, timeout_ms);
+		lr_sleep_ms(10);
+	}
+}
+
+/* A task of `steps` steps named "<step_name>-<index>". */
+static void submit_steps(lr_client *c, const char *id, int steps, const char *step_name)
+{
+	char spec[1024];
+	int n = snprintf(spec, sizeof(spec), "{\"id\":\"%s\",\"retry_backoff_ms\":10,\"steps\":[", id);
+	for (int i = 0; i < steps; i++)
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n,
+		              "%s{\"name\":\"%s-%d\",\"run\":\"-\"}", i ? "," : "",
+		              step_name, i);
+	snprintf(spec + n, sizeof(spec) - (size_t)n, "]}");
+	char out[LR_ID_SIZE];
+	CHECK_OK(lr_submit_text(c, spec, strlen(spec), NULL, out, NULL, &err), &err);
+}
+
+static lr_step_result noop(lr_step *s, void *user)
+{
+	return LR_STEP_OK;
+}
+
+static lr_step_result flaky(lr_step *s, void *user)
+{
+	if (lr_step_attempt(s) < 3) {
+		lr_step_set_error(s, "not yet");
+		return LR_STEP_RETRY;
+	}
+	return LR_STEP_OK;
+}
+
+static lr_step_result hopeless(lr_step *s, void *user)
+{
+	lr_step_set_error(s, "never");
+	return LR_STEP_FAIL;
+}
+
+static void check_latency(const lr_latency *l, uint64_t count)
+{
+	CHECK_INT(l->count, ==, count);
+	CHECK(l->p50_ms > 0);
+	CHECK(l->p50_ms <= l->p90_ms && l->p90_ms <= l->p99_ms);
+	CHECK(l->p99_ms <= l->max_ms);
+	CHECK(l->mean_ms > 0 && l->mean_ms <= l->max_ms);
+	CHECK(l->max_ms < 5000); /* one txn on a local etcd */
+}
+
+TEST(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions)
+{
+	lr_client *c = open_client("/stats-five/");
+	struct hosted h;
+	start(&h, c, "counter", 2);
+	CHECK_OK(lr_runner_handle(h.r, NULL, noop, NULL), &err);
+	lr_runner_stats st;
+	lr_runner_get_stats(h.r, &st);
+	CHECK_INT(st.claims_won + st.steps_committed + st.tasks_finished, ==, 0);
+	CHECK_INT(st.claim.count, ==, 0);
+	CHECK(st.claim.p50_ms == 0 && st.claim.max_ms == 0);
+	run(&h);
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "five%d", i);
+		submit_steps(c, id, 3, "work");
+	}
+	for (int i = 0; i < 5; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "five%d", i);
+		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+	}
+	stop(&h);
+	lr_runner_get_stats(h.r, &st);
+	printf("# claim p50 %.3f ms, commit p50 %.3f ms, completion p50 %.3f ms\n",
+	       st.claim.p50_ms, st.commit.p50_ms, st.completion.p50_ms);
+	CHECK_INT(st.claims_won, ==, 5);
+	CHECK_INT(st.claims_lost, ==, 0);
+	CHECK_INT(st.steps_committed, ==, 10); /* the last step goes with the completion */
+	CHECK_INT(st.tasks_finished, ==, 5);
+	CHECK_INT(st.tasks_succeeded, ==, 5);
+	CHECK_INT(st.tasks_failed + st.tasks_cancelled + st.tasks_let_go, ==, 0);
+	CHECK_INT(st.attempts_failed, ==, 0);
+	CHECK_INT(st.lease_losses, ==, 0);
+	check_latency(&st.claim, 5);
+	check_latency(&st.commit, 10);
+	check_latency(&st.completion, 5);
+	lr_runner_free(h.r);
+	lr_client_close(c);
+}
+
+TEST(failed_attempts_and_failed_tasks_are_counted_apart_from_successes)
+{
+	lr_client *c = open_client("/stats-fail/");
+	struct hosted h;
+	start(&h, c, "failures", 2);
+	CHECK_OK(lr_runner_handle(h.r, "flaky-0", flaky, NULL), &err);
+	CHECK_OK(lr_runner_handle(h.r, "hopeless-0", hopeless, NULL), &err);
+	run(&h);
+	submit_steps(c, "retried", 1, "flaky");
+	submit_steps(c, "doomed", 2, "hopeless");
+	CHECK_INT(wait_done(c, "retried", 20000), ==, LR_TASK_SUCCEEDED);
+	CHECK_INT(wait_done(c, "doomed", 20000), ==, LR_TASK_FAILED);
+	stop(&h);
+	lr_runner_stats st;
+	lr_runner_get_stats(h.r, &st);
+	CHECK_INT(st.claims_won, ==, 2);
+	CHECK_INT(st.attempts_failed, ==, 3); /* two retries, one permanent failure */
+	CHECK_INT(st.steps_committed, ==, 0);
+	CHECK_INT(st.tasks_finished, ==, 2);
+	CHECK_INT(st.tasks_succeeded, ==, 1);
+	CHECK_INT(st.tasks_failed, ==, 1);
+	CHECK_INT(st.completion.count, ==, 2);
+	lr_runner_free(h.r);
+	lr_client_close(c);
+}
+
+TEST(the_sum_over_two_runners_adds_their_counters_and_merges_their_latencies)
+{
+	lr_client *c = open_client("/stats-two/");
+	struct hosted h[2];
+	start(&h[0], c, "left", 2);
+	start(&h[1], c, "right", 2);
+	for (int i = 0; i < 2; i++) {
+		CHECK_OK(lr_runner_handle(h[i].r, NULL, noop, NULL), &err);
+		run(&h[i]);
+	}
+	for (int i = 0; i < 20; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "two%d", i);
+		submit_steps(c, id, 2, "work");
+	}
+	for (int i = 0; i < 20; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "two%d", i);
+		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+	}
+	stop(&h[0]);
+	stop(&h[1]);
+	lr_runner_stats a, b, sum;
+	lr_runner_get_stats(h[0].r, &a);
+	lr_runner_get_stats(h[1].r, &b);
+	lr_runner *rs[2] = { h[0].r, h[1].r };
+	lr_runner_get_stats_sum(rs, 2, &sum);
+	printf("# left won %llu claims (lost %llu), right %llu (lost %llu)\n",
+	       (unsigned long long)a.claims_won, (unsigned long long)a.claims_lost,
+	       (unsigned long long)b.claims_won, (unsigned long long)b.claims_lost);
+	CHECK_INT(sum.claims_won, ==, 20);
+	CHECK_INT(sum.claims_won, ==, a.claims_won + b.claims_won);
+	CHECK_INT(sum.claims_lost, ==, a.claims_lost + b.claims_lost);
+	CHECK_INT(sum.steps_committed, ==, 20);
+	CHECK_INT(sum.tasks_finished, ==, 20);
+	CHECK_INT(sum.claim.count, ==, 20);
+	CHECK_INT(sum.commit.count, ==, a.commit.count + b.commit.count);
+	CHECK(sum.claim.max_ms == (a.claim.max_ms > b.claim.max_ms ? a.claim.max_ms
+	                                                           : b.claim.max_ms));
+	lr_runner_free(h[0].r);
+	lr_runner_free(h[1].r);
+	lr_client_close(c);
+}
+
+/* Step 0 of every task is quick; step 1 of "held" waits until the runner
+ * stops it. Counts how often each step of each task started. */
+static atomic_int held_started;
+static atomic_int queued_runs[64][2];
+
+static lr_step_result queued_step(lr_step *s, void *user)
+{
+	const char *id = lr_step_task_id(s);
+	int64_t i = lr_step_index(s);
+	if (strcmp(id, "held") == 0) {
+		queued_runs[63][i]++;
+		if (i == 1 && user != NULL) {
+			held_started = 1;
+			lr_step_sleep(s, 30000);
+			return LR_STEP_RETRY; /* stopped: nothing is committed */
+		}
+		return LR_STEP_OK;
+	}
+	queued_runs[atoi(id + 1)][i]++;
+	return LR_STEP_OK;
+}
+
+TEST(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes)
+{
+	lr_client *c = open_client("/stats-queue/");
+	memset(queued_runs, 0, sizeof(queued_runs));
+	held_started = 0;
+	/* A runner takes "held", commits its step 0, and is stopped in step 1:
+	 * the task is released with a checkpoint at step 1. */
+	struct hosted a;
+	start(&a, c, "first", 1);
+	CHECK_OK(lr_runner_handle(a.r, NULL, queued_step, (void *)1), &err);
+	run(&a);
+	submit_steps(c, "held", 2, "s");
+	while (!held_started)
+		lr_sleep_ms(5);
+	stop(&a);
+	lr_runner_free(a.r);
+	/* Tasks queued while no runner runs: the next one reads them at start
+	 * (keys only), then claims them. */
+	for (int i = 0; i < 40; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "q%d", i);
+		submit_steps(c, id, 2, "s");
+	}
+	struct hosted b;
+	start(&b, c, "second", 4);
+	CHECK_OK(lr_runner_handle(b.r, NULL, queued_step, NULL), &err);
+	run(&b);
+	CHECK_INT(wait_done(c, "held", 20000), ==, LR_TASK_SUCCEEDED);
+	for (int i = 0; i < 40; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "q%d", i);
+		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(queued_runs[i][0], ==, 1);
+		CHECK_INT(queued_runs[i][1], ==, 1);
+	}
+	stop(&b);
+	CHECK_INT(queued_runs[63][0], ==, 1); /* committed before: not run again */
+	CHECK_INT(queued_runs[63][1], ==, 2); /* interrupted once, then run */
+	lr_runner_stats st;
+	lr_runner_get_stats(b.r, &st);
+	CHECK_INT(st.claims_won, ==, 41);
+	CHECK_INT(st.claims_lost, ==, 0);
+	CHECK_INT(st.tasks_finished, ==, 41);
+	CHECK_INT(st.steps_committed, ==, 40); /* held resumed at its last step */
+	lr_runner_free(b.r);
+	lr_client_close(c);
+}
+
+/* Relative error of a histogram quantile against the true value. */
+static double off(double got, double want)
+{
+	return got > want ? (got - want) / want : (want - got) / want;
+}
+
+TEST(histogram_quantiles_are_within_7_percent_and_max_and_mean_are_exact)
+{
+	lr_hist *h = calloc(1, sizeof(*h));
+	lr_hist_snap *s = calloc(1, sizeof(*s));
+	CHECK(h != NULL && s != NULL);
+	lr_latency l;
+	lr_hist_summary(s, &l);
+	CHECK(l.count == 0 && l.p50_ms == 0 && l.max_ms == 0 && l.mean_ms == 0);
+	for (int us = 1; us <= 10000; us++)
+		lr_hist_record(h, us);
+	lr_hist_add_to(h, s);
+	lr_hist_summary(s, &l);
+	CHECK_INT(l.count, ==, 10000);
+	CHECK(off(l.p50_ms, 5.0) < 0.07);
+	CHECK(off(l.p90_ms, 9.0) < 0.07);
+	CHECK(off(l.p99_ms, 9.9) < 0.07);
+	CHECK(l.max_ms == 10.0);
+	CHECK(off(l.mean_ms, 5.0005) < 1e-9);
+	/* Small values are exact; huge ones land in the last bucket, capped by
+	 * the max. */
+	lr_hist_reset(h);
+	memset(s, 0, sizeof(*s));
+	lr_hist_record(h, 3);
+	lr_hist_add_to(h, s);
+	CHECK(lr_hist_quantile_ms(s, 0.5) == 0.003);
+	lr_hist_record(h, -5); /* a clock step: counted as 0 */
+	lr_hist_record(h, INT64_C(1) << 50);
+	memset(s, 0, sizeof(*s));
+	lr_hist_add_to(h, s);
+	CHECK_INT(s->count, ==, 3);
+	CHECK(lr_hist_quantile_ms(s, 1.0) == (double)(INT64_C(1) << 50) / 1000.0);
+	CHECK(lr_hist_quantile_ms(s, 0.0) == 0);
+	free(h);
+	free(s);
+}
+
+static int setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+static void teardown(void) { etcdh_destroy(cluster); }
+
+TEST_LIST(
+	TEST_CASE(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions),
+	TEST_CASE(failed_attempts_and_failed_tasks_are_counted_apart_from_successes),
+	TEST_CASE(the_sum_over_two_runners_adds_their_counters_and_merges_their_latencies),
+	TEST_CASE(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes),
+	TEST_CASE(histogram_quantiles_are_within_7_percent_and_max_and_mean_are_exact),
+);
+TEST_MAIN(setup, teardown)
