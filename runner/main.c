@@ -119,8 +119,12 @@ int main(int argc, char **argv)
 			printf("leaserun %s\n", LEASERUN_VERSION);
 			return EXIT_OK;
 		}
-		return cli_usage_error("missing command (one of submit, worker, "
-		                       "status, cancel, runners, purge)");
+		char names[256] = "";
+		for (size_t i = 0; i < N_SUBCOMMANDS; i++) {
+			strncat(names, i > 0 ? ", " : "", sizeof(names) - strlen(names) - 1);
+			strncat(names, subcommands[i].name, sizeof(names) - strlen(names) - 1);
+		}
+		return cli_usage_error("missing command (one of %s)", names);
 	}
 	for (size_t i = 0; i < N_SUBCOMMANDS; i++) {
 		if (strcmp(argv[at], subcommands[i].name) != 0)
