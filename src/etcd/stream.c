@@ -120,11 +120,7 @@ static void open_call(lr_etcd *c, lr_stream *s)
 	}
 	grpc_op ops[2];
 	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
-	               GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
-	ops[0].data.send_initial_metadata.count = nmd;
-	ops[0].data.send_initial_metadata.metadata = sc->md_out;
+	lr__op_send_metadata(&ops[0], sc->md_out, nmd);
 	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
 	ops[1].data.recv_initial_metadata.recv_initial_metadata = &sc->md_in;
 	bool ok = start_ops(sc, ops, 2, &sc->t_start);

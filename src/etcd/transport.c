@@ -87,6 +87,17 @@ int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len)
 	return 0;
 }
 
+void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n)
+{
+	op->op = GRPC_OP_SEND_INITIAL_METADATA;
+	/* Wait for a connection instead of failing at once while members
+	 * restart; the call's deadline still bounds the wait. */
+	op->flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
+	            GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
+	op->data.send_initial_metadata.count = n;
+	op->data.send_initial_metadata.metadata = md;
+}
+
 /* Map a gRPC status to a library code. `write` marks calls whose effect may
  * have happened although the reply was lost. */
 int lr__status_code(grpc_status_code st, const char *details, bool write)
@@ -189,11 +200,7 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
 
 	grpc_op ops[6];
 	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
-	               GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
-	ops[0].data.send_initial_metadata.count = nmd;
-	ops[0].data.send_initial_metadata.metadata = md;
+	lr__op_send_metadata(&ops[0], md, nmd);
 	ops[1].op = GRPC_OP_SEND_MESSAGE;
 	ops[1].data.send_message.send_message = req;
 	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

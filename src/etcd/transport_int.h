@@ -106,6 +106,8 @@ const char *lr__method_short(const char *method);
 grpc_byte_buffer *lr__pack(const ProtobufCMessage *msg);
 /* Flatten a received buffer; *out is malloc'd (caller frees). */
 int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len);
+/* op = SEND_INITIAL_METADATA of md[n], waiting for a connection. */
+void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n);
 /* A gRPC status as a library code; `write` marks calls whose effect may
  * have happened although the reply was lost. */
 int lr__status_code(grpc_status_code st, const char *details, bool write);
