@@ -14,83 +14,10 @@
 #include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "leaserun.h"
+#include "hosted.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 static lr_err err;
-
-static lr_client *open_client(const char *prefix)
-{
-	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
-	lr_client *c;
-	CHECK_OK(lr_client_open(&o, &c, &err), &err);
-	return c;
-}
-
-static void quiet(void *user, const lr_log_record *rec)
-{
-	if (rec->level >= LR_LOG_WARN || getenv("TEST_VERBOSE") != NULL)
-		lr_log_stderr(NULL, rec);
-}
-
-/* A runner on its own thread. */
-struct hosted {
-	lr_runner *r;
-	pthread_t th;
-	int rc;
-	lr_err err;
-};
-
-static void *run_thread(void *arg)
-{
-	struct hosted *h = arg;
-	h->rc = lr_runner_run(h->r, &h->err);
-	return NULL;
-}
-
-static void host(struct hosted *h, lr_client *c, const char *name, int conc)
-{
-	lr_runner_opts o = { .name = name, .concurrency = conc, .ttl_s = 2, .grace_s = 1,
-	                     .log = quiet };
-	memset(h, 0, sizeof(*h));
-	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
-}
-
-static void start(struct hosted *h)
-{
-	pthread_create(&h->th, NULL, run_thread, h);
-}
-
-static void stop(struct hosted *h)
-{
-	lr_runner_stop(h->r);
-	pthread_join(h->th, NULL);
-	if (h->rc != 0)
-		TEST_FAIL("runner ended with %d: %s", h->rc, h->err.msg);
-	lr_runner_free(h->r);
-}
-
-static lr_task_state wait_done(lr_client *c, const char *id, int timeout_ms)
-{
-	int64_t end = lr_mono_ms() + timeout_ms;
-	for (;;) {
-		lr_task_status st;
-		CHECK_OK(lr_task_get(c, id, &st, &err), &err);
-		lr_task_state s = st.state;
-		lr_task_status_clear(&st);
-		if (s >= LR_TASK_SUCCEEDED)
-			return s;
-		if (lr_mono_ms() > end)
-			TEST_FAIL("task %s not done after %d ms", id, timeout_ms);
-		lr_sleep_ms(10);
-	}
-}
-
-static void submit(lr_client *c, const char *json)
-{
-	char id[LR_ID_SIZE];
-	CHECK_OK(lr_submit_text(c, json, strlen(json), NULL, id, NULL, &err), &err);
-}
 
 /* ---- two runners in one process -------------------------------------------- */
 
@@ -118,34 +45,34 @@ static lr_step_result count_step(lr_step *s, void *user)
 
 TEST(two_runners_in_one_process_share_the_work_without_global_state)
 {
-	lr_client *c = open_client("/api-two/");
+	lr_client *c = hosted_client("/api-two/");
 	static struct counts cnt;
 	memset(&cnt, 0, sizeof(cnt));
 	struct tagged tags[2] = { { &cnt, 0 }, { &cnt, 1 } };
 	struct hosted h[2];
-	host(&h[0], c, "alpha", 2);
-	host(&h[1], c, "beta", 2);
+	hosted_new(&h[0], c, "alpha", 2);
+	hosted_new(&h[1], c, "beta", 2);
 	for (int i = 0; i < 2; i++) {
 		CHECK_OK(lr_runner_handle(h[i].r, NULL, count_step, &tags[i]), &err);
-		start(&h[i]);
+		hosted_start(&h[i]);
 	}
 	for (int t = 0; t < 40; t++) {
 		char spec[256];
 		snprintf(spec, sizeof(spec),
 		         "{\"id\":\"t%d\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"},{\"name\":\"b\",\"run\":\"-\"}]}", t);
-		submit(c, spec);
+		hosted_submit(c, spec);
 	}
 	for (int t = 0; t < 40; t++) {
 		char id[8];
 		snprintf(id, sizeof(id), "t%d", t);
-		CHECK_INT(wait_done(c, id, 30000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(hosted_wait_done(c, id, 30000), ==, LR_TASK_SUCCEEDED);
 		CHECK_INT(cnt.per_task[t][0], ==, 1);
 		CHECK_INT(cnt.per_task[t][1], ==, 1);
 	}
 	printf("# alpha ran %d steps, beta %d\n", cnt.runs[0], cnt.runs[1]);
 	CHECK_INT(cnt.runs[0] + cnt.runs[1], ==, 80);
-	stop(&h[0]);
-	stop(&h[1]);
+	hosted_end(&h[0]);
+	hosted_end(&h[1]);
 	lr_client_close(c);
 }
 
@@ -208,14 +135,14 @@ static int64_t claim_lease(lr_client *c, const char *id)
 
 TEST(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them)
 {
-	lr_client *c = open_client("/api-fence/");
+	lr_client *c = hosted_client("/api-fence/");
 	static struct progress p;
 	memset(&p, 0, sizeof(p));
 	struct hosted a;
-	host(&a, c, "first", 1);
+	hosted_new(&a, c, "first", 1);
 	CHECK_OK(lr_runner_handle(a.r, "act", act, &p), &err);
-	start(&a);
-	submit(c, "{\"id\":\"agent\",\"steps\":[{\"name\":\"act\",\"run\":\"-\"}],\"state\":{\"i\":0}}");
+	hosted_start(&a);
+	hosted_submit(c, "{\"id\":\"agent\",\"steps\":[{\"name\":\"act\",\"run\":\"-\"}],\"state\":{\"i\":0}}");
 	while (p.checkpoints < 5)
 		lr_sleep_ms(10);
 	/* Pull the lease from under the runner, as a partition would. */
@@ -235,16 +162,16 @@ TEST(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them)
 
 	/* Another runner resumes the step from the last checkpoint. */
 	struct hosted b;
-	host(&b, c, "second", 1);
+	hosted_new(&b, c, "second", 1);
 	CHECK_OK(lr_runner_handle(b.r, "act", act, &p), &err);
-	stop(&a); /* a would take it again with a new lease: leave it to b */
+	hosted_end(&a); /* a would take it again with a new lease: leave it to b */
 	p.first_i_seen = 0;
-	start(&b);
-	CHECK_INT(wait_done(c, "agent", 20000), ==, LR_TASK_SUCCEEDED);
+	hosted_start(&b);
+	CHECK_INT(hosted_wait_done(c, "agent", 20000), ==, LR_TASK_SUCCEEDED);
 	printf("# the resumed step started from i=%d (last checkpoint %lld)\n", p.first_i_seen,
 	       (long long)i_later);
 	CHECK_INT(p.first_i_seen, ==, i_later);
-	stop(&b);
+	hosted_end(&b);
 	lr_client_close(c);
 }
 
@@ -263,15 +190,15 @@ static lr_step_result wait_for_cancel(lr_step *s, void *user)
 
 TEST(a_handler_sees_cancellation_within_100ms)
 {
-	lr_client *c = open_client("/api-cancel/");
+	lr_client *c = hosted_client("/api-cancel/");
 	static atomic_int started;
 	started = 0;
 	cancel_seen_ms = 0;
 	struct hosted h;
-	host(&h, c, "canceller", 1);
+	hosted_new(&h, c, "canceller", 1);
 	CHECK_OK(lr_runner_handle(h.r, NULL, wait_for_cancel, (void *)&started), &err);
-	start(&h);
-	submit(c, "{\"id\":\"long\",\"steps\":[{\"name\":\"wait\",\"run\":\"-\"}]}");
+	hosted_start(&h);
+	hosted_submit(c, "{\"id\":\"long\",\"steps\":[{\"name\":\"wait\",\"run\":\"-\"}]}");
 	while (!started)
 		lr_sleep_ms(5);
 	int already;
@@ -283,8 +210,8 @@ TEST(a_handler_sees_cancellation_within_100ms)
 	printf("# the handler saw the cancel %lld ms after the request\n", (long long)took);
 	CHECK(cancel_seen_ms != 0);
 	CHECK_INT(took, <=, 100);
-	CHECK_INT(wait_done(c, "long", 5000), ==, LR_TASK_CANCELLED);
-	stop(&h);
+	CHECK_INT(hosted_wait_done(c, "long", 5000), ==, LR_TASK_CANCELLED);
+	hosted_end(&h);
 	lr_client_close(c);
 }
 
@@ -308,20 +235,20 @@ static lr_step_result hopeless(lr_step *s, void *user)
 
 TEST(retryable_failures_are_retried_and_permanent_ones_end_the_task)
 {
-	lr_client *c = open_client("/api-fail/");
+	lr_client *c = hosted_client("/api-fail/");
 	static atomic_int hopeless_runs;
 	hopeless_runs = 0;
 	struct hosted h;
-	host(&h, c, "failures", 2);
+	hosted_new(&h, c, "failures", 2);
 	CHECK_OK(lr_runner_handle(h.r, "flaky", flaky, NULL), &err);
 	CHECK_OK(lr_runner_handle(h.r, "hopeless", hopeless, (void *)&hopeless_runs), &err);
-	start(&h);
-	submit(c, "{\"id\":\"retry\",\"retry_backoff_ms\":10,\"steps\":[{\"name\":\"flaky\",\"run\":\"-\"}]}");
-	submit(c, "{\"id\":\"perm\",\"steps\":[{\"name\":\"hopeless\",\"run\":\"-\"}]}");
-	submit(c, "{\"id\":\"nohandler\",\"steps\":[{\"name\":\"unknown\",\"run\":\"-\"}]}");
-	CHECK_INT(wait_done(c, "retry", 10000), ==, LR_TASK_SUCCEEDED);
-	CHECK_INT(wait_done(c, "perm", 10000), ==, LR_TASK_FAILED);
-	CHECK_INT(wait_done(c, "nohandler", 10000), ==, LR_TASK_FAILED);
+	hosted_start(&h);
+	hosted_submit(c, "{\"id\":\"retry\",\"retry_backoff_ms\":10,\"steps\":[{\"name\":\"flaky\",\"run\":\"-\"}]}");
+	hosted_submit(c, "{\"id\":\"perm\",\"steps\":[{\"name\":\"hopeless\",\"run\":\"-\"}]}");
+	hosted_submit(c, "{\"id\":\"nohandler\",\"steps\":[{\"name\":\"unknown\",\"run\":\"-\"}]}");
+	CHECK_INT(hosted_wait_done(c, "retry", 10000), ==, LR_TASK_SUCCEEDED);
+	CHECK_INT(hosted_wait_done(c, "perm", 10000), ==, LR_TASK_FAILED);
+	CHECK_INT(hosted_wait_done(c, "nohandler", 10000), ==, LR_TASK_FAILED);
 	lr_task_status st;
 	CHECK_OK(lr_task_get(c, "perm", &st, &err), &err);
 	CHECK_HAS(st.error, "step hopeless (0) failed: the input is malformed");
@@ -330,7 +257,7 @@ TEST(retryable_failures_are_retried_and_permanent_ones_end_the_task)
 	CHECK_OK(lr_task_get(c, "nohandler", &st, &err), &err);
 	CHECK_HAS(st.error, "no handler");
 	lr_task_status_clear(&st);
-	stop(&h);
+	hosted_end(&h);
 	lr_client_close(c);
 }
 
@@ -346,7 +273,7 @@ static int increment(void *user, const void *current, void **next)
 
 static void *writer(void *arg)
 {
-	lr_client *c = open_client("/api-update/");
+	lr_client *c = hosted_client("/api-update/");
 	for (int i = 0; i < 100; i++) {
 		lr_err e;
 		if (lr_update(c, "counter", increment, NULL, &e) != 0) {
@@ -368,7 +295,7 @@ TEST(guarded_update_by_8_writers_loses_no_increment)
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
 	CHECK_INT(failures, ==, 0);
-	lr_client *c = open_client("/api-update/");
+	lr_client *c = hosted_client("/api-update/");
 	void *value = NULL;
 	CHECK_OK(lr_shared_get(c, "counter", &value, &err), &err);
 	CHECK(value != NULL);
@@ -377,13 +304,6 @@ TEST(guarded_update_by_8_writers_loses_no_increment)
 	lr_client_close(c);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
 	TEST_CASE(two_runners_in_one_process_share_the_work_without_global_state),
@@ -392,4 +312,4 @@ TEST_LIST(
 	TEST_CASE(retryable_failures_are_retried_and_permanent_ones_end_the_task),
 	TEST_CASE(guarded_update_by_8_writers_loses_no_increment),
 );
-TEST_MAIN(setup, teardown)
+TEST_MAIN(hosted_setup, hosted_teardown)

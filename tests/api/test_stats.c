@@ -13,76 +13,10 @@
 #include "etcd_harness.h"
 #include "leaserun.h"
 #include "stats.h"
+#include "hosted.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 static lr_err err;
-
-static lr_client *open_client(const char *prefix)
-{
-	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
-	lr_client *c;
-	CHECK_OK(lr_client_open(&o, &c, &err), &err);
-	return c;
-}
-
-static void quiet(void *user, const lr_log_record *rec)
-{
-	if (rec->level >= LR_LOG_WARN || getenv("TEST_VERBOSE") != NULL)
-		lr_log_stderr(NULL, rec);
-}
-
-struct hosted {
-	lr_runner *r;
-	pthread_t th;
-	int rc;
-	lr_err err;
-};
-
-static void *run_thread(void *arg)
-{
-	struct hosted *h = arg;
-	h->rc = lr_runner_run(h->r, &h->err);
-	return NULL;
-}
-
-static void start(struct hosted *h, lr_client *c, const char *name, int conc)
-{
-	lr_runner_opts o = { .name = name, .concurrency = conc, .ttl_s = 2, .grace_s = 1,
-	                     .log = quiet };
-	memset(h, 0, sizeof(*h));
-	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
-}
-
-static void run(struct hosted *h)
-{
-	pthread_create(&h->th, NULL, run_thread, h);
-}
-
-/* Stop the runner and wait for it: its statistics are final then. */
-static void stop(struct hosted *h)
-{
-	lr_runner_stop(h->r);
-	pthread_join(h->th, NULL);
-	if (h->rc != 0)
-		TEST_FAIL("runner ended with %d: %s", h->rc, h->err.msg);
-}
-
-static lr_task_state wait_done(lr_client *c, const char *id, int timeout_ms)
-{
-	int64_t end = lr_mono_ms() + timeout_ms;
-	for (;;) {
-		lr_task_status st;
-		CHECK_OK(lr_task_get(c, id, &st, &err), &err);
-		lr_task_state s = st.state;
-		lr_task_status_clear(&st);
-		if (s >= LR_TASK_SUCCEEDED)
-			return s;
-		if (lr_mono_ms() > end)
-			TEST_FAIL("task %s not done after %d ms", id, timeout_ms);
-		lr_sleep_ms(10);
-	}
-}
 
 /* A task of `steps` steps named "<step_name>-<index>". */
 static void submit_steps(lr_client *c, const char *id, int steps, const char *step_name)
@@ -94,8 +28,7 @@ static void submit_steps(lr_client *c, const char *id, int steps, const char *st
 		              "%s{\"name\":\"%s-%d\",\"run\":\"-\"}", i ? "," : "",
 		              step_name, i);
 	snprintf(spec + n, sizeof(spec) - (size_t)n, "]}");
-	char out[LR_ID_SIZE];
-	CHECK_OK(lr_submit_text(c, spec, strlen(spec), NULL, out, NULL, &err), &err);
+	hosted_submit(c, spec);
 }
 
 static lr_step_result noop(lr_step *s, void *user)
@@ -130,16 +63,16 @@ static void check_latency(const lr_latency *l, uint64_t count)
 
 TEST(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions)
 {
-	lr_client *c = open_client("/stats-five/");
+	lr_client *c = hosted_client("/stats-five/");
 	struct hosted h;
-	start(&h, c, "counter", 2);
+	hosted_new(&h, c, "counter", 2);
 	CHECK_OK(lr_runner_handle(h.r, NULL, noop, NULL), &err);
 	lr_runner_stats st;
 	lr_runner_get_stats(h.r, &st);
 	CHECK_INT(st.claims_won + st.steps_committed + st.tasks_finished, ==, 0);
 	CHECK_INT(st.claim.count, ==, 0);
 	CHECK(st.claim.p50_ms == 0 && st.claim.max_ms == 0);
-	run(&h);
+	hosted_start(&h);
 	for (int i = 0; i < 5; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "five%d", i);
@@ -148,9 +81,9 @@ TEST(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions)
 	for (int i = 0; i < 5; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "five%d", i);
-		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(hosted_wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
 	}
-	stop(&h);
+	hosted_stop(&h);
 	lr_runner_get_stats(h.r, &st);
 	printf("# claim p50 %.3f ms, commit p50 %.3f ms, completion p50 %.3f ms\n",
 	       st.claim.p50_ms, st.commit.p50_ms, st.completion.p50_ms);
@@ -171,17 +104,17 @@ TEST(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions)
 
 TEST(failed_attempts_and_failed_tasks_are_counted_apart_from_successes)
 {
-	lr_client *c = open_client("/stats-fail/");
+	lr_client *c = hosted_client("/stats-fail/");
 	struct hosted h;
-	start(&h, c, "failures", 2);
+	hosted_new(&h, c, "failures", 2);
 	CHECK_OK(lr_runner_handle(h.r, "flaky-0", flaky, NULL), &err);
 	CHECK_OK(lr_runner_handle(h.r, "hopeless-0", hopeless, NULL), &err);
-	run(&h);
+	hosted_start(&h);
 	submit_steps(c, "retried", 1, "flaky");
 	submit_steps(c, "doomed", 2, "hopeless");
-	CHECK_INT(wait_done(c, "retried", 20000), ==, LR_TASK_SUCCEEDED);
-	CHECK_INT(wait_done(c, "doomed", 20000), ==, LR_TASK_FAILED);
-	stop(&h);
+	CHECK_INT(hosted_wait_done(c, "retried", 20000), ==, LR_TASK_SUCCEEDED);
+	CHECK_INT(hosted_wait_done(c, "doomed", 20000), ==, LR_TASK_FAILED);
+	hosted_stop(&h);
 	lr_runner_stats st;
 	lr_runner_get_stats(h.r, &st);
 	CHECK_INT(st.claims_won, ==, 2);
@@ -197,13 +130,13 @@ TEST(failed_attempts_and_failed_tasks_are_counted_apart_from_successes)
 
 TEST(the_sum_over_two_runners_adds_their_counters_and_merges_their_latencies)
 {
-	lr_client *c = open_client("/stats-two/");
+	lr_client *c = hosted_client("/stats-two/");
 	struct hosted h[2];
-	start(&h[0], c, "left", 2);
-	start(&h[1], c, "right", 2);
+	hosted_new(&h[0], c, "left", 2);
+	hosted_new(&h[1], c, "right", 2);
 	for (int i = 0; i < 2; i++) {
 		CHECK_OK(lr_runner_handle(h[i].r, NULL, noop, NULL), &err);
-		run(&h[i]);
+		hosted_start(&h[i]);
 	}
 	for (int i = 0; i < 20; i++) {
 		char id[16];
@@ -213,10 +146,10 @@ TEST(the_sum_over_two_runners_adds_their_counters_and_merges_their_latencies)
 	for (int i = 0; i < 20; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "two%d", i);
-		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(hosted_wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
 	}
-	stop(&h[0]);
-	stop(&h[1]);
+	hosted_stop(&h[0]);
+	hosted_stop(&h[1]);
 	lr_runner_stats a, b, sum;
 	lr_runner_get_stats(h[0].r, &a);
 	lr_runner_get_stats(h[1].r, &b);
@@ -263,19 +196,19 @@ static lr_step_result queued_step(lr_step *s, void *user)
 
 TEST(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes)
 {
-	lr_client *c = open_client("/stats-queue/");
+	lr_client *c = hosted_client("/stats-queue/");
 	memset(queued_runs, 0, sizeof(queued_runs));
 	held_started = 0;
 	/* A runner takes "held", commits its step 0, and is stopped in step 1:
 	 * the task is released with a checkpoint at step 1. */
 	struct hosted a;
-	start(&a, c, "first", 1);
+	hosted_new(&a, c, "first", 1);
 	CHECK_OK(lr_runner_handle(a.r, NULL, queued_step, (void *)1), &err);
-	run(&a);
+	hosted_start(&a);
 	submit_steps(c, "held", 2, "s");
 	while (!held_started)
 		lr_sleep_ms(5);
-	stop(&a);
+	hosted_stop(&a);
 	lr_runner_free(a.r);
 	/* Tasks queued while no runner runs: the next one reads them at start
 	 * (keys only), then claims them. */
@@ -285,18 +218,18 @@ TEST(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes)
 		submit_steps(c, id, 2, "s");
 	}
 	struct hosted b;
-	start(&b, c, "second", 4);
+	hosted_new(&b, c, "second", 4);
 	CHECK_OK(lr_runner_handle(b.r, NULL, queued_step, NULL), &err);
-	run(&b);
-	CHECK_INT(wait_done(c, "held", 20000), ==, LR_TASK_SUCCEEDED);
+	hosted_start(&b);
+	CHECK_INT(hosted_wait_done(c, "held", 20000), ==, LR_TASK_SUCCEEDED);
 	for (int i = 0; i < 40; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "q%d", i);
-		CHECK_INT(wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+		CHECK_INT(hosted_wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
 		CHECK_INT(queued_runs[i][0], ==, 1);
 		CHECK_INT(queued_runs[i][1], ==, 1);
 	}
-	stop(&b);
+	hosted_stop(&b);
 	CHECK_INT(queued_runs[63][0], ==, 1); /* committed before: not run again */
 	CHECK_INT(queued_runs[63][1], ==, 2); /* interrupted once, then run */
 	lr_runner_stats st;
@@ -351,13 +284,6 @@ TEST(histogram_quantiles_are_within_7_percent_and_max_and_mean_are_exact)
 	free(s);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
 	TEST_CASE(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions),
@@ -366,4 +292,4 @@ TEST_LIST(
 	TEST_CASE(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes),
 	TEST_CASE(histogram_quantiles_are_within_7_percent_and_max_and_mean_are_exact),
 );
-TEST_MAIN(setup, teardown)
+TEST_MAIN(hosted_setup, hosted_teardown)

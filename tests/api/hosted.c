@@ -1,0 +1,97 @@
+/* hosted.c - runners hosted in the test process, on one real etcd. */
+#include "hosted.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "etcd_harness.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+
+int hosted_setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+void hosted_teardown(void)
+{
+	etcdh_destroy(cluster);
+}
+
+lr_client *hosted_client(const char *prefix)
+{
+	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
+	lr_client *c;
+	lr_err err;
+	CHECK_OK(lr_client_open(&o, &c, &err), &err);
+	return c;
+}
+
+void hosted_quiet(void *user, const lr_log_record *rec)
+{
+	if (rec->level >= LR_LOG_WARN || getenv("TEST_VERBOSE") != NULL)
+		lr_log_stderr(NULL, rec);
+}
+
+static void *run_thread(void *arg)
+{
+	struct hosted *h = arg;
+	h->rc = lr_runner_run(h->r, &h->err);
+	return NULL;
+}
+
+void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency)
+{
+	lr_runner_opts o = { .name = name, .concurrency = concurrency, .ttl_s = 2,
+	                     .grace_s = 1, .log = hosted_quiet };
+	lr_err err;
+	memset(h, 0, sizeof(*h));
+	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
+}
+
+void hosted_start(struct hosted *h)
+{
+	pthread_create(&h->th, NULL, run_thread, h);
+}
+
+void hosted_stop(struct hosted *h)
+{
+	lr_runner_stop(h->r);
+	pthread_join(h->th, NULL);
+	if (h->rc != 0)
+		TEST_FAIL("runner ended with %d: %s", h->rc, h->err.msg);
+}
+
+void hosted_end(struct hosted *h)
+{
+	hosted_stop(h);
+	lr_runner_free(h->r);
+	h->r = NULL;
+}
+
+lr_task_state hosted_wait_done(lr_client *c, const char *id, int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	lr_err err;
+	for (;;) {
+		lr_task_status st;
+		CHECK_OK(lr_task_get(c, id, &st, &err), &err);
+		lr_task_state s = st.state;
+		lr_task_status_clear(&st);
+		if (s >= LR_TASK_SUCCEEDED)
+			return s;
+		if (lr_mono_ms() > end)
+			TEST_FAIL("task %s not done after %d ms", id, timeout_ms);
+		lr_sleep_ms(10);
+	}
+}
+
+void hosted_submit(lr_client *c, const char *json)
+{
+	char id[LR_ID_SIZE];
+	lr_err err;
+	CHECK_OK(lr_submit_text(c, json, strlen(json), NULL, id, NULL, &err), &err);
+}

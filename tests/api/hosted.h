@@ -1,0 +1,44 @@
+/* hosted.h - what the API tests share: one real etcd for the test program,
+ * and runners hosted on threads of the test process. */
+#ifndef LR_TEST_HOSTED_H
+#define LR_TEST_HOSTED_H
+
+#include <pthread.h>
+
+#include "leaserun.h"
+
+/* TEST_MAIN's setup and teardown: one etcd member for the program. */
+int hosted_setup(void);
+void hosted_teardown(void);
+
+/* A client on that etcd under prefix; fails the test on error. */
+lr_client *hosted_client(const char *prefix);
+
+/* A log sink that shows warnings and errors only (all with TEST_VERBOSE). */
+void hosted_quiet(void *user, const lr_log_record *rec);
+
+/* A runner run by lr_runner_run on a thread of its own. */
+struct hosted {
+	lr_runner *r;
+	pthread_t th;
+	int rc;
+	lr_err err;
+};
+
+/* Create it (TTL 2 s, grace 1 s, quiet logs); handlers are added next. */
+void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency);
+/* Start lr_runner_run on its thread. */
+void hosted_start(struct hosted *h);
+/* Stop it and wait for lr_runner_run to return 0 (fails the test
+ * otherwise); the runner stays, so that its statistics can be read. */
+void hosted_stop(struct hosted *h);
+/* hosted_stop, then free the runner. */
+void hosted_end(struct hosted *h);
+
+/* Poll until the task is finished; its final state. Fails the test after
+ * timeout_ms. */
+lr_task_state hosted_wait_done(lr_client *c, const char *id, int timeout_ms);
+/* Submit a spec given as JSON text; fails the test on error. */
+void hosted_submit(lr_client *c, const char *json);
+
+#endif
