@@ -18,20 +18,9 @@
 
 #include "clock.h"
 #include "fixture.h"
+#include "proc.h"
 #include "record.h"
 #include "test.h"
-
-/* What one run of the command did. */
-struct run {
-	int status; /* exit status; 128 + signal when killed */
-	char *out, *err;
-};
-
-static void run_free(struct run *r)
-{
-	free(r->out);
-	free(r->err);
-}
 
 /* The environment a run gets: the cluster and the prefix of the test. */
 static char env_endpoints[512], env_prefix[300];
@@ -45,118 +34,32 @@ static void use_client(lr_client *c)
 	snprintf(env_prefix, sizeof(env_prefix), "%s", lr_client_prefix(c));
 }
 
-struct buf {
-	char *data;
-	size_t len, cap;
-};
-
-static void buf_add(struct buf *b, const char *p, size_t n)
+/* Run leaserun with the arguments (NULL-terminated) and input on stdin,
+ * against the test's cluster and prefix, with the credentials the test set. */
+static proc_result run_in(const char *input, ...)
 {
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		b->data = realloc(b->data, b->cap);
-		CHECK(b->data != NULL);
-	}
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-}
-
-static void child(int in, int out, int err, char **argv)
-{
-	dup2(in, 0);
-	dup2(out, 1);
-	dup2(err, 2);
-	setenv("LEASERUN_ENDPOINTS", env_endpoints, 1);
-	setenv("LEASERUN_PREFIX", env_prefix, 1);
-	unsetenv("LEASERUN_USER");
-	unsetenv("LEASERUN_PASSWORD");
-	if (env_user != NULL)
-		setenv("LEASERUN_USER", env_user, 1);
-	if (env_password != NULL)
-		setenv("LEASERUN_PASSWORD", env_password, 1);
-	execv(argv[0], argv);
-	_exit(127);
-}
-
-/* Feed `input` (may be NULL: empty) to the child and collect its output
- * until it closes both. */
-static void pump(int in, int out, int err, const char *input, struct run *r)
-{
-	struct buf bo = { 0 }, be = { 0 };
-	size_t len = input != NULL ? strlen(input) : 0, sent = 0;
-	struct pollfd p[3] = { { in, POLLOUT, 0 }, { out, POLLIN, 0 },
-		               { err, POLLIN, 0 } };
-	if (len == 0) {
-		close(in);
-		p[0].fd = -1;
-	}
-	buf_add(&bo, "", 0);
-	buf_add(&be, "", 0);
-	while (p[1].fd >= 0 || p[2].fd >= 0) {
-		CHECK(poll(p, 3, -1) >= 0 || errno == EINTR);
-		if (p[0].fd >= 0 && p[0].revents) {
-			ssize_t n = write(in, input + sent, len - sent);
-			if (n > 0)
-				sent += (size_t)n;
-			if (n < 0 || sent == len) {
-				close(in);
-				p[0].fd = -1;
-			}
-		}
-		for (int i = 1; i < 3; i++) {
-			if (p[i].fd < 0 || !p[i].revents)
-				continue;
-			char chunk[65536];
-			ssize_t n = read(p[i].fd, chunk, sizeof(chunk));
-			if (n <= 0) {
-				close(p[i].fd);
-				p[i].fd = -1;
-			} else {
-				buf_add(i == 1 ? &bo : &be, chunk, (size_t)n);
-			}
-		}
-	}
-	if (p[0].fd >= 0)
-		close(in);
-	r->out = bo.data;
-	r->err = be.data;
-}
-
-/* Run leaserun with the arguments (NULL-terminated) and input on stdin. */
-static struct run run_in(const char *input, ...)
-{
-	char *argv[32];
+	char endpoints[600], prefix[320], user[300], password[300];
+	const char *env[5];
 	int n = 0;
-	va_list ap;
-	argv[n++] = getenv("LEASERUN_BIN");
-	CHECK(argv[0] != NULL);
-	va_start(ap, input);
-	for (char *a = va_arg(ap, char *); a != NULL; a = va_arg(ap, char *)) {
-		CHECK(n < 31);
-		argv[n++] = a;
+	snprintf(endpoints, sizeof(endpoints), "LEASERUN_ENDPOINTS=%s", env_endpoints);
+	snprintf(prefix, sizeof(prefix), "LEASERUN_PREFIX=%s", env_prefix);
+	env[n++] = endpoints;
+	env[n++] = prefix;
+	if (env_user != NULL) {
+		snprintf(user, sizeof(user), "LEASERUN_USER=%s", env_user);
+		env[n++] = user;
 	}
+	if (env_password != NULL) {
+		snprintf(password, sizeof(password), "LEASERUN_PASSWORD=%s", env_password);
+		env[n++] = password;
+	}
+	env[n] = NULL;
+	va_list ap;
+	va_start(ap, input);
+	proc_result r = proc_cli_v(env, input, ap);
 	va_end(ap);
-	argv[n] = NULL;
-
-	int pin[2], pout[2], perr[2];
-	/* Close-on-exec: the child must not hold the other ends open. */
-	CHECK(pipe2(pin, O_CLOEXEC) == 0 && pipe2(pout, O_CLOEXEC) == 0 &&
-	      pipe2(perr, O_CLOEXEC) == 0);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0)
-		child(pin[0], pout[1], perr[1], argv);
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
-	struct run r = { 0 };
-	pump(pin[1], pout[0], perr[0], input, &r);
-	int st;
-	CHECK(waitpid(pid, &st, 0) == pid);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	fprintf(stderr, "   leaserun %s%s... -> %d\n   stdout: %.300s   stderr: %.300s\n",
-	        n > 1 ? argv[1] : "", n > 2 ? " " : "", r.status, r.out, r.err);
+	fprintf(stderr, "   leaserun -> %d\n   stdout: %.300s   stderr: %.300s\n",
+	        r.status, r.out, r.err);
 	return r;
 }
 
@@ -188,14 +91,14 @@ TEST(submit_prints_the_id_and_an_identical_resubmit_is_a_success)
 	lr_client *c = fixture_client("cli_submit");
 	use_client(c);
 	const char *path = write_file("a.json", spec_a);
-	struct run r = RUN("submit", path);
+	proc_result r = RUN("submit", path);
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "a\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("submit", path);
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "a\n");
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 1);
 	lr_client_close(c);
 }
@@ -205,18 +108,18 @@ TEST(submit_reads_standard_input_and_takes_an_id)
 	lr_client *c = fixture_client("cli_stdin");
 	use_client(c);
 	const char *spec = "{\"steps\":[{\"name\":\"x\",\"run\":\"true\"}]}";
-	struct run r = RUN_STDIN(spec, "submit", "-", "--id", "from-flag");
+	proc_result r = RUN_STDIN(spec, "submit", "-", "--id", "from-flag");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "from-flag\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN_STDIN(spec, "submit", "--id=other");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "other\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN_STDIN(spec, "submit"); /* a generated id */
 	CHECK_INT(r.status, ==, 0);
 	CHECK(strlen(r.out) > 10);
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3);
 	lr_client_close(c);
 }
@@ -225,16 +128,16 @@ TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
 {
 	lr_client *c = fixture_client("cli_exists");
 	use_client(c);
-	struct run r = RUN_STDIN(spec_a, "submit");
+	proc_result r = RUN_STDIN(spec_a, "submit");
 	CHECK_INT(r.status, ==, 0);
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN_STDIN("{\"id\":\"a\",\"steps\":[{\"name\":\"o\",\"run\":\"x\"}]}",
 	              "submit");
 	CHECK_INT(r.status, ==, 3);
 	CHECK_HAS(r.err, "leaserun: ");
 	CHECK_HAS(r.err, "already exists with a different spec");
 	CHECK_STR(r.out, "");
-	run_free(&r);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -242,12 +145,12 @@ TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
  * etcd untouched. */
 static void check_rejected(lr_client *c, const char *spec, const char *want)
 {
-	struct run r = RUN_STDIN(spec, "submit");
+	proc_result r = RUN_STDIN(spec, "submit");
 	CHECK_INT(r.status, ==, 2);
 	CHECK_HAS(r.err, "invalid spec");
 	CHECK_HAS(r.err, want);
 	CHECK_STR(r.out, "");
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 }
 
@@ -298,14 +201,14 @@ TEST(submit_of_an_unreadable_file_exits_2_naming_it)
 	use_client(c);
 	char missing[128];
 	snprintf(missing, sizeof(missing), "%s/no-such.json", tmpdir);
-	struct run r = RUN("submit", missing);
+	proc_result r = RUN("submit", missing);
 	CHECK_INT(r.status, ==, 2);
 	CHECK_HAS(r.err, missing);
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("submit", tmpdir); /* a directory */
 	CHECK_INT(r.status, ==, 2);
 	CHECK_HAS(r.err, tmpdir);
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
 }
@@ -316,8 +219,8 @@ TEST(status_json_has_the_documented_shape)
 {
 	lr_client *c = fixture_client("cli_json");
 	use_client(c);
-	struct run r = RUN_STDIN(spec_a, "submit");
-	run_free(&r);
+	proc_result r = RUN_STDIN(spec_a, "submit");
+	proc_result_free(&r);
 	r = RUN("status", "a", "--json");
 	CHECK_INT(r.status, ==, 0);
 	json_t *o = json_loads(r.out, 0, NULL);
@@ -333,7 +236,7 @@ TEST(status_json_has_the_documented_shape)
 	CHECK(json_is_null(json_object_get(o, "error")));
 	CHECK(json_object_get(o, "updated_at") != NULL);
 	json_decref(o);
-	run_free(&r);
+	proc_result_free(&r);
 
 	r = RUN("--json", "status"); /* flags may come before the command */
 	CHECK_INT(r.status, ==, 0);
@@ -341,7 +244,7 @@ TEST(status_json_has_the_documented_shape)
 	CHECK(json_is_array(o));
 	CHECK_INT(json_array_size(o), ==, 1);
 	json_decref(o);
-	run_free(&r);
+	proc_result_free(&r);
 
 	r = RUN("status", "--json", "--state=running");
 	CHECK_INT(r.status, ==, 0);
@@ -349,7 +252,7 @@ TEST(status_json_has_the_documented_shape)
 	CHECK(json_is_array(o));
 	CHECK_INT(json_array_size(o), ==, 0);
 	json_decref(o);
-	run_free(&r);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -357,8 +260,8 @@ TEST(status_table_names_each_column)
 {
 	lr_client *c = fixture_client("cli_table");
 	use_client(c);
-	struct run r = RUN_STDIN(spec_a, "submit");
-	run_free(&r);
+	proc_result r = RUN_STDIN(spec_a, "submit");
+	proc_result_free(&r);
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "ID");
@@ -369,7 +272,7 @@ TEST(status_table_names_each_column)
 	CHECK_HAS(r.out, "pending");
 	CHECK_HAS(r.out, "1/2 one");
 	CHECK(strstr(r.out, "[") == NULL); /* no progress bar in a pipe */
-	run_free(&r);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -377,14 +280,14 @@ TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
 	use_client(c);
-	struct run r = RUN("status", "ghost");
+	proc_result r = RUN("status", "ghost");
 	CHECK_INT(r.status, ==, 4);
 	CHECK_HAS(r.err, "no such task ghost");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("cancel", "ghost");
 	CHECK_INT(r.status, ==, 4);
 	CHECK_HAS(r.err, "no such task");
-	run_free(&r);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -392,20 +295,20 @@ TEST(cancel_says_what_it_did)
 {
 	lr_client *c = fixture_client("cli_cancel");
 	use_client(c);
-	struct run r = RUN_STDIN(spec_a, "submit");
-	run_free(&r);
+	proc_result r = RUN_STDIN(spec_a, "submit");
+	proc_result_free(&r);
 	r = RUN("cancel", "a");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "cancelled a\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("cancel", "a");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "already cancelled\n");
-	run_free(&r);
+	proc_result_free(&r);
 
 	r = RUN_STDIN("{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
 	              "submit");
-	run_free(&r);
+	proc_result_free(&r);
 	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
 	lr_rfc3339_now(cl.claimed_at);
 	char *v = lr_claim_encode(&cl);
@@ -414,7 +317,7 @@ TEST(cancel_says_what_it_did)
 	r = RUN("cancel", "b");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
-	run_free(&r);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -422,27 +325,27 @@ TEST(runners_and_purge_print_their_results)
 {
 	lr_client *c = fixture_client("cli_runners");
 	use_client(c);
-	struct run r = RUN("runners", "--json");
+	proc_result r = RUN("runners", "--json");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "[]\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("runners");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "TTL LEFT");
-	run_free(&r);
+	proc_result_free(&r);
 
 	r = RUN_STDIN(spec_a, "submit");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("cancel", "a");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("purge", "--older-than", "1h");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "purged 0 tasks\n");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("purge", "--older-than=0s", "--status", "cancelled");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "purged 1 task\n");
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
 }
@@ -476,26 +379,26 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *a = cases[i];
-		struct run r = run_in(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
+		proc_result r = run_in(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
 		                      (char *)NULL);
 		if (r.status != 2)
 			TEST_FAIL("case %zu (%s %s): exit %d", i, a[0],
 			          a[1] ? a[1] : "", r.status);
 		CHECK_HAS(r.err, "leaserun: ");
 		CHECK_HAS(r.err, "--help");
-		run_free(&r);
+		proc_result_free(&r);
 	}
-	struct run r = RUN(NULL);
+	proc_result r = RUN(NULL);
 	CHECK_INT(r.status, ==, 2);
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("--help");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "submit");
-	run_free(&r);
+	proc_result_free(&r);
 	r = RUN("status", "-h");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "--watch");
-	run_free(&r);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
 }
@@ -521,24 +424,24 @@ TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
 		                        { "runners", NULL } };
 	for (int i = 0; i < 3; i++) {
 		int64_t t0 = lr_mono_ms();
-		struct run r = run_in(NULL, "--endpoints", ep, "--dial-timeout",
+		proc_result r = run_in(NULL, "--endpoints", ep, "--dial-timeout",
 		                      "1", cmds[i][0], cmds[i][1], (char *)NULL);
 		int64_t took = lr_mono_ms() - t0;
 		CHECK_INT(r.status, ==, 1);
 		CHECK_HAS(r.err, ep);
 		CHECK(took < 3000);
-		run_free(&r);
+		proc_result_free(&r);
 	}
 	/* The spec is checked first: invalid input is exit 2 even then. */
-	struct run r = run_in("{", "submit", "--endpoints", ep, "--dial-timeout",
+	proc_result r = run_in("{", "submit", "--endpoints", ep, "--dial-timeout",
 	                      "1", (char *)NULL);
 	CHECK_INT(r.status, ==, 2);
-	run_free(&r);
+	proc_result_free(&r);
 	r = run_in(spec_a, "submit", "--endpoints", ep, "--dial-timeout=1",
 	           (char *)NULL);
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, ep);
-	run_free(&r);
+	proc_result_free(&r);
 }
 
 /* A second etcd with authentication on: user root, password pw. */
@@ -562,34 +465,34 @@ static etcdh_cluster *secured_cluster(const char *pw)
 TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 {
 	etcdh_cluster *sc = secured_cluster("Root-pw-1");
-	struct run r = RUN("status", "--user", "root:Root-pw-1");
+	proc_result r = RUN("status", "--user", "root:Root-pw-1");
 	CHECK_INT(r.status, ==, 0);
-	run_free(&r);
+	proc_result_free(&r);
 
 	r = RUN("status", "--user=root:Wrong-pw-9");
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, "root");
 	CHECK(strstr(r.err, "Wrong-pw-9") == NULL);
 	CHECK(strstr(r.out, "Wrong-pw-9") == NULL);
-	run_free(&r);
+	proc_result_free(&r);
 
 	env_user = "root";
 	env_password = "Root-pw-1";
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
-	run_free(&r);
+	proc_result_free(&r);
 
 	env_user = "root:Root-pw-1";
 	env_password = NULL;
 	r = RUN("runners");
 	CHECK_INT(r.status, ==, 0);
-	run_free(&r);
+	proc_result_free(&r);
 
 	/* No password and no terminal to ask on: etcd refuses. */
 	env_user = "root";
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 1);
-	run_free(&r);
+	proc_result_free(&r);
 	env_user = NULL;
 	etcdh_destroy(sc);
 }

@@ -256,20 +256,26 @@ void proc_cli_argv(char **argv, int n, const char *const *args)
 	argv[k] = NULL;
 }
 
-proc_result proc_cli(const char *const env[], const char *input, ...)
+proc_result proc_cli_v(const char *const env[], const char *input, va_list ap)
 {
 	const char *args[32];
 	char *argv[34];
 	int n = 0;
-	va_list ap;
-	va_start(ap, input);
 	for (const char *a = va_arg(ap, const char *); a != NULL;
 	     a = va_arg(ap, const char *)) {
 		CHECK(n < 31);
 		args[n++] = a;
 	}
-	va_end(ap);
 	args[n] = NULL;
 	proc_cli_argv(argv, 34, args);
 	return proc_run(argv, env, input, 60000);
+}
+
+proc_result proc_cli(const char *const env[], const char *input, ...)
+{
+	va_list ap;
+	va_start(ap, input);
+	proc_result r = proc_cli_v(env, input, ap);
+	va_end(ap);
+	return r;
 }

@@ -5,6 +5,7 @@
 #define LR_TEST_PROC_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -57,6 +58,8 @@ const char *proc_leaserun(void);
 /* Run `leaserun` with the arguments that follow (NULL-terminated), env and
  * input as proc_run does, for 60 s at most. */
 proc_result proc_cli(const char *const env[], const char *input, ...);
+/* The same with the arguments in a va_list. */
+proc_result proc_cli_v(const char *const env[], const char *input, va_list ap);
 
 /* The argv of `leaserun` with the arguments of a NULL-terminated list, in
  * argv (room for n pointers, NULL-terminated). */
