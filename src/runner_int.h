@@ -165,6 +165,11 @@ int64_t lr_runner_deadline(lr_runner *r, int64_t lease);
 /* ---- worker.c ---------------------------------------------------------------- */
 
 void *lr_worker_main(void *arg);
+/* Why the worker must stop now (LR_STOP_NONE: carry on); a passed
+ * deadline of `lease` counts as a lost lease. */
+enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease);
+/* Wait ms unless stopped first; the reason to stop, if any. */
+enum lr_stop_reason lr_worker_wait(struct lr_worker *w, int64_t lease, int64_t ms);
 /* Ask a worker to stop its step (sets stop once, wakes cancel_fd). */
 void lr_worker_signal(struct lr_worker *w, enum lr_stop_reason why);
 

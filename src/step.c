@@ -1,6 +1,5 @@
 /* step.c - the step context handed to a step handler, and one attempt.
  * Runs on a worker thread; the context is used by that thread only. */
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +32,7 @@ void lr_step_set_state(lr_step *s, void *state)
 
 int lr_step_cancelled(const lr_step *s)
 {
-	if (atomic_load(&s->w->stop) != LR_STOP_NONE)
-		return 1;
-	/* A deadline that passed while the keepalive had no chance to say so
-	 * (the whole process was paused) counts as a lost lease. */
-	return lr_step_deadline_ms(s) <= lr_mono_ms();
+	return lr_worker_stop_reason(s->w, s->who->lease) != LR_STOP_NONE;
 }
 
 int64_t lr_step_deadline_ms(const lr_step *s)
@@ -47,17 +42,7 @@ int64_t lr_step_deadline_ms(const lr_step *s)
 
 int lr_step_sleep(lr_step *s, int64_t timeout_ms)
 {
-	int64_t end = lr_mono_ms() + timeout_ms;
-	while (!lr_step_cancelled(s)) {
-		int64_t now = lr_mono_ms();
-		int64_t until = end < lr_step_deadline_ms(s) ? end : lr_step_deadline_ms(s);
-		if (now >= until)
-			break;
-		struct pollfd p = { .fd = s->w->cancel_fd, .events = POLLIN };
-		int64_t wait = until - now;
-		poll(&p, 1, wait > 1000000 ? 1000000 : (int)wait);
-	}
-	return lr_step_cancelled(s);
+	return lr_worker_wait(s->w, s->who->lease, timeout_ms) != LR_STOP_NONE;
 }
 
 int lr_step_checkpoint(lr_step *s, lr_err *err)

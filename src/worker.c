@@ -126,27 +126,27 @@ static void stopped(struct lr_worker *w, const lr_holder *who, lr_held *h,
 	report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
 }
 
-static enum lr_stop_reason stop_reason(struct lr_worker *w, const lr_holder *who)
+enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease)
 {
 	int why = atomic_load(&w->stop);
 	if (why != LR_STOP_NONE)
 		return (enum lr_stop_reason)why;
-	if (lr_runner_deadline(w->r, who->lease) <= lr_mono_ms())
+	/* A deadline that passed while the keepalive had no chance to say so
+	 * (the whole process was paused) counts as a lost lease. */
+	if (lr_runner_deadline(w->r, lease) <= lr_mono_ms())
 		return LR_STOP_LEASE;
 	return LR_STOP_NONE;
 }
 
-/* Wait ms unless stopped; returns the reason to stop, if any. */
-static enum lr_stop_reason wait_stoppable(struct lr_worker *w, const lr_holder *who,
-                                          int64_t ms)
+enum lr_stop_reason lr_worker_wait(struct lr_worker *w, int64_t lease, int64_t ms)
 {
 	int64_t end = lr_mono_ms() + ms;
 	for (;;) {
-		enum lr_stop_reason why = stop_reason(w, who);
+		enum lr_stop_reason why = lr_worker_stop_reason(w, lease);
 		int64_t now = lr_mono_ms();
 		if (why != LR_STOP_NONE || now >= end)
 			return why;
-		int64_t until = lr_runner_deadline(w->r, who->lease);
+		int64_t until = lr_runner_deadline(w->r, lease);
 		if (until > end)
 			until = end;
 		struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
@@ -209,7 +209,7 @@ static bool failed_attempt(struct lr_worker *w, const lr_holder *who, lr_held *h
 	              "attempt %lld of %lld failed: %s; retrying in %lld ms",
 	              (long long)h->attempt, (long long)h->max_attempts,
 	              error ? error : "no reason given", (long long)wait);
-	enum lr_stop_reason why = wait_stoppable(w, who, wait);
+	enum lr_stop_reason why = lr_worker_wait(w, who->lease, wait);
 	if (why != LR_STOP_NONE) {
 		stopped(w, who, h, why, false);
 		return false;
@@ -226,7 +226,7 @@ static bool failed_attempt(struct lr_worker *w, const lr_holder *who, lr_held *h
 static void run_steps(struct lr_worker *w, const lr_holder *who, lr_held *h)
 {
 	while (h->next_step < h->steps) {
-		enum lr_stop_reason why = stop_reason(w, who);
+		enum lr_stop_reason why = lr_worker_stop_reason(w, who->lease);
 		if (why != LR_STOP_NONE) {
 			stopped(w, who, h, why, false);
 			return;
@@ -253,7 +253,7 @@ static void run_steps(struct lr_worker *w, const lr_holder *who, lr_held *h)
 		json_t *state = NULL;
 		char *error = NULL;
 		lr_step_result res = lr_step_run(w, who, h, hd, &state, &error);
-		why = stop_reason(w, who);
+		why = lr_worker_stop_reason(w, who->lease);
 		bool go_on;
 		if (why != LR_STOP_NONE) {
 			/* Whatever the handler returned, nothing is committed. */
@@ -329,7 +329,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 		lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
 	if (rc != 0) {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "%s", e.msg);
-		wait_stoppable(w, &who, 500); /* do not spin while etcd is down */
+		lr_worker_wait(w, who.lease, 500); /* do not spin while etcd is down */
 		report(w, LR_REP_LET_GO, job->id, 0, 0, 0, 0, NULL);
 		return;
 	}
