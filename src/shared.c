@@ -182,6 +182,19 @@ static int settle_lost_write(lr_client *c, const char *key,
 	return rc;
 }
 
+/* The key of shared value `name`, or LR_EINVAL for a name that is not one. */
+static int shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
+                      lr_err *err)
+{
+	if (!lr_name_valid(name))
+		return lr_err_set(err, LR_EINVAL,
+		                  "shared value: invalid name \"%.64s\": expected 1 to %d "
+		                  "of A-Z a-z 0-9 . _ : -", name ? name : "",
+		                  LR_NAME_MAX);
+	lr_key(c, LR_K_SHARED, name, key);
+	return 0;
+}
+
 int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
               lr_err *err)
 {
@@ -194,12 +207,9 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 
 	if (err == NULL)
 		err = &local;
-	if (!lr_name_valid(name))
-		return lr_err_set(err, LR_EINVAL,
-		                  "update: invalid name \"%.64s\": expected 1 to %d "
-		                  "of A-Z a-z 0-9 . _ : -", name ? name : "",
-		                  LR_NAME_MAX);
-	lr_key(c, LR_K_SHARED, name, key);
+	rc = shared_key(c, name, key, err);
+	if (rc != 0)
+		return lr_err_wrap(err, "update");
 	lr_backoff_init(&bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
 	lr_rng_init(&rng, NULL);
 	rc = read_current(c, key, &cur, err);
@@ -237,11 +247,9 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 	if (err == NULL)
 		err = &local;
 	*value = NULL;
-	if (!lr_name_valid(name))
-		return lr_err_set(err, LR_EINVAL,
-		                  "shared value: invalid name \"%.64s\"",
-		                  name ? name : "");
-	lr_key(c, LR_K_SHARED, name, key);
+	rc = shared_key(c, name, key, err);
+	if (rc != 0)
+		return rc;
 	rc = read_current(c, key, &cur, err);
 	if (rc == 0)
 		rc = decode(&cur, &v, err);
