@@ -1,7 +1,10 @@
-/* stream.c - long-lived bidi streams (LeaseKeepAlive, Watch) on one
- * completion queue per client, served by one stream thread that sleeps in
- * grpc_completion_queue_next until an event or the earliest timer a stream
- * owner asked for: an idle client uses no CPU.
+/* stream.c - the stream thread: one completion queue per client, served by
+ * one thread that sleeps in grpc_completion_queue_next until an event or
+ * the earliest timer a stream owner asked for (an idle client uses no CPU).
+ * It serves the long-lived bidi streams (LeaseKeepAlive, Watch) and
+ * completes the unary calls other threads start on its queue: a caller
+ * then sleeps on a semaphore instead of each caller polling gRPC on a queue
+ * of its own, which cost a handful of thread hand-offs per call.
  *
  * Locking: c->mu guards the stream table, each stream's send queue and each
  * call's bookkeeping. It is never held while an owner callback runs. Owner
@@ -323,10 +326,20 @@ static void on_event(lr_etcd *c, struct tag *t, bool ok)
 			lr_backoff_reset(&s->backoff);
 		break;
 	case TAG_WAKE:
+	case TAG_UNARY: /* handled before: never here */
 		break;
 	}
 	if (sc->outstanding == 0 && sc->ended)
 		free_scall(sc);
+}
+
+/* A unary call's batch completed: wake its caller. */
+static bool unary_done(void *tag)
+{
+	if (((struct tag *)tag)->kind != TAG_UNARY)
+		return false;
+	sem_post(&((struct unary_wait *)tag)->done);
+	return true;
 }
 
 static void *stream_thread(void *arg)
@@ -371,6 +384,10 @@ static void *stream_thread(void *arg)
 		                                    : lr__mono_ms_to_timespec(next);
 		pthread_mutex_unlock(&c->mu);
 		grpc_event ev = grpc_completion_queue_next(c->cq, dl, NULL);
+		if (ev.type == GRPC_OP_COMPLETE && unary_done(ev.tag)) {
+			pthread_mutex_lock(&c->mu);
+			continue;
+		}
 		pthread_mutex_lock(&c->mu);
 		if (ev.type == GRPC_OP_COMPLETE)
 			on_event(c, ev.tag, ev.success != 0);
@@ -384,6 +401,8 @@ static void *stream_thread(void *arg)
 		grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
+		if (unary_done(ev.tag))
+			continue;
 		pthread_mutex_lock(&c->mu);
 		on_event(c, ev.tag, ev.success != 0);
 		pthread_mutex_unlock(&c->mu);
@@ -410,17 +429,6 @@ int lr_stream_add(lr_etcd *c, const char *method, const lr_stream_ops *ops,
 	}
 	s->next = c->streams;
 	c->streams = s;
-	if (c->cq == NULL)
-		c->cq = grpc_completion_queue_create_for_next(NULL);
-	if (!c->thread_started) {
-		if (pthread_create(&c->thread, NULL, stream_thread, c) != 0) {
-			c->streams = s->next;
-			pthread_mutex_unlock(&c->mu);
-			free(s);
-			return lr_err_set(err, LR_ESYS, "etcd: cannot start stream thread");
-		}
-		c->thread_started = true;
-	}
 	pthread_mutex_unlock(&c->mu);
 	lr_etcd_wake(c);
 	*out = s;
@@ -449,6 +457,15 @@ void lr_stream_remove(lr_stream *s)
 	free_sendq(s);
 	pthread_mutex_unlock(&c->mu);
 	free(s);
+}
+
+int lr__stream_thread_start(lr_etcd *c, lr_err *err)
+{
+	c->cq = grpc_completion_queue_create_for_next(NULL);
+	if (pthread_create(&c->thread, NULL, stream_thread, c) != 0)
+		return lr_err_set(err, LR_ESYS, "etcd: cannot start the stream thread");
+	c->thread_started = true;
+	return 0;
 }
 
 /* Stop the stream thread (cancelling every call and draining its queue)

@@ -1,8 +1,10 @@
 /* transport.c - the etcd client's connection: gRPC statuses as library
  * errors, blocking unary calls with retries, authentication, open and close.
  *
- * Threads: unary calls block the calling thread on a completion queue of
- * their own (any number of threads may call at once). Streams live in
+ * Threads: any number of threads may call at once. A unary call is started
+ * on the stream thread's queue and its caller sleeps until that thread
+ * sees it complete; only calls made on the stream thread itself (a token
+ * renewed for a stream) block on a queue of their own. Streams live in
  * stream.c. c->mu guards the token and the client's random source.
  *
  * Balancing: round_robin over every endpoint (channel.c), so a retried call
@@ -180,7 +182,11 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
                        struct unary_result *r)
 {
 	grpc_byte_buffer *req = buffer_of(req_bytes);
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+	bool shared = c->thread_started && !lr_etcd_on_stream_thread(c);
+	struct unary_wait w = { .t.kind = TAG_UNARY };
+	grpc_completion_queue *cq = shared ? c->cq : grpc_completion_queue_create_for_pluck(NULL);
+	if (shared)
+		sem_init(&w.done, 0, 0);
 	grpc_slice mslice = grpc_slice_from_static_string(method);
 	grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS,
 	                                           cq, mslice, NULL, deadline, NULL);
@@ -214,12 +220,16 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
 	ops[5].data.recv_status_on_client.status_details = &details;
 	ops[5].data.recv_status_on_client.error_string = &error_string;
 
-	grpc_call_error ce = grpc_call_start_batch(call, ops, 6, call, NULL);
+	grpc_call_error ce = grpc_call_start_batch(call, ops, 6, shared ? (void *)&w : call, NULL);
 	if (ce != GRPC_CALL_OK) {
 		r->status = GRPC_STATUS_INTERNAL;
 		snprintf(r->details, sizeof(r->details), "grpc_call_start_batch: %d", ce);
 	} else {
-		grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		if (shared)
+			while (sem_wait(&w.done) != 0)
+				;
+		else
+			grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 		char *d = grpc_slice_to_c_string(details);
 		if (d[0] == '\0' && error_string != NULL)
 			snprintf(r->details, sizeof(r->details), "%s", error_string);
@@ -250,14 +260,20 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
 	grpc_metadata_array_destroy(&md_in);
 	grpc_metadata_array_destroy(&md_trail);
 	grpc_call_unref(call);
-	grpc_completion_queue_shutdown(cq);
-	grpc_completion_queue_destroy(cq);
+	if (shared) {
+		sem_destroy(&w.done);
+	} else {
+		grpc_completion_queue_shutdown(cq);
+		grpc_completion_queue_destroy(cq);
+	}
 }
 
 
 /* The current token (a copy the caller frees), NULL without auth. */
 static char *token_copy(lr_etcd *c)
 {
+	if (c->user == NULL)
+		return NULL;
 	pthread_mutex_lock(&c->mu);
 	char *t = c->token != NULL ? strdup(c->token) : NULL;
 	pthread_mutex_unlock(&c->mu);
@@ -437,6 +453,8 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 	int rc = lr__build_target(o->endpoints, &c->target, err);
 	if (rc == 0)
 		rc = lr__create_channel(c, o, err);
+	if (rc == 0)
+		rc = lr__stream_thread_start(c, err);
 	if (rc == 0)
 		rc = lr__dial(c, err);
 	if (rc == 0 && c->user != NULL)

@@ -6,6 +6,7 @@
 #define LR_ETCD_TRANSPORT_INT_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,13 +23,20 @@
 #define LR_DIAL_POLL_MS 100      /* look at a failing channel's reason */
 #define LR_TLS_LIKELY_MS 1000    /* of failures that read like TLS ones */
 
-enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE };
+enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE, TAG_UNARY };
 
 struct scall;
 
 struct tag {
 	enum tag_kind kind;
 	struct scall *call;
+};
+
+/* A unary call started on the stream queue by another thread: the stream
+ * thread posts `done` when the call's batch completes. */
+struct unary_wait {
+	struct tag t; /* TAG_UNARY */
+	sem_t done;
 };
 
 struct sendq {
@@ -84,7 +92,7 @@ struct lr_etcd {
 	char *token;          /* auth token, under mu */
 	lr_rng rng;           /* under mu */
 
-	grpc_completion_queue *cq; /* stream queue, NULL until first stream */
+	grpc_completion_queue *cq; /* the stream thread's queue */
 	pthread_t thread;
 	bool thread_started;
 	bool closing;
@@ -141,6 +149,8 @@ void lr__auth_hint(const lr_etcd *c, int code, const char *details,
 
 /* ---- stream.c ----------------------------------------------------------------- */
 
+/* Create the stream queue and start the thread that serves it. */
+int lr__stream_thread_start(lr_etcd *c, lr_err *err);
 /* Stop the stream thread (no stream callback runs after it returns) and
  * free the streams left. */
 void lr__streams_close(lr_etcd *c);
