@@ -29,17 +29,19 @@
 void lr_runner_post(lr_runner *r, struct lr_event *ev)
 {
 	pthread_mutex_lock(&r->mu);
-	bool was_empty = r->ev_head == NULL;
 	if (r->ev_tail != NULL)
 		r->ev_tail->next = ev;
 	else
 		r->ev_head = ev;
 	r->ev_tail = ev;
+	/* One wake-up per batch: a write per event cost a system call and
+	 * often a context switch. Lazy events (our own claims and results
+	 * coming back through the watch) wait for the next one. */
+	bool wake = !ev->lazy && !r->wake_sent;
+	if (wake)
+		r->wake_sent = true;
 	pthread_mutex_unlock(&r->mu);
-	/* One wake-up per batch: a queue that was not empty has one pending
-	 * already (the loop reads wake_fd before it takes the queue), and a
-	 * write per event cost a system call and often a context switch. */
-	if (was_empty) {
+	if (wake) {
 		uint64_t one = 1;
 		ssize_t n = write(r->wake_fd, &one, sizeof(one));
 		(void)n;
@@ -356,11 +358,11 @@ static void stop_watches(lr_runner *r)
 }
 
 /* Read which tasks exist, are claimed and are done (keys only, at one
- * revision), then watch for changes from the next revision on. */
+ * revision), then watch for changes from the next revision on. claims/ and
+ * done/ are next to each other in key order and share one watcher, so that
+ * a task's last txn (done put, claim delete) arrives as one batch. */
 static int load_and_watch(lr_runner *r, lr_err *err)
 {
-	static const char *kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-	                                           LR_K_CANCEL };
 	stop_watches(r);
 	lr_taskset_clear_remote(&r->set);
 	int64_t rev = 0;
@@ -369,12 +371,25 @@ static int load_and_watch(lr_runner *r, lr_err *err)
 		rc = each_key(r, LR_K_CLAIMS, &rev, page_claim, err);
 	if (rc == 0)
 		rc = each_key(r, LR_K_DONE, &rev, page_done, err);
-	for (int d = 0; rc == 0 && d < LR_DIR_COUNT; d++) {
-		char key[LR_KEY_SIZE];
-		lr_key(r->client, kinds[d], "", key);
+	char key[LR_KEY_SIZE], done[LR_KEY_SIZE], end[LR_KEY_SIZE];
+	for (int d = 0; d < LR_DIR_COUNT; d++)
 		r->wctx[d] = (struct lr_watch_ctx){ r, (enum lr_dir)d };
-		rc = lr_watch_add(r->watch, key, LR_KEY_PREFIX, rev + 1, on_watch, &r->wctx[d],
-		                  &r->watchers[d], err);
+	if (rc == 0) {
+		lr_key(r->client, LR_K_TASKS, "", key);
+		rc = lr_watch_add(r->watch, key, LR_KEY_PREFIX, rev + 1, on_watch,
+		                  &r->wctx[LR_DIR_TASKS], &r->watchers[LR_DIR_TASKS], err);
+	}
+	if (rc == 0) {
+		lr_key(r->client, LR_K_CLAIMS, "", key);
+		lr_key(r->client, LR_K_DONE, "", done);
+		end[lr_prefix_end(done, end)] = '\0';
+		rc = lr_watch_add_range(r->watch, key, end, 0, rev + 1, on_watch,
+		                        &r->wctx[LR_DIR_CLAIMS], &r->watchers[LR_DIR_CLAIMS], err);
+	}
+	if (rc == 0) {
+		lr_key(r->client, LR_K_CANCEL, "", key);
+		rc = lr_watch_add(r->watch, key, LR_KEY_PREFIX, rev + 1, on_watch,
+		                  &r->wctx[LR_DIR_CANCEL], &r->watchers[LR_DIR_CANCEL], err);
 	}
 	if (rc == 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
@@ -383,13 +398,62 @@ static int load_and_watch(lr_runner *r, lr_err *err)
 	return rc;
 }
 
+/* The directory of a watched key and the task id in it, or NULL. The
+ * claims/ watcher also sees done/. */
+static const char *event_id(const lr_runner *r, enum lr_dir watched, const char *key,
+                            enum lr_dir *dir)
+{
+	static const char *kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
+	                                           LR_K_CANCEL };
+	*dir = watched;
+	const char *id = lr_key_id(r->client, kinds[watched], key);
+	if (id == NULL && watched == LR_DIR_CLAIMS) {
+		*dir = LR_DIR_DONE;
+		id = lr_key_id(r->client, LR_K_DONE, key);
+	}
+	return id != NULL && strlen(id) < LR_ID_SIZE ? id : NULL;
+}
+
+/* Whether the event at i can only take work away, so that the loop need
+ * not wake for it: a claim, a result, a task deleted, a cancel withdrawn,
+ * and a claim deleted by the txn that wrote the task's result. */
+static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
+                       enum lr_dir dir, const char *id)
+{
+	const lr_watch_event *we = &b->events[i];
+	bool deleted = we->type == LR_EV_DELETE;
+	if (r->exit_when_idle)
+		return false; /* idleness is decided on these */
+	switch (dir) {
+	case LR_DIR_TASKS:
+	case LR_DIR_CANCEL:
+		return deleted;
+	case LR_DIR_DONE:
+		return true;
+	case LR_DIR_CLAIMS:
+		if (!deleted)
+			return true;
+		for (size_t j = 0; j < b->n; j++) {
+			const lr_watch_event *o = &b->events[j];
+			enum lr_dir odir;
+			const char *oid;
+			if (o->kv.mod_rev == we->kv.mod_rev && o->type == LR_EV_PUT &&
+			    (oid = event_id(r, LR_DIR_CLAIMS, o->kv.key, &odir)) != NULL &&
+			    odir == LR_DIR_DONE && strcmp(oid, id) == 0)
+				return true;
+		}
+		return false;
+	case LR_DIR_COUNT:
+		break;
+	}
+	return false;
+}
+
 /* Watch events, on the client's stream thread: copy what the loop needs. */
 static void on_watch(void *user, const lr_watch_batch *b)
 {
 	struct lr_watch_ctx *ctx = user;
 	lr_runner *r = ctx->r;
-	static const char *kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-	                                           LR_K_CANCEL };
 	if (b->kind == LR_WATCH_COMPACTED || b->kind == LR_WATCH_CANCELLED) {
 		struct lr_event *ev = calloc(1, sizeof(*ev));
 		if (ev != NULL) {
@@ -401,23 +465,25 @@ static void on_watch(void *user, const lr_watch_batch *b)
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		const lr_watch_event *we = &b->events[i];
-		const char *id = lr_key_id(r->client, kinds[ctx->dir], we->kv.key);
-		if (id == NULL || strlen(id) >= LR_ID_SIZE)
+		enum lr_dir dir;
+		const char *id = event_id(r, ctx->dir, we->kv.key, &dir);
+		if (id == NULL)
 			continue;
 		struct lr_event *ev = calloc(1, sizeof(*ev));
 		if (ev == NULL)
 			continue;
 		ev->kind = LR_EV_WATCH;
-		ev->dir = ctx->dir;
+		ev->dir = dir;
 		ev->deleted = we->type == LR_EV_DELETE;
+		ev->lazy = lazy_event(r, b, i, dir, id);
 		snprintf(ev->id, sizeof(ev->id), "%s", id);
 		ev->create_rev = we->kv.create_rev;
 		ev->mod_rev = we->kv.mod_rev;
 		ev->version = we->kv.version;
 		ev->lease = we->kv.lease;
-		if (ctx->dir == LR_DIR_TASKS && !ev->deleted)
+		if (dir == LR_DIR_TASKS && !ev->deleted)
 			ev->len = we->kv.value_len;
-		if (ctx->dir == LR_DIR_TASKS && !ev->deleted &&
+		if (dir == LR_DIR_TASKS && !ev->deleted &&
 		    we->kv.value_len <= LR_SPEC_CACHE_ONE) {
 			ev->value = malloc(we->kv.value_len + 1);
 			if (ev->value != NULL) {
@@ -751,6 +817,7 @@ static void handle_events(lr_runner *r, struct loop *l)
 	pthread_mutex_lock(&r->mu);
 	struct lr_event *ev = r->ev_head;
 	r->ev_head = r->ev_tail = NULL;
+	r->wake_sent = false;
 	pthread_mutex_unlock(&r->mu);
 	while (ev != NULL) {
 		struct lr_event *next = ev->next;

@@ -98,6 +98,7 @@ struct lr_event {
 	char *text;             /* step name, error or reason (owned) */
 	lr_prefetched *pre;     /* LR_EV_PREFETCHED (owned) */
 	size_t n_pre;
+	bool lazy;              /* can only take work away: no need to wake */
 	struct lr_event *next;
 };
 
@@ -129,6 +130,7 @@ struct lr_runner {
 
 	pthread_mutex_t mu;
 	struct lr_event *ev_head, *ev_tail; /* under mu */
+	bool wake_sent;                     /* under mu: wake_fd written */
 	bool workers_exit;                  /* under mu */
 	int wake_fd;                        /* eventfd waking the loop */
 	atomic_int stop_requested;
@@ -150,7 +152,9 @@ struct lr_runner {
 
 /* ---- runner.c, for the workers ------------------------------------------- */
 
-/* Queue an event for the loop (takes ownership of ev). Any thread. */
+/* Queue an event for the loop (takes ownership of ev), and wake the loop
+ * unless ev->lazy: a lazy event waits for the next wake-up, which comes
+ * before the loop dispatches again. Any thread. */
 void lr_runner_post(lr_runner *r, struct lr_event *ev);
 /* Log with the runner's sink; task/step may be NULL, index -1. Any thread. */
 void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,

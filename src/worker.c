@@ -298,6 +298,7 @@ static void prefetch(struct lr_worker *w, struct lr_job *job)
 		got[0].spec = NULL;
 	}
 	ev->kind = LR_EV_PREFETCHED;
+	ev->lazy = true; /* for the cache: read before the next dispatch */
 	ev->pre = got;
 	ev->n_pre = n;
 	lr_runner_post(w->r, ev);

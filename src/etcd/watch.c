@@ -27,6 +27,7 @@ struct lr_watcher {
 	lr_watch *w;
 	int64_t id;
 	char *key;
+	char *end;        /* explicit range end, or NULL: from flags */
 	int flags;
 	int64_t next_rev; /* 0: "from now", until the created reply */
 	enum wstate state;
@@ -64,8 +65,11 @@ static int send_create(lr_watch *w, lr_watcher *wr)
 	if (end == NULL)
 		return LR_ENOMEM;
 	cr.key = (ProtobufCBinaryData){ klen, (uint8_t *)wr->key };
-	size_t n = lr_range_end(wr->key, wr->flags & LR_KEY_PREFIX, end);
-	if (n > 0)
+	size_t n = wr->end != NULL ? strlen(wr->end)
+	                           : lr_range_end(wr->key, wr->flags & LR_KEY_PREFIX, end);
+	if (wr->end != NULL)
+		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)wr->end };
+	else if (n > 0)
 		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)end };
 	cr.start_revision = wr->next_rev;
 	cr.prev_kv = (wr->flags & LR_WATCH_PREV_KV) != 0;
@@ -300,6 +304,7 @@ int lr_watch_new(lr_etcd *c, lr_watch **out, lr_err *err)
 static void free_watcher(lr_watcher *wr)
 {
 	free(wr->key);
+	free(wr->end);
 	free(wr);
 }
 
@@ -318,11 +323,15 @@ void lr_watch_free(lr_watch *w)
 	free(w);
 }
 
-int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
-                 lr_watch_fn fn, void *user, lr_watcher **out, lr_err *err)
+static int add(lr_watch *w, const char *key, const char *end, int flags,
+               int64_t start_rev, lr_watch_fn fn, void *user, lr_watcher **out,
+               lr_err *err)
 {
 	lr_watcher *wr = calloc(1, sizeof(*wr));
-	if (wr == NULL || (wr->key = strdup(key)) == NULL) {
+	if (wr == NULL || (wr->key = strdup(key)) == NULL ||
+	    (end != NULL && (wr->end = strdup(end)) == NULL)) {
+		if (wr != NULL)
+			free(wr->key);
 		free(wr);
 		return lr_err_set(err, LR_ENOMEM, "watch %s: out of memory", key);
 	}
@@ -341,6 +350,19 @@ int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
 	lr_stream_kick(w->stream); /* start probing if it was idle */
 	*out = wr;
 	return 0;
+}
+
+int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
+                 lr_watch_fn fn, void *user, lr_watcher **out, lr_err *err)
+{
+	return add(w, key, NULL, flags, start_rev, fn, user, out, err);
+}
+
+int lr_watch_add_range(lr_watch *w, const char *key, const char *end, int flags,
+                       int64_t start_rev, lr_watch_fn fn, void *user, lr_watcher **out,
+                       lr_err *err)
+{
+	return add(w, key, end, flags & ~LR_KEY_PREFIX, start_rev, fn, user, out, err);
 }
 
 void lr_watcher_cancel(lr_watcher *wr)

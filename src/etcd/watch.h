@@ -60,6 +60,12 @@ void lr_watch_free(lr_watch *w);
 int lr_watch_add(lr_watch *w, const char *key, int flags, int64_t start_rev,
                  lr_watch_fn fn, void *user, lr_watcher **out, lr_err *err);
 
+/* Watch every key in [key, end), as one watcher: the changes of one txn
+ * to keys in that range come in one batch. */
+int lr_watch_add_range(lr_watch *w, const char *key, const char *end, int flags,
+                       int64_t start_rev, lr_watch_fn fn, void *user, lr_watcher **out,
+                       lr_err *err);
+
 /* Stop watching; no callback of this watcher runs after it returns (unless
  * called from that callback). */
 void lr_watcher_cancel(lr_watcher *wr);
