@@ -28,16 +28,25 @@
 
 void lr_runner_post(lr_runner *r, struct lr_event *ev)
 {
+	if (ev == NULL)
+		return;
+	bool urgent = false;
+	struct lr_event *tail = ev;
+	for (;; tail = tail->next) {
+		urgent = urgent || !tail->lazy;
+		if (tail->next == NULL)
+			break;
+	}
 	pthread_mutex_lock(&r->mu);
 	if (r->ev_tail != NULL)
 		r->ev_tail->next = ev;
 	else
 		r->ev_head = ev;
-	r->ev_tail = ev;
+	r->ev_tail = tail;
 	/* One wake-up per batch: a write per event cost a system call and
 	 * often a context switch. Lazy events (our own claims and results
 	 * coming back through the watch) wait for the next one. */
-	bool wake = !ev->lazy && !r->wake_sent;
+	bool wake = urgent && !r->wake_sent;
 	if (wake)
 		r->wake_sent = true;
 	pthread_mutex_unlock(&r->mu);
@@ -463,6 +472,9 @@ static void on_watch(void *user, const lr_watch_batch *b)
 		}
 		return;
 	}
+	/* The batch goes to the loop in one piece: a txn's events are applied
+	 * together. */
+	struct lr_event *head = NULL, **tail = &head;
 	for (size_t i = 0; i < b->n; i++) {
 		const lr_watch_event *we = &b->events[i];
 		enum lr_dir dir;
@@ -491,8 +503,10 @@ static void on_watch(void *user, const lr_watch_batch *b)
 				ev->len = we->kv.value_len;
 			}
 		}
-		lr_runner_post(r, ev);
+		*tail = ev;
+		tail = &ev->next;
 	}
+	lr_runner_post(r, head);
 }
 
 static struct lr_worker *worker_of(lr_runner *r, const char *id)

@@ -152,9 +152,10 @@ struct lr_runner {
 
 /* ---- runner.c, for the workers ------------------------------------------- */
 
-/* Queue an event for the loop (takes ownership of ev), and wake the loop
- * unless ev->lazy: a lazy event waits for the next wake-up, which comes
- * before the loop dispatches again. Any thread. */
+/* Queue events for the loop (ev and those chained by `next`; takes
+ * ownership), and wake the loop unless all are lazy: a lazy event waits for
+ * the next wake-up, which comes before the loop dispatches again. Any
+ * thread. */
 void lr_runner_post(lr_runner *r, struct lr_event *ev);
 /* Log with the runner's sink; task/step may be NULL, index -1. Any thread. */
 void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
