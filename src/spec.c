@@ -583,11 +583,10 @@ static int normalise_env(json_t *spec, json_t *norm, lr_err *err)
 	return put(norm, "env", json_deep_copy(env), err);
 }
 
-int lr_spec_validate(json_t *spec, const char *id_override, json_t **out,
-                     lr_err *err)
+/* lr_spec_validate without the limit on the normalised size. */
+static int normalise(json_t *spec, const char *id_override, json_t **out, lr_err *err)
 {
 	json_t *norm = NULL;
-	size_t n;
 	int rc;
 
 	if (!json_is_object(spec))
@@ -618,22 +617,31 @@ int lr_spec_validate(json_t *spec, const char *id_override, json_t **out,
 	rc = normalise_env(spec, norm, err);
 	if (rc != 0)
 		goto cleanup;
-
-	/* Filled defaults and a different layout can make the stored form
-	 * longer than the text that passed the limit; the limit is on what
-	 * reaches etcd. */
-	n = json_dumpb(norm, NULL, 0, JSON_COMPACT | JSON_SORT_KEYS);
-	if (n > LR_SPEC_MAX_BYTES) {
-		rc = lr_err_set(err, LR_EINVAL,
-		                "spec is %zu bytes once normalised, over the 1 MiB limit",
-		                n);
-		goto cleanup;
-	}
 	*out = norm;
 	norm = NULL;
 cleanup:
 	json_decref(norm);
 	return rc;
+}
+
+int lr_spec_validate(json_t *spec, const char *id_override, json_t **out,
+                     lr_err *err)
+{
+	json_t *norm = NULL;
+	int rc = normalise(spec, id_override, &norm, err);
+	if (rc != 0)
+		return rc;
+	/* Filled defaults and a different layout can make the stored form
+	 * longer than the text that passed the limit; the limit is on what
+	 * reaches etcd. */
+	size_t n = json_dumpb(norm, NULL, 0, JSON_COMPACT | JSON_SORT_KEYS);
+	if (n > LR_SPEC_MAX_BYTES) {
+		json_decref(norm);
+		return lr_err_set(err, LR_EINVAL,
+		                  "spec is %zu bytes once normalised, over the 1 MiB limit", n);
+	}
+	*out = norm;
+	return 0;
 }
 
 int lr_spec_parse_with_id(const char *text, size_t len, const char *id_override,
@@ -693,7 +701,9 @@ int lr_spec_from_record(const char *value, size_t len, const char *key_id,
 		                shown, key_shown);
 		goto cleanup;
 	}
-	rc = lr_spec_validate(doc, NULL, out, err);
+	/* Not limited in its normalised size: that limit is on what reaches
+	 * etcd, and a runner never writes a spec back. */
+	rc = normalise(doc, NULL, out, err);
 cleanup:
 	json_decref(doc);
 	return rc;

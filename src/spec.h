@@ -45,7 +45,8 @@ int lr_spec_validate(json_t *spec, const char *id_override, json_t **out,
                      lr_err *err);
 
 /* A spec read back from tasks/<key_id>: parsed and validated like a submitted
- * one; its id must be present and equal key_id. *out: new reference. */
+ * one (but for the limit on its normalised size, which is on what is written
+ * to etcd); its id must be present and equal key_id. *out: new reference. */
 int lr_spec_from_record(const char *value, size_t len, const char *key_id,
                         json_t **out, lr_err *err);
 
