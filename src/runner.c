@@ -699,10 +699,14 @@ static void dispatch(lr_runner *r)
 		w->busy = true;
 		r->busy++;
 		snprintf(w->task, sizeof(w->task), "%s", e->id);
-		uint64_t drain;
-		ssize_t n = read(w->cancel_fd, &drain, sizeof(drain));
-		(void)n;
-		atomic_store(&w->stop, LR_STOP_NONE);
+		if (atomic_exchange(&w->stop, LR_STOP_NONE) != LR_STOP_NONE) {
+			/* Signalled during its last task: clear cancel_fd too.
+			 * Signals come from this thread, or from the worker
+			 * before its report: none can be under way now. */
+			uint64_t drain;
+			ssize_t n = read(w->cancel_fd, &drain, sizeof(drain));
+			(void)n;
+		}
 		pthread_mutex_lock(&r->mu);
 		snprintf(w->job.id, sizeof(w->job.id), "%s", e->id);
 		w->job.spec = e->spec;
