@@ -230,19 +230,28 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
 				;
 		else
 			grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-		char *d = grpc_slice_to_c_string(details);
-		if (d[0] == '\0' && error_string != NULL)
-			snprintf(r->details, sizeof(r->details), "%s", error_string);
-		else
-			snprintf(r->details, sizeof(r->details), "%s", d);
-		gpr_free(d);
+		if (r->status != GRPC_STATUS_OK) {
+			char *d = grpc_slice_to_c_string(details);
+			if (d[0] == '\0' && error_string != NULL)
+				snprintf(r->details, sizeof(r->details), "%s", error_string);
+			else
+				snprintf(r->details, sizeof(r->details), "%s", d);
+			gpr_free(d);
+		}
 	}
-	char *peer = grpc_call_get_peer(call);
-	const char *p = peer;
-	if (strncmp(p, "ipv4:", 5) == 0 || strncmp(p, "ipv6:", 5) == 0)
-		p += 5;
-	snprintf(r->peer, sizeof(r->peer), "%s", p);
-	gpr_free(peer);
+	/* The texts are for error messages only: not made for calls that
+	 * succeed (most of them). */
+	if (r->status == GRPC_STATUS_OK)
+		r->details[0] = '\0';
+	r->peer[0] = '\0';
+	if (r->status != GRPC_STATUS_OK) {
+		char *peer = grpc_call_get_peer(call);
+		const char *p = peer;
+		if (strncmp(p, "ipv4:", 5) == 0 || strncmp(p, "ipv6:", 5) == 0)
+			p += 5;
+		snprintf(r->peer, sizeof(r->peer), "%s", p);
+		gpr_free(peer);
+	}
 
 	r->data = NULL;
 	r->len = 0;
@@ -361,7 +370,7 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 	*resp = protobuf_c_message_unpack(resp_desc, NULL, r.len, r.data);
 	if (*resp == NULL) {
 		rc = lr_err_set(err, LR_EETCD, "etcd %s (%s): malformed reply",
-		                r.peer, lr__method_short(method));
+		                c->endpoints, lr__method_short(method));
 		goto out;
 	}
 	rc = 0;
