@@ -411,6 +411,32 @@ static int normalise_id(json_t *spec, const char *id_override, json_t *norm,
 	return put(norm, "id", json_string(id), err);
 }
 
+/* "steps[i]" or "steps[i].field" into buf (PATH_BUF bytes), for messages.
+ * Made for every field of every step a claim reads, so without printf. */
+static const char *step_path(char *buf, size_t i, const char *field)
+{
+	char digits[24];
+	size_t nd = 0;
+	do {
+		digits[nd++] = (char)('0' + i % 10);
+		i /= 10;
+	} while (i > 0);
+	size_t n = 0;
+	memcpy(buf, "steps[", 6);
+	n += 6;
+	while (nd > 0)
+		buf[n++] = digits[--nd];
+	buf[n++] = ']';
+	if (field != NULL) {
+		size_t fl = strlen(field); /* field names are short literals */
+		buf[n++] = '.';
+		memcpy(buf + n, field, fl);
+		n += fl;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 /* Step i of the input, checked, appended to out; seen maps the names so far
  * to their index (handlers and logs find steps by name, so two steps may not
  * share one). */
@@ -423,16 +449,14 @@ static int normalise_step(json_t *steps, size_t i, json_t *out, json_t *seen,
 	int64_t timeout_s = 0;
 	int rc;
 
-	snprintf(path, sizeof(path), "steps[%zu]", i);
 	if (!json_is_object(in))
-		return type_error(path, "an object", in, err);
-	rc = check_known_fields(in, step_fields, path, err);
+		return type_error(step_path(path, i, NULL), "an object", in, err);
+	rc = check_known_fields(in, step_fields, step_path(path, i, NULL), err);
 	if (rc != 0)
 		return rc;
 
-	snprintf(path, sizeof(path), "steps[%zu].name", i);
-	rc = lr_json_string(json_object_get(in, "name"), 1, SIZE_MAX, path,
-	                    &name, err);
+	rc = lr_json_string(json_object_get(in, "name"), 1, SIZE_MAX,
+	                    step_path(path, i, "name"), &name, err);
 	if (rc != 0)
 		return rc;
 	json_t *prev = json_object_get(seen, name);
@@ -447,24 +471,24 @@ static int normalise_step(json_t *steps, size_t i, json_t *out, json_t *seen,
 	if (rc != 0)
 		return rc;
 
-	snprintf(path, sizeof(path), "steps[%zu].run", i);
-	rc = lr_json_string(json_object_get(in, "run"), 1, SIZE_MAX, path,
-	                    &run, err);
+	rc = lr_json_string(json_object_get(in, "run"), 1, SIZE_MAX,
+	                    step_path(path, i, "run"), &run, err);
 	if (rc != 0)
 		return rc;
 
 	json_t *t = json_object_get(in, "timeout_s");
 	if (t != NULL) {
-		snprintf(path, sizeof(path), "steps[%zu].timeout_s", i);
-		rc = lr_json_int(t, 0, LR_STEP_TIMEOUT_MAX_S, path, &timeout_s,
-		                 err);
+		rc = lr_json_int(t, 0, LR_STEP_TIMEOUT_MAX_S,
+		                 step_path(path, i, "timeout_s"), &timeout_s, err);
 		if (rc != 0)
 			return rc;
 	}
 
-	json_t *step = json_pack("{s:s, s:s, s:I}", "name", name, "run", run,
-	                         "timeout_s", (json_int_t)timeout_s);
-	if (json_array_append_new(out, step) != 0)
+	json_t *step = json_object();
+	if (step == NULL || json_array_append_new(out, step) != 0 ||
+	    put(step, "name", json_string(name), err) != 0 ||
+	    put(step, "run", json_string(run), err) != 0 ||
+	    put(step, "timeout_s", json_integer((json_int_t)timeout_s), err) != 0)
 		return nomem(err);
 	return 0;
 }
