@@ -93,6 +93,7 @@ struct view {
 	bool has_ckpt;
 	char ckpt_error[sizeof(((lr_err *)0)->msg)];
 	int64_t ckpt_rev;       /* 0 when absent */
+	int64_t task_rev;       /* create revision of the tasks/ key read */
 };
 
 static void view_clear(struct view *v)
@@ -102,9 +103,11 @@ static void view_clear(struct view *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static void view_set_spec(struct view *v, const char *id, const char *text, size_t len)
+static void view_set_spec(struct view *v, const char *id, const char *text, size_t len,
+                          int64_t task_rev)
 {
 	lr_err e = {0};
+	v->task_rev = task_rev;
 	json_decref(v->spec);
 	v->spec = NULL;
 	v->spec_error[0] = '\0';
@@ -175,6 +178,8 @@ static lr_txn *claim_txn(const lr_holder *who, const lr_task_keys *k,
 	lr_txn_cmp(t, k->claim, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_cmp(t, k->done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, v->ckpt_rev);
+	/* The task the spec came from, not one purged or submitted again. */
+	lr_txn_cmp(t, k->task, 0, LR_CMP_CREATE, LR_CMP_EQ, v->task_rev);
 	if (why[0] != '\0') {
 		json_t *state = v->has_ckpt ? v->ckpt.state
 		                : v->spec != NULL ? lr_spec_state(v->spec) : NULL;
@@ -250,7 +255,7 @@ static int read_view(const lr_holder *who, const lr_task_keys *k, const char *id
 		*other_claim = claim->create_rev;
 	}
 	else {
-		view_set_spec(v, id, task->value, task->value_len);
+		view_set_spec(v, id, task->value, task->value_len, task->create_rev);
 		view_set_ckpt(v, op_kv(rr, 2));
 	}
 	lr_txn_result_free(&r);
@@ -304,7 +309,7 @@ void lr_prefetched_clear(lr_prefetched *p, size_t n)
 }
 
 int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
-             size_t spec_len, bool fresh, lr_held *h,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err)
 {
@@ -315,8 +320,9 @@ int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
 	memset(h, 0, sizeof(*h));
 	int rc = 0;
 	*outcome = LR_CLAIM_LOST;
-	if (spec_text != NULL && fresh) {
-		view_set_spec(&v, id, spec_text, spec_len); /* no checkpoint yet */
+	if (spec_text != NULL && fresh && spec_rev > 0) {
+		/* no checkpoint yet */
+		view_set_spec(&v, id, spec_text, spec_len, spec_rev);
 	} else {
 		rc = read_view(who, &k, id, &v, outcome, &h->fence, err);
 		if (rc != 0 || *outcome != LR_CLAIM_WON)
@@ -368,7 +374,8 @@ int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
 				} else {
 					/* The checkpoint moved since we read it: retry
 					 * with what the failure branch shows. */
-					view_set_spec(&v, id, task->value, task->value_len);
+					view_set_spec(&v, id, task->value, task->value_len,
+					              task->create_rev);
 					view_set_ckpt(&v, op_kv(&r, F_CKPT));
 					lr_txn_result_free(&r);
 					continue;

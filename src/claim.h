@@ -53,10 +53,13 @@ enum lr_claim_outcome {
 };
 
 /* Claim task id in one txn (two when the checkpoint must be read first).
- * spec_text (may be NULL) is the spec as seen in a watch event; fresh says
- * the task has never been claimed, so that no checkpoint can exist. */
+ * spec_text (may be NULL) is the spec as seen in a watch event, of the
+ * tasks/<id> created at revision spec_rev; fresh says the task has never
+ * been claimed, so that no checkpoint can exist. The claim holds only
+ * while tasks/<id> is the one its spec was read from: a task purged (or
+ * purged and submitted again) meanwhile is not claimed on the old spec. */
 int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
-             size_t spec_len, bool fresh, lr_held *h,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err);
 

@@ -324,8 +324,8 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	int64_t t0 = lr_mono_us();
 	if (job->n_prefetch > 0 && job->spec == NULL)
 		prefetch(w, job);
-	int rc = lr_claim(&who, job->id, job->spec, job->spec_len, job->fresh, &h, &oc,
-	                  &ended, ended_error, sizeof(ended_error), &e);
+	int rc = lr_claim(&who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
+	                  &h, &oc, &ended, ended_error, sizeof(ended_error), &e);
 	if (rc == 0 && oc == LR_CLAIM_WON)
 		lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
 	if (rc != 0) {

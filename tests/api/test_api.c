@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "claim.h"
 #include "client.h"
 #include "clock.h"
 #include "etcd/kv.h"
@@ -15,6 +16,7 @@
 #include "etcd_harness.h"
 #include "leaserun.h"
 #include "hosted.h"
+#include "spec.h"
 #include "test.h"
 
 static lr_err err;
@@ -305,11 +307,77 @@ TEST(guarded_update_by_8_writers_loses_no_increment)
 }
 
 
+/* ---- a claim on a spec read before the task was purged ------------------------ */
+
+/* The create revision of tasks/<id> under the client's prefix, 0 if none. */
+static int64_t task_rev(lr_client *c, const char *id)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_TASKS, id, key);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	int64_t rev = r.n > 0 ? r.kvs[0].create_rev : 0;
+	lr_range_result_free(&r);
+	return rev;
+}
+
+static int64_t key_count(lr_client *c, const char *kind, const char *id)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, kind, id, key);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	int64_t n = (int64_t)r.n;
+	lr_range_result_free(&r);
+	return n;
+}
+
+TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
+{
+	static const char old_spec[] =
+	    "{\"id\":\"p1\",\"steps\":[{\"name\":\"old\",\"run\":\"-\"}]}";
+	lr_client *c = hosted_client("/api-stale/");
+	hosted_submit(c, old_spec);
+	int64_t rev = task_rev(c, "p1");
+	CHECK(rev > 0);
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_TASKS, "p1", key);
+	CHECK_OK(lr_kv_delete(lr_client_etcd(c), key, 0, NULL, NULL, &err), &err);
+
+	int64_t lease = 0;
+	int64_t granted = 0;
+	CHECK_OK(lr_lease_grant(lr_client_etcd(c), 10, &lease, &granted, NULL, &err), &err);
+	lr_holder who = { .client = c, .runner = "stale", .lease = lease };
+	lr_held h;
+	enum lr_claim_outcome oc;
+	lr_task_state ended;
+	char why[700];
+	/* Gone: the claim writes nothing for a task that no longer exists. */
+	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
+	                  &ended, why, sizeof(why), &err), &err);
+	CHECK_INT(oc, ==, LR_CLAIM_GONE);
+	CHECK_INT(key_count(c, LR_K_CLAIMS, "p1"), ==, 0);
+	CHECK_INT(key_count(c, LR_K_CHECKPOINTS, "p1"), ==, 0);
+
+	/* Submitted again with other steps: the claim runs the new spec. */
+	hosted_submit(c, "{\"id\":\"p1\",\"steps\":[{\"name\":\"new\",\"run\":\"-\"}]}");
+	CHECK(task_rev(c, "p1") > rev);
+	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
+	                  &ended, why, sizeof(why), &err), &err);
+	CHECK_INT(oc, ==, LR_CLAIM_WON);
+	CHECK_STR(lr_spec_step_name(h.spec, 0), "new");
+	lr_held_clear(&h);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+
 TEST_LIST(
 	TEST_CASE(two_runners_in_one_process_share_the_work_without_global_state),
 	TEST_CASE(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them),
 	TEST_CASE(a_handler_sees_cancellation_within_100ms),
 	TEST_CASE(retryable_failures_are_retried_and_permanent_ones_end_the_task),
 	TEST_CASE(guarded_update_by_8_writers_loses_no_increment),
+	TEST_CASE(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
