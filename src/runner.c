@@ -26,27 +26,40 @@
 
 /* ---- small shared services ---------------------------------------------- */
 
+/* Whether the loop must wake for ev now; r->mu held. */
+static bool urgent(const lr_runner *r, const struct lr_event *ev)
+{
+	if (ev->lazy)
+		return false;
+	/* A worker that finished takes a waiting job by itself: the loop
+	 * need not refill the queue before it runs low. */
+	if (ev->kind == LR_EV_REPORT && ev->report != LR_REP_CLAIMED &&
+	    ev->report != LR_REP_COMMITTED && r->n_ready >= 2)
+		return false;
+	return true;
+}
+
 void lr_runner_post(lr_runner *r, struct lr_event *ev)
 {
 	if (ev == NULL)
 		return;
-	bool urgent = false;
+	pthread_mutex_lock(&r->mu);
+	bool wake = false;
 	struct lr_event *tail = ev;
 	for (;; tail = tail->next) {
-		urgent = urgent || !tail->lazy;
+		wake = wake || urgent(r, tail);
 		if (tail->next == NULL)
 			break;
 	}
-	pthread_mutex_lock(&r->mu);
 	if (r->ev_tail != NULL)
 		r->ev_tail->next = ev;
 	else
 		r->ev_head = ev;
 	r->ev_tail = tail;
 	/* One wake-up per batch: a write per event cost a system call and
-	 * often a context switch. Lazy events (our own claims and results
-	 * coming back through the watch) wait for the next one. */
-	bool wake = urgent && !r->wake_sent;
+	 * often a context switch. Events that are not urgent (our own claims
+	 * and results coming back through the watch) wait for the next one. */
+	wake = wake && !r->wake_sent;
 	if (wake)
 		r->wake_sent = true;
 	pthread_mutex_unlock(&r->mu);
@@ -135,6 +148,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->log = o->log != NULL ? o->log : lr_log_stderr;
 	r->log_user = o->log_user;
 	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->work_cond, NULL);
 	pthread_mutex_init(&r->log_mu, NULL);
 	lr_rng_init(&r->rng, NULL);
 	r->spec_avg = LR_SPEC_CACHE_ONE; /* unknown yet: a first prefetch of 16 */
@@ -166,6 +180,7 @@ void lr_runner_free(lr_runner *r)
 	if (r->wake_fd >= 0)
 		close(r->wake_fd);
 	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->work_cond);
 	pthread_mutex_destroy(&r->log_mu);
 	free(r);
 }
@@ -509,12 +524,15 @@ static void on_watch(void *user, const lr_watch_batch *b)
 	lr_runner_post(r, head);
 }
 
-static struct lr_worker *worker_of(lr_runner *r, const char *id)
+/* Stop the step of the worker running task id, if one does. Under r->mu, so
+ * that a worker cannot move on to another task in between. */
+static void signal_task(lr_runner *r, const char *id, enum lr_stop_reason why)
 {
+	pthread_mutex_lock(&r->mu);
 	for (int i = 0; i < r->concurrency; i++)
-		if (r->workers[i].busy && strcmp(r->workers[i].task, id) == 0)
-			return &r->workers[i];
-	return NULL;
+		if (strcmp(r->workers[i].task, id) == 0)
+			lr_worker_signal(&r->workers[i], why);
+	pthread_mutex_unlock(&r->mu);
 }
 
 /* Spec sizes seen lately, to size prefetches. */
@@ -573,11 +591,8 @@ static void apply_watch(lr_runner *r, struct lr_event *ev)
 			lr_taskset_remove(&r->set, e);
 		return;
 	case LR_DIR_CANCEL:
-		if (!ev->deleted && e != NULL && e->state == LR_E_LOCAL) {
-			struct lr_worker *w = worker_of(r, ev->id);
-			if (w != NULL)
-				lr_worker_signal(w, LR_STOP_CANCEL);
-		}
+		if (!ev->deleted && e != NULL && e->state == LR_E_LOCAL)
+			signal_task(r, ev->id, LR_STOP_CANCEL);
 		return;
 	case LR_DIR_COUNT:
 		return;
@@ -622,7 +637,6 @@ static void settle(lr_runner *r, const char *id, bool gone, int64_t claim_rev)
 
 static void apply_report(lr_runner *r, struct lr_event *ev)
 {
-	struct lr_worker *w = &r->workers[ev->slot];
 	void *u = r->cb_user;
 	switch (ev->report) {
 	case LR_REP_CLAIMED:
@@ -648,20 +662,10 @@ static void apply_report(lr_runner *r, struct lr_event *ev)
 		settle(r, ev->id, true, 0);
 		break;
 	}
-	w->busy = false;
-	w->task[0] = '\0';
 	r->busy--;
 }
 
 /* ---- dispatch ------------------------------------------------------------- */
-
-static struct lr_worker *idle_worker(lr_runner *r)
-{
-	for (int i = 0; i < r->concurrency; i++)
-		if (!r->workers[i].busy)
-			return &r->workers[i];
-	return NULL;
-}
 
 /* The worker must read this job's spec: have it read those of the next
  * pending tasks too (each at most once), so that their claims are one
@@ -686,51 +690,57 @@ static void add_prefetch(lr_runner *r, struct lr_job *job)
 	}
 }
 
+/* Hand pending tasks out as jobs: one per idle worker, and a few ahead. */
 static void dispatch(lr_runner *r)
 {
 	int64_t lease = atomic_load(&r->lease);
-	while (lease != 0 && r->busy < r->concurrency && r->set.pending > 0) {
-		size_t spread = (size_t)(r->concurrency - r->busy) + 3;
+	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
+	while (lease != 0 && r->busy < cap && r->set.pending > 0) {
+		size_t spread = (size_t)(cap - r->busy) + 3;
 		lr_entry *e = lr_taskset_pick(&r->set, spread, &r->rng);
 		if (e == NULL)
 			return;
-		struct lr_worker *w = idle_worker(r);
 		lr_taskset_set_state(&r->set, e, LR_E_LOCAL);
-		w->busy = true;
 		r->busy++;
-		snprintf(w->task, sizeof(w->task), "%s", e->id);
-		if (atomic_exchange(&w->stop, LR_STOP_NONE) != LR_STOP_NONE) {
-			/* Signalled during its last task: clear cancel_fd too.
-			 * Signals come from this thread, or from the worker
-			 * before its report: none can be under way now. */
-			uint64_t drain;
-			ssize_t n = read(w->cancel_fd, &drain, sizeof(drain));
-			(void)n;
-		}
-		pthread_mutex_lock(&r->mu);
-		snprintf(w->job.id, sizeof(w->job.id), "%s", e->id);
-		w->job.spec = e->spec;
-		w->job.spec_len = e->spec_len;
-		w->job.fresh = e->fresh;
-		w->job.create_rev = e->create_rev;
-		w->job.lease = lease;
+		struct lr_job job = { .spec = e->spec, .spec_len = e->spec_len,
+		                      .fresh = e->fresh, .create_rev = e->create_rev,
+		                      .lease = lease };
+		snprintf(job.id, sizeof(job.id), "%s", e->id);
 		e->spec = NULL; /* handed over: the worker frees it */
 		r->set.spec_bytes -= e->spec_len;
 		e->spec_len = 0;
 		e->fresh = false; /* whatever happens next, it may have a checkpoint */
-		if (w->job.spec == NULL && !w->job.fresh)
-			add_prefetch(r, &w->job);
-		w->has_job = true;
-		pthread_cond_signal(&w->cond);
+		if (job.spec == NULL && !job.fresh)
+			add_prefetch(r, &job);
+		pthread_mutex_lock(&r->mu);
+		r->ready[r->n_ready++] = job;
+		pthread_cond_signal(&r->work_cond);
 		pthread_mutex_unlock(&r->mu);
 	}
 }
 
+/* Take back the jobs no worker took: their tasks are where the watch says
+ * they are. r->mu held. */
+static void take_back_ready(lr_runner *r)
+{
+	for (size_t i = 0; i < r->n_ready; i++) {
+		settle(r, r->ready[i].id, false, 0);
+		r->busy--;
+		free(r->ready[i].spec);
+		free(r->ready[i].prefetch);
+	}
+	r->n_ready = 0;
+}
+
+/* Stop every running step (why); no job waiting is started. */
 static void signal_all(lr_runner *r, enum lr_stop_reason why)
 {
+	pthread_mutex_lock(&r->mu);
 	for (int i = 0; i < r->concurrency; i++)
-		if (r->workers[i].busy)
+		if (r->workers[i].task[0] != '\0')
 			lr_worker_signal(&r->workers[i], why);
+	take_back_ready(r);
+	pthread_mutex_unlock(&r->mu);
 }
 
 /* ---- workers ---------------------------------------------------------------- */
@@ -738,19 +748,19 @@ static void signal_all(lr_runner *r, enum lr_stop_reason why)
 static int start_workers(lr_runner *r, lr_err *err)
 {
 	r->workers = calloc((size_t)r->concurrency, sizeof(*r->workers));
-	if (r->workers == NULL)
+	r->ready = calloc((size_t)(r->concurrency + LR_READY_AHEAD(r->concurrency)),
+	                  sizeof(*r->ready));
+	if (r->workers == NULL || r->ready == NULL)
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
 	for (int i = 0; i < r->concurrency; i++) {
 		struct lr_worker *w = &r->workers[i];
 		w->r = r;
 		w->slot = i;
 		w->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		pthread_cond_init(&w->cond, NULL);
 		lr_rng_init(&w->rng, NULL);
 		if (w->cancel_fd < 0 || pthread_create(&w->thread, NULL, lr_worker_main, w) != 0) {
 			if (w->cancel_fd >= 0)
 				close(w->cancel_fd);
-			pthread_cond_destroy(&w->cond);
 			r->concurrency = i; /* only those started are joined */
 			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d", i);
 		}
@@ -760,20 +770,26 @@ static int start_workers(lr_runner *r, lr_err *err)
 
 static void stop_workers(lr_runner *r)
 {
-	if (r->workers == NULL)
+	if (r->workers == NULL) {
+		free(r->ready);
+		r->ready = NULL;
 		return;
+	}
 	pthread_mutex_lock(&r->mu);
 	r->workers_exit = true;
-	for (int i = 0; i < r->concurrency; i++)
-		pthread_cond_signal(&r->workers[i].cond);
+	pthread_cond_broadcast(&r->work_cond);
 	pthread_mutex_unlock(&r->mu);
 	for (int i = 0; i < r->concurrency; i++) {
 		pthread_join(r->workers[i].thread, NULL);
-		pthread_cond_destroy(&r->workers[i].cond);
 		close(r->workers[i].cancel_fd);
-		free(r->workers[i].job.spec);
-		free(r->workers[i].job.prefetch);
 	}
+	for (size_t i = 0; i < r->n_ready; i++) {
+		free(r->ready[i].spec);
+		free(r->ready[i].prefetch);
+	}
+	r->n_ready = 0;
+	free(r->ready);
+	r->ready = NULL;
 	free(r->workers);
 	r->workers = NULL;
 }
@@ -896,6 +912,9 @@ static void run_loop(lr_runner *r)
 			              r->busy, (long long)r->grace_ms);
 			atomic_store(&r->draining, true);
 			l.grace_end = lr_mono_ms() + r->grace_ms;
+			pthread_mutex_lock(&r->mu);
+			take_back_ready(r); /* not started: nothing to hand over */
+			pthread_mutex_unlock(&r->mu);
 		}
 		if (l.grace_end != 0 && !l.shutdown_sent && lr_mono_ms() >= l.grace_end) {
 			signal_all(r, LR_STOP_SHUTDOWN);

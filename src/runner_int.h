@@ -2,10 +2,11 @@
  * and the step context (step.c) share.
  *
  * Threads: the loop thread (inside lr_runner_run) owns the task set and
- * dispatches; each worker thread runs one held task at a time; the etcd
- * client's stream thread delivers watch events and lease loss, which are
- * queued for the loop. r->mu guards the event queue and the workers' job
- * slots; it is never held across an etcd call or a callback. */
+ * dispatches into a queue of ready jobs; each worker thread takes a job
+ * from it and runs one held task at a time; the etcd client's stream
+ * thread delivers watch events and lease loss, which are queued for the
+ * loop. r->mu guards the event queue, the ready jobs and which task each
+ * worker runs; it is never held across an etcd call or a callback. */
 #ifndef LR_RUNNER_INT_H
 #define LR_RUNNER_INT_H
 
@@ -63,15 +64,17 @@ struct lr_worker {
 	lr_runner *r;
 	int slot;
 	pthread_t thread;
-	pthread_cond_t cond;    /* job handed over, or exit */
-	bool has_job;           /* under r->mu */
-	struct lr_job job;      /* under r->mu until taken */
-	bool busy;              /* loop thread only */
-	char task[LR_ID_SIZE];  /* the task it works on; loop thread only */
+	char task[LR_ID_SIZE];  /* the task it runs, "" between jobs; under r->mu */
 	atomic_int stop;        /* enum lr_stop_reason */
 	int cancel_fd;          /* eventfd: readable once stop is set */
 	lr_rng rng;             /* worker thread only */
 };
+
+/* Jobs the loop handed out beyond its idle workers: a worker that finishes
+ * a task takes the next one at once instead of waiting for the loop to
+ * hear of it. A job not yet taken holds no claim; another runner may still
+ * win the task, which costs the claim txn that finds out. */
+#define LR_READY_AHEAD(concurrency) (1 + (concurrency) / 8)
 
 enum lr_event_kind {
 	LR_EV_WATCH,      /* a change under one of the watched directories */
@@ -132,6 +135,9 @@ struct lr_runner {
 	struct lr_event *ev_head, *ev_tail; /* under mu */
 	bool wake_sent;                     /* under mu: wake_fd written */
 	bool workers_exit;                  /* under mu */
+	struct lr_job *ready;               /* under mu: jobs no worker took yet */
+	size_t n_ready;                     /* under mu */
+	pthread_cond_t work_cond;           /* a job is ready, or workers_exit */
 	int wake_fd;                        /* eventfd waking the loop */
 	atomic_int stop_requested;
 	atomic_bool draining;               /* no new step: finish, release */
@@ -146,7 +152,7 @@ struct lr_runner {
 	size_t spec_avg;        /* running mean of spec sizes seen; loop only */
 	lr_rng rng;
 	struct lr_worker *workers;
-	int busy;
+	int busy;               /* jobs handed out, not reported back; loop only */
 	lr_stats stats;                     /* any thread (atomics) */
 };
 

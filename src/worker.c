@@ -362,24 +362,43 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	lr_held_clear(&h);
 }
 
+/* The next ready job, with the worker's stop signal reset for it; r->mu
+ * held. */
+static struct lr_job take_job(struct lr_worker *w)
+{
+	lr_runner *r = w->r;
+	struct lr_job job = r->ready[0];
+	r->n_ready--;
+	memmove(r->ready, r->ready + 1, r->n_ready * sizeof(*r->ready));
+	snprintf(w->task, sizeof(w->task), "%s", job.id);
+	if (atomic_exchange(&w->stop, LR_STOP_NONE) != LR_STOP_NONE) {
+		/* Signalled during its last task: clear cancel_fd too. The loop
+		 * signals under r->mu, and this worker signals itself only
+		 * during a task: none can be under way now. */
+		uint64_t drain;
+		ssize_t n = read(w->cancel_fd, &drain, sizeof(drain));
+		(void)n;
+	}
+	return job;
+}
+
 void *lr_worker_main(void *arg)
 {
 	struct lr_worker *w = arg;
 	lr_runner *r = w->r;
 	pthread_mutex_lock(&r->mu);
 	for (;;) {
-		while (!w->has_job && !r->workers_exit)
-			pthread_cond_wait(&w->cond, &r->mu);
+		while (r->n_ready == 0 && !r->workers_exit)
+			pthread_cond_wait(&r->work_cond, &r->mu);
 		if (r->workers_exit)
 			break;
-		struct lr_job job = w->job;
-		memset(&w->job, 0, sizeof(w->job));
-		w->has_job = false;
+		struct lr_job job = take_job(w);
 		pthread_mutex_unlock(&r->mu);
 		run_job(w, &job);
 		free(job.spec);
 		free(job.prefetch);
 		pthread_mutex_lock(&r->mu);
+		w->task[0] = '\0';
 	}
 	pthread_mutex_unlock(&r->mu);
 	return NULL;
