@@ -945,6 +945,27 @@ int etcdh_members(const etcdh_cluster *c)
 	return c->n;
 }
 
+long etcdh_cpu_ms(const etcdh_cluster *c, int i)
+{
+	if (i < 0 || i >= c->n || c->m[i].pid <= 0)
+		return -1;
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->m[i].pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields after the parenthesised name: state is 3, utime 14, stime 15. */
+	const char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+	                        &ut, &st) != 2)
+		return -1;
+	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
 static struct member *member_at(etcdh_cluster *c, int i)
 {
 	if (c == NULL || i < 0 || i >= c->n) {

@@ -58,6 +58,10 @@ const char *etcdh_dir(const etcdh_cluster *c, int i);
 
 int etcdh_members(const etcdh_cluster *c);
 
+/* CPU time (user + system) member i has used so far, in ms; -1 when it is
+ * not running or i is out of range. */
+long etcdh_cpu_ms(const etcdh_cluster *c, int i);
+
 /* SIGKILL member i and reap it. Killing a member that is down is a no-op. */
 int etcdh_kill(etcdh_cluster *c, int i);
 
