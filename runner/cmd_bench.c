@@ -433,13 +433,6 @@ static lr_step_result noop_step(lr_step *s, void *user)
 	return LR_STEP_OK;
 }
 
-/* Warnings and errors only: a step line per step would measure stderr. */
-static void bench_log(void *user, const lr_log_record *rec)
-{
-	if (rec->level >= LR_LOG_WARN)
-		lr_log_stderr(NULL, rec);
-}
-
 struct hosted {
 	lr_runner *r;
 	pthread_t th;
@@ -523,7 +516,8 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 		char name[64];
 		snprintf(name, sizeof(name), "bench-%d-%ld", (int)getpid(), i);
 		lr_runner_opts ro = { .name = name, .concurrency = (int)o->conc, .grace_s = 1,
-		                      .log = bench_log };
+		                      /* a line per step would measure stderr */
+		                      .log_level = LR_LOG_WARN };
 		rc = lr_runner_new(c, &ro, &hs[i].r, err);
 		if (rc != 0)
 			goto out;

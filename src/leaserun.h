@@ -307,6 +307,8 @@ typedef struct lr_runner_opts {
 	int exit_when_idle;      /* stop once no task is pending or claimed */
 	lr_log_fn log;           /* default lr_log_stderr */
 	void *log_user;
+	lr_log_level log_level;  /* records below it are not even made
+	                            (default LR_LOG_DEBUG: all go to log) */
 } lr_runner_opts;
 
 /* Lifecycle callbacks. All run on the thread inside lr_runner_run, never at

@@ -73,6 +73,8 @@ void lr_runner_post(lr_runner *r, struct lr_event *ev)
 void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
                    const char *step, int64_t index, const char *fmt, ...)
 {
+	if (level < r->log_level)
+		return;
 	char msg[8192];
 	va_list ap;
 	va_start(ap, fmt);
@@ -147,6 +149,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->exit_when_idle = o->exit_when_idle != 0;
 	r->log = o->log != NULL ? o->log : lr_log_stderr;
 	r->log_user = o->log_user;
+	r->log_level = o->log_level;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->work_cond, NULL);
 	pthread_mutex_init(&r->log_mu, NULL);

@@ -126,6 +126,7 @@ struct lr_runner {
 	bool exit_when_idle;
 	lr_log_fn log;
 	void *log_user;
+	lr_log_level log_level;
 	pthread_mutex_t log_mu;
 	struct lr_handler *handlers;
 	lr_runner_callbacks cb;

@@ -69,6 +69,8 @@ void lr_step_set_error(lr_step *s, const char *fmt, ...)
 
 void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
 {
+	if (level < s->r->log_level)
+		return;
 	char msg[4096];
 	va_list ap;
 	va_start(ap, fmt);

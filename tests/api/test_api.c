@@ -372,6 +372,47 @@ TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
 }
 
 
+/* ---- records below the runner's log level are not made ---------------------- */
+
+static atomic_int below_warn, at_warn_or_more;
+
+static void counting_sink(void *user, const lr_log_record *rec)
+{
+	(void)user;
+	if (rec->level < LR_LOG_WARN)
+		below_warn++;
+	else
+		at_warn_or_more++;
+}
+
+static lr_step_result logging_step(lr_step *s, void *user)
+{
+	(void)user;
+	lr_step_log(s, LR_LOG_INFO, "an info line");
+	lr_step_log(s, LR_LOG_WARN, "a warning");
+	return LR_STEP_OK;
+}
+
+TEST(records_below_the_log_level_never_reach_the_sink)
+{
+	lr_client *c = hosted_client("/api-loglevel/");
+	below_warn = at_warn_or_more = 0;
+	lr_runner_opts o = { .name = "quiet", .ttl_s = 2, .grace_s = 1,
+	                     .log = counting_sink, .log_level = LR_LOG_WARN };
+	struct hosted h;
+	memset(&h, 0, sizeof(h));
+	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
+	CHECK_OK(lr_runner_handle(h.r, NULL, logging_step, NULL), &err);
+	hosted_start(&h);
+	hosted_submit(c, "{\"id\":\"l1\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");
+	CHECK_INT(hosted_wait_done(c, "l1", 10000), ==, LR_TASK_SUCCEEDED);
+	hosted_end(&h);
+	CHECK_INT(below_warn, ==, 0);
+	CHECK_INT(at_warn_or_more, >=, 1); /* the step's warning */
+	lr_client_close(c);
+}
+
+
 TEST_LIST(
 	TEST_CASE(two_runners_in_one_process_share_the_work_without_global_state),
 	TEST_CASE(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them),
@@ -379,5 +420,6 @@ TEST_LIST(
 	TEST_CASE(retryable_failures_are_retried_and_permanent_ones_end_the_task),
 	TEST_CASE(guarded_update_by_8_writers_loses_no_increment),
 	TEST_CASE(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale),
+	TEST_CASE(records_below_the_log_level_never_reach_the_sink),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
