@@ -58,7 +58,9 @@ int cmd_purge(int argc, char **argv)
 	if (rc != CLI_CONTINUE)
 		return rc;
 	rc = lr_purge(c, ms, filter, &purged, &err);
-	printf("purged %zu task%s\n", purged, purged == 1 ? "" : "s");
+	/* After a failure, say only what was done before it, if anything. */
+	if (rc == 0 || purged > 0)
+		printf("purged %zu task%s\n", purged, purged == 1 ? "" : "s");
 	rc = rc != 0 ? cli_fail(&err) : EXIT_OK;
 	lr_client_close(c);
 	return rc;
