@@ -70,21 +70,27 @@ void lr_runner_post(lr_runner *r, struct lr_event *ev)
 	}
 }
 
-void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
-                   const char *step, int64_t index, const char *fmt, ...)
+void lr_runner_vlog(lr_runner *r, lr_log_level level, const char *task,
+                    const char *step, int64_t index, const char *fmt, va_list ap)
 {
 	if (level < r->log_level)
 		return;
 	char msg[8192];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	lr_log_record rec = { .level = level, .runner = r->name, .task = task,
 	                      .step = step, .step_index = index, .msg = msg };
 	pthread_mutex_lock(&r->log_mu);
 	r->log(r->log_user, &rec);
 	pthread_mutex_unlock(&r->log_mu);
+}
+
+void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
+                   const char *step, int64_t index, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	lr_runner_vlog(r, level, task, step, index, fmt, ap);
+	va_end(ap);
 }
 
 const struct lr_handler *lr_runner_handler(const lr_runner *r, const char *step)

@@ -11,6 +11,7 @@
 #define LR_RUNNER_INT_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -168,6 +169,9 @@ void lr_runner_post(lr_runner *r, struct lr_event *ev);
 void lr_runner_log(lr_runner *r, lr_log_level level, const char *task,
                    const char *step, int64_t index, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
+void lr_runner_vlog(lr_runner *r, lr_log_level level, const char *task,
+                    const char *step, int64_t index, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
 /* The handler for a step name (or the default), NULL if none. */
 const struct lr_handler *lr_runner_handler(const lr_runner *r, const char *step);
 /* Monotonic ms by which everything done under `lease` must have stopped;

@@ -69,14 +69,10 @@ void lr_step_set_error(lr_step *s, const char *fmt, ...)
 
 void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
 {
-	if (level < s->r->log_level)
-		return;
-	char msg[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	lr_runner_vlog(s->r, level, s->h->id, s->name, s->h->next_step, fmt, ap);
 	va_end(ap);
-	lr_runner_log(s->r, level, s->h->id, s->name, s->h->next_step, "%s", msg);
 }
 
 lr_step_result lr_step_run(struct lr_worker *w, const lr_holder *who, lr_held *h,
