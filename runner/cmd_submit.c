@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "readall.h"
 #include "spec.h"
 
 static const char usage[] =
@@ -21,41 +22,6 @@ static const char usage[] =
     "Exit status: 0 stored (or identical), 2 invalid spec or unreadable\n"
     "file, 3 the id exists with a different spec, 1 etcd error.\n";
 
-/* The whole of f; *text is malloc'd and NUL-terminated (specs are text). */
-static int slurp(FILE *f, char **text, size_t *len)
-{
-	size_t cap = 64 * 1024, n = 0;
-	char *buf = malloc(cap + 1);
-
-	if (buf == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	for (;;) {
-		n += fread(buf + n, 1, cap - n, f);
-		if (ferror(f) || n < cap)
-			break;
-		char *bigger = realloc(buf, cap * 2 + 1);
-		if (bigger == NULL) {
-			free(buf);
-			errno = ENOMEM;
-			return -1;
-		}
-		buf = bigger;
-		cap *= 2;
-	}
-	if (ferror(f)) {
-		int e = errno != 0 ? errno : EIO;
-		free(buf);
-		errno = e;
-		return -1;
-	}
-	buf[n] = '\0';
-	*text = buf;
-	*len = n;
-	return 0;
-}
-
 static int read_spec(const char *path, char **text, size_t *len)
 {
 	int use_stdin = strcmp(path, "-") == 0;
@@ -69,7 +35,7 @@ static int read_spec(const char *path, char **text, size_t *len)
 		        strerror(errno));
 		return EXIT_USAGE;
 	}
-	rc = slurp(f, text, len);
+	rc = lr_read_all(f, text, len);
 	if (rc != 0)
 		fprintf(stderr, "leaserun: cannot read %s: %s\n",
 		        use_stdin ? "standard input" : path, strerror(errno));

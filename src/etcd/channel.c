@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "readall.h"
 
 /* ---- why a connection failed ---------------------------------------------
  *
@@ -307,35 +308,16 @@ out:
 static char *read_file(const char *path, lr_err *err, const char *what)
 {
 	FILE *f = fopen(path, "rb");
-	if (f == NULL) {
-		lr_err_set(err, LR_EINVAL, "%s %s: %s", what, path, strerror(errno));
-		return NULL;
-	}
-	size_t cap = 4096, len = 0;
-	char *buf = malloc(cap);
-	while (buf != NULL) {
-		size_t n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-		if (len + 1 == cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (nb == NULL) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	fclose(f);
-	if (buf == NULL) {
-		lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", what, path);
-		return NULL;
-	}
-	buf[len] = '\0';
-	return buf;
+	char *text = NULL;
+	size_t len;
+	int rc = f != NULL ? lr_read_all(f, &text, &len) : -1;
+	int e = errno;
+	if (f != NULL)
+		fclose(f);
+	if (rc != 0)
+		lr_err_set(err, e == ENOMEM ? LR_ENOMEM : LR_EINVAL, "%s %s: %s", what, path,
+		           e == ENOMEM ? "out of memory" : strerror(e));
+	return text;
 }
 
 static int make_credentials(const lr_etcd_opts *o, grpc_channel_credentials **out,

@@ -9,38 +9,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "readall.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int replay_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
-	if (f == NULL) {
+	char *buf = NULL;
+	size_t len = 0;
+	if (f == NULL || lr_read_all(f, &buf, &len) != 0) {
 		perror(path);
+		if (f != NULL)
+			fclose(f);
 		return -1;
-	}
-	size_t cap = 4096, len = 0;
-	uint8_t *buf = malloc(cap);
-	size_t n;
-	while (buf != NULL && (n = fread(buf + len, 1, cap - len, f)) > 0) {
-		len += n;
-		if (len == cap) {
-			uint8_t *nb = realloc(buf, cap * 2);
-			if (nb == NULL) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
 	}
 	fclose(f);
-	if (buf == NULL) {
-		fprintf(stderr, "%s: out of memory\n", path);
-		return -1;
-	}
 	fprintf(stderr, "replay %s (%zu bytes)\n", path, len);
-	LLVMFuzzerTestOneInput(buf, len);
+	LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
 	free(buf);
 	return 0;
 }
