@@ -309,27 +309,16 @@ TEST(guarded_update_by_8_writers_loses_no_increment)
 
 /* ---- a claim on a spec read before the task was purged ------------------------ */
 
-/* The create revision of tasks/<id> under the client's prefix, 0 if none. */
-static int64_t task_rev(lr_client *c, const char *id)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_TASKS, id, key);
-	lr_range_result r;
-	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
-	int64_t rev = r.n > 0 ? r.kvs[0].create_rev : 0;
-	lr_range_result_free(&r);
-	return rev;
-}
-
-static int64_t key_count(lr_client *c, const char *kind, const char *id)
+/* The create revision of <kind><id> under the client's prefix, 0 if none. */
+static int64_t key_rev(lr_client *c, const char *kind, const char *id)
 {
 	char key[LR_KEY_SIZE];
 	lr_key(c, kind, id, key);
 	lr_range_result r;
 	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
-	int64_t n = (int64_t)r.n;
+	int64_t rev = r.n > 0 ? r.kvs[0].create_rev : 0;
 	lr_range_result_free(&r);
-	return n;
+	return rev;
 }
 
 TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
@@ -338,7 +327,7 @@ TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
 	    "{\"id\":\"p1\",\"steps\":[{\"name\":\"old\",\"run\":\"-\"}]}";
 	lr_client *c = hosted_client("/api-stale/");
 	hosted_submit(c, old_spec);
-	int64_t rev = task_rev(c, "p1");
+	int64_t rev = key_rev(c, LR_K_TASKS, "p1");
 	CHECK(rev > 0);
 	char key[LR_KEY_SIZE];
 	lr_key(c, LR_K_TASKS, "p1", key);
@@ -356,12 +345,12 @@ TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
 	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
 	                  &ended, why, sizeof(why), &err), &err);
 	CHECK_INT(oc, ==, LR_CLAIM_GONE);
-	CHECK_INT(key_count(c, LR_K_CLAIMS, "p1"), ==, 0);
-	CHECK_INT(key_count(c, LR_K_CHECKPOINTS, "p1"), ==, 0);
+	CHECK_INT(key_rev(c, LR_K_CLAIMS, "p1"), ==, 0); /* none */
+	CHECK_INT(key_rev(c, LR_K_CHECKPOINTS, "p1"), ==, 0);
 
 	/* Submitted again with other steps: the claim runs the new spec. */
 	hosted_submit(c, "{\"id\":\"p1\",\"steps\":[{\"name\":\"new\",\"run\":\"-\"}]}");
-	CHECK(task_rev(c, "p1") > rev);
+	CHECK(key_rev(c, LR_K_TASKS, "p1") > rev);
 	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
 	                  &ended, why, sizeof(why), &err), &err);
 	CHECK_INT(oc, ==, LR_CLAIM_WON);
