@@ -162,6 +162,22 @@ lr_etcd_start() {
 	echo $!
 }
 
+# lr_etcd_private DIR NAME: one etcd member of its own on free loopback
+# ports, its data and log under DIR. Sets LR_ETCD_PID (the caller stops it)
+# and exports LEASERUN_ENDPOINTS; dies, stopping it, when it does not answer
+# within 20 s.
+lr_etcd_private() {
+	local dir=$1 name=$2 ports
+	mapfile -t ports < <(lr_free_ports 2)
+	LR_ETCD_PID=$(lr_etcd_start "$dir" "$name" "${ports[0]}" "${ports[1]}" \
+		"$name=http://127.0.0.1:${ports[1]}")
+	export LEASERUN_ENDPOINTS=127.0.0.1:${ports[0]}
+	if ! lr_etcd_wait "$LEASERUN_ENDPOINTS" 20; then
+		kill -KILL "$LR_ETCD_PID" 2>/dev/null || true
+		lr_die "etcd did not start (see $dir/etcd.log)"
+	fi
+}
+
 # lr_etcd_wait ENDPOINTS SECONDS: until every endpoint answers health.
 lr_etcd_wait() {
 	local endpoints=$1 deadline=$((SECONDS + $2))
