@@ -404,25 +404,22 @@ static int load_and_watch(lr_runner *r, lr_err *err)
 		rc = each_key(r, LR_K_CLAIMS, &rev, page_claim, err);
 	if (rc == 0)
 		rc = each_key(r, LR_K_DONE, &rev, page_done, err);
-	char key[LR_KEY_SIZE], done[LR_KEY_SIZE], end[LR_KEY_SIZE];
+	/* Each watcher: the keys from one directory through another. */
+	static const struct { enum lr_dir dir; const char *first, *last; } watched[] = {
+		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_TASKS },
+		{ LR_DIR_CLAIMS, LR_K_CLAIMS, LR_K_DONE },
+		{ LR_DIR_CANCEL, LR_K_CANCEL, LR_K_CANCEL },
+	};
 	for (int d = 0; d < LR_DIR_COUNT; d++)
 		r->wctx[d] = (struct lr_watch_ctx){ r, (enum lr_dir)d };
-	if (rc == 0) {
-		lr_key(r->client, LR_K_TASKS, "", key);
-		rc = lr_watch_add(r->watch, key, LR_KEY_PREFIX, rev + 1, on_watch,
-		                  &r->wctx[LR_DIR_TASKS], &r->watchers[LR_DIR_TASKS], err);
-	}
-	if (rc == 0) {
-		lr_key(r->client, LR_K_CLAIMS, "", key);
-		lr_key(r->client, LR_K_DONE, "", done);
-		end[lr_prefix_end(done, end)] = '\0';
-		rc = lr_watch_add_range(r->watch, key, end, 0, rev + 1, on_watch,
-		                        &r->wctx[LR_DIR_CLAIMS], &r->watchers[LR_DIR_CLAIMS], err);
-	}
-	if (rc == 0) {
-		lr_key(r->client, LR_K_CANCEL, "", key);
-		rc = lr_watch_add(r->watch, key, LR_KEY_PREFIX, rev + 1, on_watch,
-		                  &r->wctx[LR_DIR_CANCEL], &r->watchers[LR_DIR_CANCEL], err);
+	for (size_t i = 0; rc == 0 && i < sizeof(watched) / sizeof(watched[0]); i++) {
+		char key[LR_KEY_SIZE], last[LR_KEY_SIZE], end[LR_KEY_SIZE];
+		enum lr_dir d = watched[i].dir;
+		lr_key(r->client, watched[i].first, "", key);
+		lr_key(r->client, watched[i].last, "", last);
+		end[lr_prefix_end(last, end)] = '\0';
+		rc = lr_watch_add_range(r->watch, key, end, 0, rev + 1, on_watch, &r->wctx[d],
+		                        &r->watchers[d], err);
 	}
 	if (rc == 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
@@ -466,11 +463,17 @@ static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
 	case LR_DIR_CLAIMS:
 		if (!deleted)
 			return true;
-		for (size_t j = 0; j < b->n; j++) {
+		/* Events come in revision order: the txn's own are next to it. */
+		size_t lo = i, hi = i + 1;
+		while (lo > 0 && b->events[lo - 1].kv.mod_rev == we->kv.mod_rev)
+			lo--;
+		while (hi < b->n && b->events[hi].kv.mod_rev == we->kv.mod_rev)
+			hi++;
+		for (size_t j = lo; j < hi; j++) {
 			const lr_watch_event *o = &b->events[j];
 			enum lr_dir odir;
 			const char *oid;
-			if (o->kv.mod_rev == we->kv.mod_rev && o->type == LR_EV_PUT &&
+			if (o->type == LR_EV_PUT &&
 			    (oid = event_id(r, LR_DIR_CLAIMS, o->kv.key, &odir)) != NULL &&
 			    odir == LR_DIR_DONE && strcmp(oid, id) == 0)
 				return true;
