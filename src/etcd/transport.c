@@ -230,19 +230,16 @@ static void unary_once(lr_etcd *c, const char *method, grpc_slice req_bytes,
 				;
 		else
 			grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+		/* The texts are for error messages only: not made for calls
+		 * that succeed (most of them). */
+		r->details[0] = '\0';
 		if (r->status != GRPC_STATUS_OK) {
 			char *d = grpc_slice_to_c_string(details);
-			if (d[0] == '\0' && error_string != NULL)
-				snprintf(r->details, sizeof(r->details), "%s", error_string);
-			else
-				snprintf(r->details, sizeof(r->details), "%s", d);
+			snprintf(r->details, sizeof(r->details), "%s",
+			         d[0] == '\0' && error_string != NULL ? error_string : d);
 			gpr_free(d);
 		}
 	}
-	/* The texts are for error messages only: not made for calls that
-	 * succeed (most of them). */
-	if (r->status == GRPC_STATUS_OK)
-		r->details[0] = '\0';
 	r->peer[0] = '\0';
 	if (r->status != GRPC_STATUS_OK) {
 		char *peer = grpc_call_get_peer(call);
