@@ -436,9 +436,6 @@ TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
 	memset(&ch, 0, sizeof(ch));
 	ch.down_member = -1;
 	fleet_init(&ch.f, etcdh_endpoints(cluster), "chaos");
-	/* Step directories that killed runners leave behind go with the
-	 * fleet's scratch directory. */
-	setenv("TMPDIR", ch.f.dir, 1);
 	for (int i = 0; i < RUNNERS; i++)
 		slot_spawn(&ch, i, true);
 	for (int t = 0; t < EARLY_TASKS; t++)

@@ -42,7 +42,7 @@ static bool registered(fleet *f, const char *name)
 }
 
 /* Fork and exec `leaserun worker` as runner i, named f->names[i], against
- * endpoints; stderr goes to <dir>/<name>.log. With die_with_parent, the
+ * endpoints; stderr goes to <dir>/<name>.log, and <dir> is its TMPDIR. With die_with_parent, the
  * runner gets SIGKILL when the thread that started it exits, so that a
  * crashed test leaves no runner behind. */
 static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
@@ -77,6 +77,9 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(fd, 2);
 		setenv("MARKS", f->dir, 1);
+		/* Step directories that killed runners leave behind go with
+		 * the fleet's scratch directory. */
+		setenv("TMPDIR", f->dir, 1);
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
