@@ -21,13 +21,13 @@
 
 #include <jansson.h>
 
-#include "client.h"
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/stats.h"
+#include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd/watch.h"
 #include "options.h"
-#include "stats.h"
 
 static const char usage[] =
     "Usage: leaserun bench [--tasks N] [--steps S] [--concurrency C]\n"

@@ -2,7 +2,7 @@
  * of a running one to stop it, and say which happened. Main thread. */
 #include <stdio.h>
 
-#include "client.h"
+#include "client/client.h"
 #include "options.h"
 
 static const char usage[] =

@@ -2,7 +2,7 @@
  * long enough ago. Main thread. */
 #include <stdio.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "options.h"
 
 static const char usage[] =

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "options.h"
 #include "output.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "options.h"
 #include "output.h"
 

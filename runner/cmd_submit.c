@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/readall.h"
 #include "options.h"
-#include "readall.h"
-#include "spec.h"
+#include "records/spec.h"
 
 static const char usage[] =
     "Usage: leaserun submit [FILE|-] [--id ID]\n"

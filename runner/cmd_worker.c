@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "client.h"
+#include "client/client.h"
 #include "options.h"
 
 static const char usage[] =

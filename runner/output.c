@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 #define MAX_COLS 8
 #define BAR_WIDTH 10

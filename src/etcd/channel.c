@@ -17,9 +17,9 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
-#include "error.h"
-#include "readall.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/readall.h"
 
 /* ---- why a connection failed ---------------------------------------------
  *

@@ -7,7 +7,7 @@
 
 #include "rpc.pb-c.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #define M_RANGE "/etcdserverpb.KV/Range"
 #define M_PUT "/etcdserverpb.KV/Put"

@@ -14,8 +14,8 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 struct lease {
 	int64_t id;

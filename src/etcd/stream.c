@@ -20,8 +20,8 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 static void free_sendq(lr_stream *s)
 {

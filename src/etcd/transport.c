@@ -21,8 +21,8 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -14,7 +14,7 @@
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 
-#include "backoff.h"
+#include "base/backoff.h"
 #include "etcd/transport.h"
 
 #define LR_MAX_MESSAGE (64 * 1024 * 1024)

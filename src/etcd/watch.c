@@ -13,8 +13,8 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
-#include "error.h"
+#include "base/clock.h"
+#include "base/error.h"
 
 enum wstate {
 	W_UNSENT,  /* to be created when the stream is (re)opened */

@@ -8,15 +8,15 @@
 
 #include <jansson.h>
 
-#include "claim.h"
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
+#include "engine/claim.h"
 #include "etcd/kv.h"
 #include "etcd/lease.h"
 #include "etcd_harness.h"
-#include "leaserun.h"
 #include "hosted.h"
-#include "spec.h"
+#include "leaserun.h"
+#include "records/spec.h"
 #include "test.h"
 
 static lr_err err;

@@ -10,8 +10,8 @@
 
 #include <jansson.h>
 
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd_harness.h"
 #include "test.h"

@@ -9,11 +9,11 @@
 
 #include <jansson.h>
 
-#include "clock.h"
+#include "base/clock.h"
+#include "base/stats.h"
 #include "etcd_harness.h"
-#include "leaserun.h"
-#include "stats.h"
 #include "hosted.h"
+#include "leaserun.h"
 #include "test.h"
 
 static lr_err err;

@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
 #include "etcd/watch.h"
 #include "etcd_harness.h"
 #include "fleet.h"

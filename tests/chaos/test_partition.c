@@ -22,8 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd_harness.h"
 #include "fleet.h"

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "client.h"
+#include "client/client.h"
 #include "common.h"
 
 /* A new client with a fresh prefix "/t/<name>/<n>/"; fails the test on

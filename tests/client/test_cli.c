@@ -16,10 +16,10 @@
 
 #include <jansson.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "fixture.h"
 #include "proc.h"
-#include "record.h"
+#include "records/record.h"
 #include "test.h"
 
 /* The environment a run gets: the cluster and the prefix of the test. */

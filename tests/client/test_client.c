@@ -7,9 +7,9 @@
 
 #include <jansson.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "fixture.h"
-#include "record.h"
+#include "records/record.h"
 #include "test.h"
 
 static lr_err err;

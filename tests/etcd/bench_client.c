@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "common.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "test.h"
 
 etcdh_cluster *cluster;

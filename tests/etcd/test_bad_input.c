@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "common.h"
 #include "test.h"
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "common.h"
 #include "etcd/lease.h"
 #include "test.h"

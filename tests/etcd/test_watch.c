@@ -8,7 +8,7 @@
 
 #include "rpc.pb-c.h"
 
-#include "clock.h"
+#include "base/clock.h"
 #include "common.h"
 #include "etcd/watch.h"
 #include "test.h"

@@ -15,8 +15,8 @@
 
 #include <jansson.h>
 
-#include "record.h"
-#include "spec.h"
+#include "records/record.h"
+#include "records/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "spec.h"
+#include "records/spec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

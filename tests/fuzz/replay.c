@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "readall.h"
+#include "base/readall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "test.h"
 
 extern char **environ;

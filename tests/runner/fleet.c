@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "test.h"
 
 static lr_err err;

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "etcd/kv.h"
 #include "etcd/watch.h"
 

@@ -17,8 +17,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"

@@ -13,14 +13,14 @@
 
 #include <jansson.h>
 
-#include "client.h"
-#include "clock.h"
+#include "base/clock.h"
+#include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "leaserun.h"
 #include "proc.h"
-#include "record.h"
+#include "records/record.h"
 #include "test.h"
 
 #define PREFIX "/garbage/"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "etcd_harness.h"
 #include "leaserun.h"
 #include "pki.h"

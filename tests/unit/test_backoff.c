@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backoff.h"
+#include "base/backoff.h"
 #include "test.h"
 
 TEST(retry_backoff_doubles_from_the_base)

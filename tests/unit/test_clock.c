@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "test.h"
 
 TEST(mono_clock_advances_by_at_least_the_sleep)

@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "exec.h"
-#include "spec.h"
+#include "base/clock.h"
+#include "exec/exec.h"
+#include "records/spec.h"
 #include "test.h"
 
 extern char **environ;

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "record.h"
-#include "spec.h"
+#include "records/record.h"
+#include "records/spec.h"
 #include "test.h"
 
 #define CLAIM "{\"runner\":\"r1\",\"lease\":7,\"claimed_at\":\"2026-11-21T05:29:17.123Z\"}"

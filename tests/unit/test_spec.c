@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec.h"
+#include "records/spec.h"
 #include "test.h"
 
 #define ONE_STEP "\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]"

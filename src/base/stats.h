@@ -1,0 +1,72 @@
+/* stats.h - what a runner counts about its own work (claims, commits,
+ * completions) and how long each took, in fixed-bucket histograms.
+ *
+ * Threads: recording is lock-free (relaxed atomics), from any worker
+ * thread; a snapshot may be taken from any thread at any time. A snapshot
+ * taken while workers record is not one instant: each counter and bucket
+ * is read once, so the totals may differ by the events in flight. */
+#ifndef LR_STATS_H
+#define LR_STATS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "leaserun.h"
+
+/* Buckets in microseconds: values below 8 exactly, then 8 buckets per
+ * power of two (a relative width of 12.5 %, reported at the middle: within
+ * about 6 %), up to 2^40 us (12 days); larger values go in the last. */
+#define LR_HIST_SUB_BITS 3
+#define LR_HIST_SUB (1 << LR_HIST_SUB_BITS)
+#define LR_HIST_BUCKETS (LR_HIST_SUB + (40 - LR_HIST_SUB_BITS) * LR_HIST_SUB)
+
+typedef struct lr_hist {
+	atomic_uint_least64_t n[LR_HIST_BUCKETS];
+	atomic_uint_least64_t count;
+	atomic_uint_least64_t sum_us;
+	atomic_uint_least64_t max_us;
+} lr_hist;
+
+/* Zeroed memory is an empty histogram; so is one after lr_hist_reset. */
+void lr_hist_reset(lr_hist *h);
+void lr_hist_record(lr_hist *h, int64_t us);
+
+/* A plain copy of a histogram, for merging and reading. */
+typedef struct lr_hist_snap {
+	uint64_t n[LR_HIST_BUCKETS];
+	uint64_t count, sum_us, max_us;
+} lr_hist_snap;
+
+/* Add h's contents into *s (zero *s first for a plain copy). */
+void lr_hist_add_to(const lr_hist *h, lr_hist_snap *s);
+/* The value below which a fraction q (0..1) of the samples lie, in ms:
+ * the middle of that sample's bucket, never above the largest sample.
+ * 0 when there is none. */
+double lr_hist_quantile_ms(const lr_hist_snap *s, double q);
+/* count, mean, p50, p90, p99, max of a snapshot. */
+void lr_hist_summary(const lr_hist_snap *s, lr_latency *out);
+
+/* The counters of one runner (embedded in struct lr_runner). */
+typedef struct lr_stats {
+	atomic_uint_least64_t claims_won, claims_lost, steps_committed,
+	    attempts_failed, tasks_succeeded, tasks_failed,
+	    tasks_cancelled, tasks_let_go, lease_losses;
+	lr_hist claim, commit, completion;
+} lr_stats;
+
+/* One more of a counter (relaxed: counters order nothing). */
+static inline void lr_stats_inc(atomic_uint_least64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Count a task this runner ended with state st (succeeded, failed,
+ * cancelled). */
+void lr_stats_task_done(lr_stats *s, lr_task_state st);
+
+/* The public figures of n runners' counters together: counters summed,
+ * histograms merged (lr_runner_get_stats_sum). */
+void lr_stats_snapshot(const lr_stats *const *ss, size_t n, lr_runner_stats *out);
+
+#endif

@@ -1,0 +1,153 @@
+/* client.c - the lr_client handle: one etcd connection, the normalised key
+ * prefix and the key layout under it. Immutable after open; any thread. */
+#include "client/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "records/spec.h"
+
+#define DEFAULT_ENDPOINTS "127.0.0.1:2379"
+#define DEFAULT_PREFIX "/leaserun/"
+
+struct lr_client {
+	lr_etcd *etcd;
+	char prefix[LR_PREFIX_MAX + 2]; /* with its trailing '/' */
+	size_t prefix_len;
+};
+
+/* The prefix as given, or the default, with a trailing '/' so that the tasks
+ * of "/a" never mix with those of "/ab". */
+static int normalise_prefix(const char *given, char *out, size_t *len,
+                            lr_err *err)
+{
+	const char *p = given != NULL ? given : DEFAULT_PREFIX;
+	size_t n = strlen(p);
+
+	if (n == 0)
+		return lr_err_set(err, LR_EINVAL, "prefix: must not be empty");
+	if (n > LR_PREFIX_MAX)
+		return lr_err_set(err, LR_EINVAL,
+		                  "prefix: %zu characters, over the limit of %d", n,
+		                  LR_PREFIX_MAX);
+	memcpy(out, p, n);
+	if (out[n - 1] != '/')
+		out[n++] = '/';
+	out[n] = '\0';
+	*len = n;
+	return 0;
+}
+
+int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err)
+{
+	static const lr_client_opts none = { .endpoints = NULL };
+	const lr_client_opts *o = opts != NULL ? opts : &none;
+	lr_client *c = NULL;
+	int rc;
+
+	*out = NULL;
+	if (o->dial_timeout_s < 0 || o->call_timeout_s < 0)
+		return lr_err_set(err, LR_EINVAL, "timeouts must not be negative");
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return lr_err_set(err, LR_ENOMEM, "open client: out of memory");
+	rc = normalise_prefix(o->prefix, c->prefix, &c->prefix_len, err);
+	if (rc != 0)
+		goto fail;
+	lr_etcd_opts eo = {
+		.endpoints = o->endpoints != NULL && o->endpoints[0] != '\0'
+		                 ? o->endpoints : DEFAULT_ENDPOINTS,
+		.dial_timeout_s = o->dial_timeout_s,
+		.call_timeout_s = o->call_timeout_s,
+		.cacert = o->cacert,
+		.cert = o->cert,
+		.key = o->key,
+		.tls_server_name = o->tls_server_name,
+		.user = o->user,
+		.password = o->password,
+	};
+	rc = lr_etcd_open(&eo, &c->etcd, err);
+	if (rc != 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	free(c);
+	return rc;
+}
+
+void lr_client_close(lr_client *c)
+{
+	if (c == NULL)
+		return;
+	lr_etcd_close(c->etcd);
+	free(c);
+}
+
+const char *lr_client_prefix(const lr_client *c)
+{
+	return c->prefix;
+}
+
+lr_etcd *lr_client_etcd(const lr_client *c)
+{
+	return c->etcd;
+}
+
+void lr_key(const lr_client *c, const char *kind, const char *id,
+            char buf[LR_KEY_SIZE])
+{
+	/* Ids and names are checked against LR_NAME_MAX before they get
+	 * here, so the key always fits; %.*s only guards against a caller
+	 * that forgot. */
+	snprintf(buf, LR_KEY_SIZE, "%s%s%.*s", c->prefix, kind, LR_NAME_MAX,
+	         id);
+}
+
+const char *lr_key_id(const lr_client *c, const char *kind, const char *key)
+{
+	size_t kl = strlen(kind);
+
+	if (strncmp(key, c->prefix, c->prefix_len) != 0)
+		return NULL;
+	key += c->prefix_len;
+	if (strncmp(key, kind, kl) != 0)
+		return NULL;
+	return key + kl;
+}
+
+int lr_name_valid(const char *name)
+{
+	/* Runner names and task ids follow one rule, so that both can be
+	 * used in keys, file names and log fields without quoting. */
+	return name != NULL && lr_id_valid(name);
+}
+
+static const char *const state_names[] = {
+	[LR_TASK_PENDING] = "pending",
+	[LR_TASK_RUNNING] = "running",
+	[LR_TASK_SUCCEEDED] = "succeeded",
+	[LR_TASK_FAILED] = "failed",
+	[LR_TASK_CANCELLED] = "cancelled",
+};
+
+#define N_STATES (sizeof(state_names) / sizeof(state_names[0]))
+
+const char *lr_task_state_name(lr_task_state s)
+{
+	if ((unsigned)s >= N_STATES)
+		return NULL;
+	return state_names[s];
+}
+
+int lr_task_state_parse(const char *s)
+{
+	if (s == NULL)
+		return -1;
+	for (size_t i = 0; i < N_STATES; i++)
+		if (strcmp(s, state_names[i]) == 0)
+			return (int)i;
+	return -1;
+}

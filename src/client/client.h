@@ -1,0 +1,37 @@
+/* client.h - what the library's parts share about an lr_client: its etcd
+ * connection and the layout of keys under the prefix. */
+#ifndef LR_CLIENT_H
+#define LR_CLIENT_H
+
+#include "etcd/transport.h"
+#include "leaserun.h"
+
+/* Room for any key: prefix (<= 200) + kind + id or name (<= 200). */
+#define LR_KEY_SIZE 512
+#define LR_PREFIX_MAX 200
+#define LR_NAME_MAX 200
+
+/* The key kinds under the prefix (see README.md, "Keys in etcd"). */
+#define LR_K_TASKS "tasks/"
+#define LR_K_CLAIMS "claims/"
+#define LR_K_CHECKPOINTS "checkpoints/"
+#define LR_K_DONE "done/"
+#define LR_K_RUNNERS "runners/"
+#define LR_K_CANCEL "cancel/"
+#define LR_K_SHARED "shared/"
+
+/* The connection; borrowed, lives as long as the client. */
+lr_etcd *lr_client_etcd(const lr_client *c);
+
+/* buf = prefix + kind + id (kind one of LR_K_*, id may be "" for the
+ * directory itself). */
+void lr_key(const lr_client *c, const char *kind, const char *id,
+            char buf[LR_KEY_SIZE]);
+
+/* The id part of a key under prefix+kind, or NULL when key is not there. */
+const char *lr_key_id(const lr_client *c, const char *kind, const char *key);
+
+/* A runner or task name: [A-Za-z0-9._:-]{1,200}. */
+int lr_name_valid(const char *name);
+
+#endif

@@ -1,0 +1,261 @@
+/* shared.c - shared JSON values under P"shared/<name>": lock-free
+ * read-modify-write guarded by the key's mod revision. Runs on the caller's
+ * thread (the update function too); no state of its own. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/backoff.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "records/spec.h"
+
+/* A value this many writers keep beating is contended beyond reason. */
+#define MAX_TRIES 1000
+/* Waits after a lost race: short (a txn takes about a millisecond) and
+ * jittered, so that writers that collided spread out. */
+#define BACKOFF_MIN_MS 1
+#define BACKOFF_MAX_MS 50
+
+/* The value as last read: bytes and revisions (copied out of the reply). */
+struct current {
+	bool exists;
+	int64_t mod_rev;
+	char *bytes;
+	size_t len;
+};
+
+static void current_clear(struct current *cur)
+{
+	free(cur->bytes);
+	memset(cur, 0, sizeof(*cur));
+}
+
+static int current_set(struct current *cur, const lr_kv *kv, lr_err *err)
+{
+	current_clear(cur);
+	if (kv == NULL)
+		return 0;
+	cur->bytes = malloc(kv->value_len + 1);
+	if (cur->bytes == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	if (kv->value_len > 0) /* an empty value may come with no pointer */
+		memcpy(cur->bytes, kv->value, kv->value_len);
+	cur->len = kv->value_len;
+	cur->exists = true;
+	cur->mod_rev = kv->mod_rev;
+	return 0;
+}
+
+static int read_current(lr_client *c, const char *key, struct current *cur,
+                        lr_err *err)
+{
+	lr_range_result r;
+	int rc = lr_kv_get(lr_client_etcd(c), key, &r, err);
+
+	if (rc != 0)
+		return rc;
+	rc = current_set(cur, r.n > 0 ? &r.kvs[0] : NULL, err);
+	lr_range_result_free(&r);
+	return rc;
+}
+
+/* Any JSON value, not only objects: a counter is a number. */
+static int decode(const struct current *cur, json_t **out, lr_err *err)
+{
+	json_error_t je;
+
+	*out = NULL;
+	if (!cur->exists)
+		return 0;
+	*out = json_loadb(cur->bytes, cur->len, JSON_DECODE_ANY, &je);
+	if (*out == NULL)
+		return lr_err_set(err, LR_EINVAL,
+		                  "stored value is not JSON: line %d, column %d: %s",
+		                  je.line, je.column, je.text);
+	return 0;
+}
+
+/* Ask fn for the next value and encode it. */
+static int next_value(const struct current *cur, lr_update_fn fn, void *user,
+                      char **text, lr_err *err)
+{
+	json_t *now = NULL, *next = NULL;
+	int rc = decode(cur, &now, err);
+
+	*text = NULL;
+	if (rc != 0)
+		return rc;
+	rc = fn(user, now, (void **)&next);
+	json_decref(now);
+	if (rc > 0)
+		rc = LR_EINVAL; /* not a code of ours: a misbehaving function */
+	if (rc == LR_ECANCELLED)
+		rc = lr_err_set(err, rc, "stopped by the update function");
+	else if (rc != 0)
+		rc = lr_err_set(err, rc, "the update function failed: %s",
+		                lr_strerror(rc));
+	else if (next == NULL)
+		rc = lr_err_set(err, LR_EINVAL,
+		                "the update function gave no value");
+	if (rc == 0) {
+		*text = json_dumps(next, JSON_COMPACT | JSON_SORT_KEYS |
+		                                 JSON_ENCODE_ANY);
+		if (*text == NULL)
+			rc = lr_err_set(err, LR_ENOMEM, "cannot encode the value");
+	}
+	json_decref(next);
+	if (rc == 0 && strlen(*text) > LR_SPEC_MAX_BYTES) {
+		free(*text);
+		*text = NULL;
+		rc = lr_err_set(err, LR_ETOOLARGE, "value over the 1 MiB limit");
+	}
+	return rc;
+}
+
+/* The guard: the key is as last read (absent, or at its mod revision). */
+static void guard(lr_txn *t, const char *key, const struct current *cur)
+{
+	if (cur->exists)
+		lr_txn_cmp(t, key, 0, LR_CMP_MOD, LR_CMP_EQ, cur->mod_rev);
+	else
+		lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+}
+
+/* Write value if the key is still as read (then cur->mod_rev becomes the
+ * write's revision); otherwise *cur becomes what the failure branch read.
+ * *written tells which. Sent without retries: a txn
+ * retried after its lost reply applied would fail its guard and look like
+ * a lost race, and the update would be applied twice. */
+static int try_write(lr_client *c, const char *key, const void *value,
+                     size_t len, struct current *cur, bool *written,
+                     lr_err *err)
+{
+	lr_txn_result r;
+	lr_txn *t = lr_txn_new();
+	int rc;
+
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	guard(t, key, cur);
+	lr_txn_put(t, LR_THEN, key, value, len, 0);
+	lr_txn_get(t, LR_ELSE, key, 0);
+	rc = lr_etcd_txn(lr_client_etcd(c), t, 0, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return rc;
+	*written = r.succeeded;
+	if (r.succeeded)
+		cur->mod_rev = r.revision;
+	else if (r.n_ops == 1)
+		rc = current_set(cur, r.ops[0].n > 0 ? &r.ops[0].kvs[0] : NULL,
+		                 err);
+	lr_txn_result_free(&r);
+	return rc;
+}
+
+/* After a lost reply: rewrite the value as read, under the same guard. If
+ * that succeeds, the lost write had not applied and now never can (the mod
+ * revision moved), so the update may be tried again. If the guard fails,
+ * the key changed, perhaps by the lost write itself: nobody can tell, so
+ * the caller hears LR_EAMBIGUOUS instead of risking a double update. */
+static int settle_lost_write(lr_client *c, const char *key,
+                             struct current *cur, lr_err *err)
+{
+	bool written = false;
+	int rc;
+
+	if (!cur->exists)
+		return lr_err_set(err, LR_EAMBIGUOUS,
+		                  "the reply to the write was lost; it may have "
+		                  "applied (read the value to see)");
+	rc = try_write(c, key, cur->bytes, cur->len, cur, &written, err);
+	if (rc == 0 && !written)
+		rc = lr_err_set(err, LR_EAMBIGUOUS,
+		                "the reply to the write was lost and the value "
+		                "changed since; the update may have applied");
+	return rc;
+}
+
+/* The key of shared value `name`, or LR_EINVAL for a name that is not one. */
+static int shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
+                      lr_err *err)
+{
+	if (!lr_name_valid(name))
+		return lr_err_set(err, LR_EINVAL,
+		                  "shared value: invalid name \"%.64s\": expected 1 to %d "
+		                  "of A-Z a-z 0-9 . _ : -", name ? name : "",
+		                  LR_NAME_MAX);
+	lr_key(c, LR_K_SHARED, name, key);
+	return 0;
+}
+
+int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
+              lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	struct current cur = { .exists = false };
+	lr_backoff bo;
+	lr_rng rng;
+	lr_err local;
+	int rc;
+
+	if (err == NULL)
+		err = &local;
+	rc = shared_key(c, name, key, err);
+	if (rc != 0)
+		return lr_err_wrap(err, "update");
+	lr_backoff_init(&bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+	lr_rng_init(&rng, NULL);
+	rc = read_current(c, key, &cur, err);
+	for (int tries = 0; rc == 0; tries++) {
+		char *text = NULL;
+		bool written = false;
+		if (tries == MAX_TRIES) {
+			rc = lr_err_set(err, LR_ECONFLICT,
+			                "%d writers came first in a row", tries);
+			break;
+		}
+		rc = next_value(&cur, fn, user, &text, err);
+		if (rc == 0)
+			rc = try_write(c, key, text, strlen(text), &cur, &written,
+			               err);
+		if (rc == LR_EAMBIGUOUS)
+			rc = settle_lost_write(c, key, &cur, err);
+		free(text);
+		if (rc != 0 || written)
+			break;
+		lr_sleep_ms(lr_backoff_next(&bo, &rng));
+	}
+	current_clear(&cur);
+	return rc != 0 ? lr_err_wrap(err, "update %s", key) : 0;
+}
+
+int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	struct current cur = { .exists = false };
+	json_t *v = NULL;
+	lr_err local;
+	int rc;
+
+	if (err == NULL)
+		err = &local;
+	*value = NULL;
+	rc = shared_key(c, name, key, err);
+	if (rc != 0)
+		return rc;
+	rc = read_current(c, key, &cur, err);
+	if (rc == 0)
+		rc = decode(&cur, &v, err);
+	current_clear(&cur);
+	if (rc != 0)
+		return lr_err_wrap(err, "read %s", key);
+	*value = v;
+	return 0;
+}

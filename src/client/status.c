@@ -1,0 +1,694 @@
+/* status.c - what a task looks like from outside: its state derived from the
+ * records in etcd (done > claim > pending), one task or the whole list, and
+ * the live runners. Runs on the caller's thread; no state of its own. */
+#include "client/task_records.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "etcd/lease.h"
+#include "records/record.h"
+#include "records/spec.h"
+
+/* Keys per Range when walking a directory: small enough for one reply,
+ * large enough that 100 000 tasks take a hundred calls. */
+#define KEYS_PAGE 1000
+#define RUNNERS_PAGE 200
+/* Tasks whose records are read per txn: 4 gets each stays far below etcd's
+ * default of 128 ops per txn, and a batch of large states (512 KiB per
+ * checkpoint and per done record) stays well below the reply size limit. */
+#define DETAIL_BATCH 8
+
+/* ---- reading the records of a task ----------------------------------------- */
+
+int lr_check_task_id(const char *what, const char *id, lr_err *err)
+{
+	if (id != NULL && lr_id_valid(id))
+		return 0;
+	return lr_err_set(err, LR_EINVAL,
+	                  "%s: invalid task id \"%.*s\": expected 1 to %d of "
+	                  "A-Z a-z 0-9 . _ : -",
+	                  what, 64, id != NULL ? id : "", LR_ID_MAX);
+}
+
+void lr_task_records_ops(const lr_client *c, lr_txn *t, enum lr_txn_branch b,
+                         const char *id)
+{
+	static const char *const kinds[LR_TASK_RECORD_OPS] = {
+		LR_K_TASKS, LR_K_CLAIMS, LR_K_CHECKPOINTS, LR_K_DONE,
+	};
+	char key[LR_KEY_SIZE];
+
+	for (size_t i = 0; i < LR_TASK_RECORD_OPS; i++) {
+		lr_key(c, kinds[i], id, key);
+		lr_txn_get(t, b, key, 0);
+	}
+}
+
+static const lr_kv *kv_of(const lr_op_result *op)
+{
+	return op->n > 0 ? &op->kvs[0] : NULL;
+}
+
+int lr_task_records_at(const lr_txn_result *r, size_t first,
+                       lr_task_records *out, lr_err *err)
+{
+	if (r->n_ops < first + LR_TASK_RECORD_OPS)
+		return lr_err_set(err, LR_EINTERNAL,
+		                  "txn reply has %zu results, expected %zu",
+		                  r->n_ops, first + LR_TASK_RECORD_OPS);
+	for (size_t i = first; i < first + LR_TASK_RECORD_OPS; i++)
+		if (r->ops[i].type != LR_OP_RANGE)
+			return lr_err_set(err, LR_EINTERNAL,
+			                  "txn reply: result %zu is not a range", i);
+	out->task = kv_of(&r->ops[first]);
+	out->claim = kv_of(&r->ops[first + 1]);
+	out->checkpoint = kv_of(&r->ops[first + 2]);
+	out->done = kv_of(&r->ops[first + 3]);
+	return 0;
+}
+
+int lr_task_records_read(lr_client *c, const char *id, lr_txn_result *r,
+                         lr_task_records *out, lr_err *err)
+{
+	lr_txn *t = lr_txn_new();
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "read task %s: out of memory", id);
+	/* A txn without compares: four reads at one revision, so the state
+	 * never mixes a claim with a done record of another moment. */
+	lr_task_records_ops(c, t, LR_THEN, id);
+	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "read task %s", id);
+	rc = lr_task_records_at(r, 0, out, err);
+	if (rc != 0)
+		lr_txn_result_free(r);
+	return rc;
+}
+
+/* ---- deriving the status ------------------------------------------------- */
+
+void lr_task_status_clear(lr_task_status *s)
+{
+	if (s == NULL)
+		return;
+	free(s->step_name);
+	free(s->runner);
+	free(s->error);
+	free(s->updated_at);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Add a reason to s->error ("; " between reasons); `first` puts it ahead
+ * of the others (the task's own error before notes about records). */
+static int add_error(lr_task_status *s, const char *text, int first)
+{
+	const char *old = s->error != NULL ? s->error : "";
+	const char *sep = s->error != NULL ? "; " : "";
+	char *e = NULL;
+	int n = first ? asprintf(&e, "%s%s%s", text, sep, old)
+	              : asprintf(&e, "%s%s%s", old, sep, text);
+
+	if (n < 0)
+		return LR_ENOMEM;
+	free(s->error);
+	s->error = e;
+	return 0;
+}
+
+static int set_string(char **field, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (copy == NULL)
+		return LR_ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* Keep the later of the times seen as updated_at; times that do not parse
+ * (written by another clock or tool) are not shown rather than guessed. */
+static int consider_time(lr_task_status *s, int64_t *best_ms, const char *t)
+{
+	int64_t ms;
+
+	if (t == NULL || lr_rfc3339_parse(t, &ms) != 0)
+		return 0;
+	if (s->updated_at != NULL && ms <= *best_ms)
+		return 0;
+	*best_ms = ms;
+	return set_string(&s->updated_at, t);
+}
+
+static int note_unreadable(lr_task_status *s, const lr_err *why)
+{
+	char text[sizeof(why->msg) + 16];
+
+	snprintf(text, sizeof(text), "unreadable %s", why->msg);
+	return add_error(s, text, 0);
+}
+
+static int from_spec(const char *id, const lr_kv *task, lr_task_status *s,
+                     json_t **spec)
+{
+	lr_err why = { 0 };
+
+	if (lr_spec_from_record(task->value, task->value_len, id, spec,
+	                        &why) != 0) {
+		*spec = NULL;
+		lr_err_wrap(&why, "spec");
+		return note_unreadable(s, &why);
+	}
+	s->steps = (int64_t)lr_spec_steps(*spec);
+	s->max_attempts = lr_spec_max_attempts(*spec);
+	return 0;
+}
+
+static int from_checkpoint(const lr_kv *kv, lr_task_status *s, int64_t *best)
+{
+	lr_checkpoint_rec cp;
+	lr_err why = { 0 };
+	int rc;
+
+	if (kv == NULL)
+		return 0;
+	if (lr_checkpoint_decode(kv->value, kv->value_len, &cp, &why) != 0)
+		return note_unreadable(s, &why);
+	s->next_step = cp.next_step;
+	s->attempt = cp.attempt;
+	rc = set_string(&s->runner, cp.runner);
+	if (rc == 0)
+		rc = consider_time(s, best, cp.updated_at);
+	lr_checkpoint_rec_clear(&cp);
+	return rc;
+}
+
+static int from_claim(const lr_kv *kv, lr_task_status *s, int64_t *best)
+{
+	lr_claim_rec cl;
+	lr_err why = { 0 };
+	int rc;
+
+	if (kv == NULL)
+		return 0;
+	s->state = LR_TASK_RUNNING;
+	if (lr_claim_decode(kv->value, kv->value_len, &cl, &why) != 0) {
+		/* The last runner of the checkpoint is not the holder. */
+		free(s->runner);
+		s->runner = NULL;
+		return note_unreadable(s, &why);
+	}
+	rc = set_string(&s->runner, cl.runner);
+	if (rc == 0)
+		rc = consider_time(s, best, cl.claimed_at);
+	return rc;
+}
+
+static lr_task_state state_of_status(const char *status)
+{
+	int st = lr_task_state_parse(status);
+
+	return st >= LR_TASK_SUCCEEDED ? (lr_task_state)st : LR_TASK_FAILED;
+}
+
+lr_task_state lr_done_state(const lr_kv *done)
+{
+	lr_done_rec d;
+
+	if (lr_done_decode(done->value, done->value_len, &d, NULL) != 0)
+		return LR_TASK_FAILED;
+	lr_task_state st = state_of_status(d.status);
+	lr_done_rec_clear(&d);
+	return st;
+}
+
+static int from_done(const lr_kv *kv, lr_task_status *s, int64_t *best)
+{
+	lr_done_rec d;
+	lr_err why = { 0 };
+	int rc = 0;
+
+	if (kv == NULL)
+		return 0;
+	if (lr_done_decode(kv->value, kv->value_len, &d, &why) != 0) {
+		/* A done record ends the task for every runner, readable or
+		 * not; failed is the honest name for an end we cannot read. */
+		s->state = LR_TASK_FAILED;
+		return note_unreadable(s, &why);
+	}
+	s->state = state_of_status(d.status);
+	s->attempt = d.attempts;
+	if (s->state == LR_TASK_SUCCEEDED)
+		s->next_step = s->steps;
+	if (d.error != NULL)
+		rc = add_error(s, d.error, 1);
+	/* The end is the last change, whatever the clocks of the records
+	 * before it said. */
+	free(s->updated_at);
+	s->updated_at = NULL;
+	if (rc == 0)
+		rc = consider_time(s, best, d.finished_at);
+	lr_done_rec_clear(&d);
+	return rc;
+}
+
+static int step_name_of(const json_t *spec, lr_task_status *s)
+{
+	if (spec == NULL || s->state >= LR_TASK_SUCCEEDED ||
+	    s->next_step >= s->steps)
+		return 0;
+	return set_string(&s->step_name,
+	                  lr_spec_step_name(spec, (size_t)s->next_step));
+}
+
+int lr_task_status_from(const char *id, const lr_task_records *rec,
+                        lr_task_status *out, lr_err *err)
+{
+	json_t *spec = NULL;
+	int64_t best_ms = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->id, sizeof(out->id), "%s", id);
+	out->state = LR_TASK_PENDING;
+	out->create_revision = rec->task->create_rev;
+	rc = from_spec(id, rec->task, out, &spec);
+	if (rc == 0)
+		rc = from_checkpoint(rec->checkpoint, out, &best_ms);
+	if (rc == 0)
+		rc = from_claim(rec->claim, out, &best_ms);
+	if (rc == 0)
+		rc = from_done(rec->done, out, &best_ms);
+	if (rc == 0)
+		rc = step_name_of(spec, out);
+	json_decref(spec);
+	if (rc != 0) {
+		lr_task_status_clear(out);
+		return lr_err_set(err, LR_ENOMEM, "status %s: out of memory", id);
+	}
+	return 0;
+}
+
+int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
+{
+	lr_txn_result r;
+	lr_task_records rec;
+	lr_err local;
+	int rc;
+
+	if (err == NULL)
+		err = &local;
+	memset(out, 0, sizeof(*out));
+	rc = lr_check_task_id("status", id, err);
+	if (rc != 0)
+		return rc;
+	rc = lr_task_records_read(c, id, &r, &rec, err);
+	if (rc != 0)
+		return rc;
+	if (rec.task == NULL)
+		rc = lr_err_set(err, LR_ENOTFOUND, "no such task %s", id);
+	else
+		rc = lr_task_status_from(id, &rec, out, err);
+	lr_txn_result_free(&r);
+	return rc;
+}
+
+/* ---- walking a directory ------------------------------------------------- */
+
+int lr_records_each(lr_client *c, const char *kind, int flags, int64_t page,
+                    lr_records_fn fn, void *user, lr_err *err)
+{
+	char dir[LR_KEY_SIZE], end[LR_KEY_SIZE];
+	char *after = NULL; /* last key seen; NULL on the first page */
+	int rc = 0;
+
+	lr_key(c, kind, "", dir);
+	/* The prefix has a '/', so its end is never "every key". */
+	end[lr_prefix_end(dir, end)] = '\0';
+	for (;;) {
+		/* A page starts at the last key seen (inclusive: a key of its
+		 * own plus "\0" cannot be written as a C string) and skips it. */
+		lr_range_opts o = { .key = after != NULL ? after : dir,
+			            .range_end = end, .flags = flags,
+			            .limit = after != NULL ? page + 1 : page };
+		lr_range_result r;
+		rc = lr_kv_range(lr_client_etcd(c), &o, &r, err);
+		if (rc != 0) {
+			lr_err_wrap(err, "list %s", dir);
+			break;
+		}
+		for (size_t i = 0; i < r.n && rc == 0; i++) {
+			const lr_kv *kv = &r.kvs[i];
+			if (after != NULL && strcmp(kv->key, after) == 0)
+				continue;
+			rc = fn(user, kv, lr_key_id(c, kind, kv->key), err);
+		}
+		free(after);
+		after = NULL;
+		if (rc != 0 || !r.more || r.n == 0) {
+			lr_range_result_free(&r);
+			break;
+		}
+		after = strdup(r.kvs[r.n - 1].key);
+		lr_range_result_free(&r);
+		if (after == NULL) {
+			rc = lr_err_set(err, LR_ENOMEM, "list %s: out of memory",
+			                dir);
+			break;
+		}
+	}
+	free(after);
+	return rc;
+}
+
+/* ---- the task list ------------------------------------------------------- */
+
+struct task_ref {
+	char *id;
+	int64_t create_rev;
+};
+
+/* Ids of a directory, in key order (which is strcmp order, the prefix
+ * being common), for membership tests by bsearch. */
+struct id_set {
+	char **ids;
+	size_t n, cap;
+};
+
+struct task_refs {
+	struct task_ref *v;
+	size_t n, cap;
+};
+
+static int grow(void **arr, size_t elem, size_t n, size_t *cap)
+{
+	if (n < *cap)
+		return 0;
+	size_t nc = *cap ? *cap * 2 : 64;
+	void *na = realloc(*arr, nc * elem);
+	if (na == NULL)
+		return LR_ENOMEM;
+	*arr = na;
+	*cap = nc;
+	return 0;
+}
+
+static int collect_id(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct id_set *s = user;
+
+	if (id == NULL || !lr_id_valid(id))
+		return 0; /* not a key leaserun writes */
+	if (grow((void **)&s->ids, sizeof(*s->ids), s->n, &s->cap) != 0)
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	s->ids[s->n] = strdup(id);
+	if (s->ids[s->n] == NULL)
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	s->n++;
+	return 0;
+}
+
+static int collect_task(void *user, const lr_kv *kv, const char *id,
+                        lr_err *err)
+{
+	struct task_refs *t = user;
+
+	if (id == NULL || !lr_id_valid(id))
+		return 0;
+	if (grow((void **)&t->v, sizeof(*t->v), t->n, &t->cap) != 0)
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	t->v[t->n].id = strdup(id);
+	if (t->v[t->n].id == NULL)
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	t->v[t->n++].create_rev = kv->create_rev;
+	return 0;
+}
+
+static void id_set_free(struct id_set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->ids[i]);
+	free(s->ids);
+}
+
+static void task_refs_free(struct task_refs *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i].id);
+	free(t->v);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int id_set_has(const struct id_set *s, const char *id)
+{
+	return s->n > 0 &&
+	       bsearch(&id, s->ids, s->n, sizeof(*s->ids), cmp_str) != NULL;
+}
+
+/* By create revision; tasks created by one txn share it and go by id, so
+ * that the order is the same every time. */
+static int cmp_create(const void *a, const void *b)
+{
+	const struct task_ref *x = a, *y = b;
+
+	if (x->create_rev != y->create_rev)
+		return x->create_rev < y->create_rev ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+/* What a listing is being built. */
+struct listing {
+	lr_client *c;
+	int filter;
+	size_t limit;
+	struct id_set claimed, done; /* filled only when filtering */
+	lr_task_status *out;
+	size_t n, cap;
+};
+
+/* Could the task be in the filter's state, judging by keys alone? Saves
+ * reading the records of tasks that cannot match; the records decide. */
+static int may_match(const struct listing *l, const char *id)
+{
+	if (l->filter < 0)
+		return 1;
+	int done = id_set_has(&l->done, id);
+	if (l->filter >= LR_TASK_SUCCEEDED)
+		return done;
+	int claimed = id_set_has(&l->claimed, id);
+	if (l->filter == LR_TASK_RUNNING)
+		return claimed && !done;
+	return !claimed && !done;
+}
+
+static int keep_status(struct listing *l, const char *id,
+                       const lr_task_records *rec, lr_err *err)
+{
+	lr_task_status s;
+	int rc;
+
+	if (rec->task == NULL)
+		return 0; /* purged since the keys were listed */
+	rc = lr_task_status_from(id, rec, &s, err);
+	if (rc != 0)
+		return rc;
+	if ((l->filter >= 0 && (int)s.state != l->filter) ||
+	    (l->limit > 0 && l->n >= l->limit)) {
+		lr_task_status_clear(&s);
+		return 0;
+	}
+	if (grow((void **)&l->out, sizeof(*l->out), l->n, &l->cap) != 0) {
+		lr_task_status_clear(&s);
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	}
+	l->out[l->n++] = s;
+	return 0;
+}
+
+/* Read the records of ids[0..n) in one txn and keep those that match. */
+static int read_batch(struct listing *l, struct task_ref *const *ids,
+                      size_t n, lr_err *err)
+{
+	lr_txn *t = lr_txn_new();
+	lr_txn_result r;
+	lr_task_records rec;
+	int rc;
+
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
+	for (size_t i = 0; i < n; i++)
+		lr_task_records_ops(l->c, t, LR_THEN, ids[i]->id);
+	rc = lr_etcd_txn(lr_client_etcd(l->c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "list tasks");
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		rc = lr_task_records_at(&r, i * LR_TASK_RECORD_OPS, &rec, err);
+		if (rc == 0)
+			rc = keep_status(l, ids[i]->id, &rec, err);
+	}
+	lr_txn_result_free(&r);
+	return rc;
+}
+
+static int read_details(struct listing *l, const struct task_refs *tasks,
+                        lr_err *err)
+{
+	struct task_ref *batch[DETAIL_BATCH];
+	size_t nb = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < tasks->n && rc == 0; i++) {
+		if (l->limit > 0 && l->n >= l->limit)
+			break;
+		if (!may_match(l, tasks->v[i].id))
+			continue;
+		batch[nb++] = &tasks->v[i];
+		if (nb == DETAIL_BATCH) {
+			rc = read_batch(l, batch, nb, err);
+			nb = 0;
+		}
+	}
+	if (rc == 0 && nb > 0)
+		rc = read_batch(l, batch, nb, err);
+	return rc;
+}
+
+int lr_task_list(lr_client *c, int state_filter, size_t limit,
+                 lr_task_status **out, size_t *n, lr_err *err)
+{
+	struct listing l = { .c = c, .filter = state_filter, .limit = limit };
+	struct task_refs tasks = { 0 };
+	lr_err local;
+	int rc;
+
+	if (err == NULL)
+		err = &local;
+	*out = NULL;
+	*n = 0;
+	if (state_filter < -1 || state_filter > LR_TASK_CANCELLED)
+		return lr_err_set(err, LR_EINVAL, "list tasks: unknown state %d",
+		                  state_filter);
+	/* Keys only: a listing must not pull every spec and state. */
+	rc = lr_records_each(c, LR_K_TASKS, LR_RANGE_KEYS_ONLY, KEYS_PAGE,
+	                     collect_task, &tasks, err);
+	if (rc == 0 && state_filter >= 0)
+		rc = lr_records_each(c, LR_K_DONE, LR_RANGE_KEYS_ONLY, KEYS_PAGE,
+		                     collect_id, &l.done, err);
+	if (rc == 0 && state_filter >= 0 && state_filter < LR_TASK_SUCCEEDED)
+		rc = lr_records_each(c, LR_K_CLAIMS, LR_RANGE_KEYS_ONLY,
+		                     KEYS_PAGE, collect_id, &l.claimed, err);
+	if (rc != 0)
+		goto cleanup;
+	/* Oldest first, as runners take them. */
+	if (tasks.n > 1)
+		qsort(tasks.v, tasks.n, sizeof(*tasks.v), cmp_create);
+	rc = read_details(&l, &tasks, err);
+	if (rc != 0)
+		goto cleanup;
+	*out = l.out;
+	*n = l.n;
+	l.out = NULL;
+	l.n = 0;
+cleanup:
+	lr_task_list_free(l.out, l.n);
+	id_set_free(&l.claimed);
+	id_set_free(&l.done);
+	task_refs_free(&tasks);
+	return rc;
+}
+
+void lr_task_list_free(lr_task_status *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		lr_task_status_clear(&list[i]);
+	free(list);
+}
+
+/* ---- runners ------------------------------------------------------------- */
+
+struct runner_list {
+	lr_client *c;
+	lr_runner_info *v;
+	size_t n, cap;
+};
+
+static void runner_info_from(const lr_kv *kv, const char *name,
+                             lr_runner_info *info)
+{
+	lr_runner_rec rec;
+
+	memset(info, 0, sizeof(*info));
+	snprintf(info->name, sizeof(info->name), "%s", name);
+	info->lease = kv->lease;
+	info->ttl_left = -1;
+	/* A record someone else wrote still names a live key on a lease:
+	 * show the name and the lease, leave the rest empty. */
+	if (lr_runner_decode(kv->value, kv->value_len, &rec, NULL) != 0)
+		return;
+	snprintf(info->host, sizeof(info->host), "%s", rec.host);
+	info->pid = rec.pid;
+	info->concurrency = rec.concurrency;
+	info->ttl = rec.ttl;
+	snprintf(info->started_at, sizeof(info->started_at), "%s",
+	         rec.started_at);
+	snprintf(info->version, sizeof(info->version), "%s", rec.version);
+}
+
+static int collect_runner(void *user, const lr_kv *kv, const char *name,
+                          lr_err *err)
+{
+	struct runner_list *l = user;
+	lr_runner_info *info;
+	int64_t granted = 0;
+
+	if (name == NULL || !lr_name_valid(name))
+		return 0; /* not a key leaserun writes */
+	if (grow((void **)&l->v, sizeof(*l->v), l->n, &l->cap) != 0)
+		return lr_err_set(err, LR_ENOMEM, "list runners: out of memory");
+	info = &l->v[l->n];
+	runner_info_from(kv, name, info);
+	if (info->lease != 0) {
+		int rc = lr_lease_ttl(lr_client_etcd(l->c), info->lease,
+		                      &info->ttl_left, &granted, err);
+		if (rc != 0)
+			return lr_err_wrap(err, "runner %s", info->name);
+		if (info->ttl == 0)
+			info->ttl = granted;
+	}
+	l->n++;
+	return 0;
+}
+
+int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err *err)
+{
+	struct runner_list l = { .c = c };
+	lr_err local;
+	int rc;
+
+	if (err == NULL)
+		err = &local;
+	*out = NULL;
+	*n = 0;
+	rc = lr_records_each(c, LR_K_RUNNERS, 0, RUNNERS_PAGE, collect_runner,
+	                     &l, err);
+	if (rc != 0) {
+		free(l.v);
+		return rc;
+	}
+	*out = l.v;
+	*n = l.n;
+	return 0;
+}

@@ -1,0 +1,520 @@
+/* claim.c - the claim txn and the holder's fenced writes.
+ *
+ * Every write after the claim compares create_revision(claims/<id>) with the
+ * fence and lease(claims/<id>) with our lease, so a runner that lost its
+ * lease (paused, partitioned) can never write again. Checkpoint writes also
+ * compare the checkpoint's mod revision: a write retried after a lost reply
+ * then fails visibly, and the failure branch shows whether our first try
+ * applied (the stored bytes are ours). Called by worker threads; no shared
+ * state. A prefetch reads the specs of the tasks a runner is about to claim
+ * in one txn, so that each claim is one round trip. */
+#include "engine/claim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "etcd/kv.h"
+#include "records/record.h"
+#include "records/spec.h"
+
+static void task_keys(const lr_client *c, const char *id, lr_task_keys *k)
+{
+	lr_key(c, LR_K_TASKS, id, k->task);
+	lr_key(c, LR_K_CLAIMS, id, k->claim);
+	lr_key(c, LR_K_CHECKPOINTS, id, k->ckpt);
+	lr_key(c, LR_K_DONE, id, k->done);
+	lr_key(c, LR_K_CANCEL, id, k->cancel);
+}
+
+void lr_held_clear(lr_held *h)
+{
+	json_decref(h->spec);
+	json_decref(h->state);
+	memset(h, 0, sizeof(*h));
+}
+
+static const lr_kv *op_kv(const lr_txn_result *r, size_t i)
+{
+	if (i >= r->n_ops || r->ops[i].type != LR_OP_RANGE || r->ops[i].n == 0)
+		return NULL;
+	return &r->ops[i].kvs[0];
+}
+
+static bool same_bytes(const lr_kv *kv, const char *v)
+{
+	return kv != NULL && kv->value_len == strlen(v) &&
+	       memcmp(kv->value, v, kv->value_len) == 0;
+}
+
+static char *checkpoint_value(const lr_holder *who, int64_t next_step,
+                              int64_t attempt, json_t *state, int64_t fence)
+{
+	lr_checkpoint_rec rec = { .next_step = next_step, .attempt = attempt,
+	                          .state = state, .fence = fence };
+	snprintf(rec.runner, sizeof(rec.runner), "%s", who->runner);
+	lr_rfc3339_now(rec.updated_at);
+	return lr_checkpoint_encode(&rec);
+}
+
+static char *done_value(lr_task_state st, int64_t attempts, const char *error,
+                        json_t *state)
+{
+	lr_done_rec rec = { .attempts = attempts, .error = (char *)error, .state = state };
+	snprintf(rec.status, sizeof(rec.status), "%s", lr_task_state_name(st));
+	lr_rfc3339_now(rec.finished_at);
+	return lr_done_encode(&rec);
+}
+
+static void fence_compares(lr_txn *t, const lr_task_keys *k,
+                           const lr_holder *who, const lr_held *h)
+{
+	lr_txn_cmp(t, k->claim, 0, LR_CMP_CREATE, LR_CMP_EQ, h->fence);
+	lr_txn_cmp(t, k->claim, 0, LR_CMP_LEASE, LR_CMP_EQ, who->lease);
+}
+
+static int claim_gone(const lr_held *h, lr_err *err)
+{
+	return lr_err_set(err, LR_ELEASE,
+	                  "task %s: the claim (fence %lld) is gone: its lease "
+	                  "expired or another runner holds the task",
+	                  h->id, (long long)h->fence);
+}
+
+/* ---- claiming ------------------------------------------------------------- */
+
+/* What the claimer knows before its txn. */
+struct view {
+	json_t *spec;           /* NULL when missing or invalid */
+	char spec_error[sizeof(((lr_err *)0)->msg)];   /* why the stored spec is invalid */
+	lr_checkpoint_rec ckpt;
+	bool has_ckpt;
+	char ckpt_error[sizeof(((lr_err *)0)->msg)];
+	int64_t ckpt_rev;       /* 0 when absent */
+	int64_t task_rev;       /* create revision of the tasks/ key read */
+};
+
+static void view_clear(struct view *v)
+{
+	json_decref(v->spec);
+	lr_checkpoint_rec_clear(&v->ckpt);
+	memset(v, 0, sizeof(*v));
+}
+
+static void view_set_spec(struct view *v, const char *id, const char *text, size_t len,
+                          int64_t task_rev)
+{
+	lr_err e = {0};
+	v->task_rev = task_rev;
+	json_decref(v->spec);
+	v->spec = NULL;
+	v->spec_error[0] = '\0';
+	if (lr_spec_from_record(text, len, id, &v->spec, &e) != 0)
+		snprintf(v->spec_error, sizeof(v->spec_error), "%s", e.msg);
+}
+
+static void view_set_ckpt(struct view *v, const lr_kv *kv)
+{
+	lr_checkpoint_rec_clear(&v->ckpt);
+	v->has_ckpt = false;
+	v->ckpt_error[0] = '\0';
+	v->ckpt_rev = kv != NULL ? kv->mod_rev : 0;
+	if (kv == NULL)
+		return;
+	lr_err e = {0};
+	if (lr_checkpoint_decode(kv->value, kv->value_len, &v->ckpt, &e) == 0)
+		v->has_ckpt = true;
+	else
+		snprintf(v->ckpt_error, sizeof(v->ckpt_error), "%s", e.msg);
+}
+
+/* Indexes of the reads in a claim txn's failure branch. */
+enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
+
+static void add_failure_reads(lr_txn *t, const lr_task_keys *k)
+{
+	lr_txn_get(t, LR_ELSE, k->claim, 0);
+	lr_txn_get(t, LR_ELSE, k->done, 0);
+	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
+	lr_txn_get(t, LR_ELSE, k->task, 0);
+	lr_txn_get(t, LR_ELSE, k->cancel, 0);
+}
+
+/* Why the claimer must end the task instead of claiming it ("" if not). */
+static void end_reason(const struct view *v, char *why, size_t size)
+{
+	why[0] = '\0';
+	if (v->spec == NULL) {
+		snprintf(why, size, "invalid spec: %s", v->spec_error);
+		return;
+	}
+	if (v->ckpt_error[0] != '\0') {
+		snprintf(why, size, "unreadable checkpoint: %s", v->ckpt_error);
+		return;
+	}
+	int64_t next = v->has_ckpt ? v->ckpt.next_step : 0;
+	int64_t attempt = v->has_ckpt ? v->ckpt.attempt : 0;
+	int64_t steps = (int64_t)lr_spec_steps(v->spec);
+	if (next >= steps) {
+		snprintf(why, size, "checkpoint says step %lld of %lld steps",
+		         (long long)next, (long long)steps);
+		return;
+	}
+	if (attempt + 1 > lr_spec_max_attempts(v->spec))
+		snprintf(why, size, "step %s started %lld times without finishing",
+		         lr_spec_step_name(v->spec, (size_t)next), (long long)attempt);
+}
+
+/* The txn for one try: compares of the claim, then either the claim or the
+ * task's end (when `why` is set). */
+static lr_txn *claim_txn(const lr_holder *who, const lr_task_keys *k,
+                         const struct view *v, const char *why, char **vals)
+{
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return NULL;
+	lr_txn_cmp(t, k->claim, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, k->done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, v->ckpt_rev);
+	/* The task the spec came from, not one purged or submitted again. */
+	lr_txn_cmp(t, k->task, 0, LR_CMP_CREATE, LR_CMP_EQ, v->task_rev);
+	if (why[0] != '\0') {
+		json_t *state = v->has_ckpt ? v->ckpt.state
+		                : v->spec != NULL ? lr_spec_state(v->spec) : NULL;
+		vals[0] = done_value(LR_TASK_FAILED, v->has_ckpt ? v->ckpt.attempt : 0, why, state);
+		if (vals[0] == NULL) {
+			lr_txn_free(t);
+			return NULL;
+		}
+		lr_txn_put(t, LR_THEN, k->done, vals[0], strlen(vals[0]), 0);
+		lr_txn_delete(t, LR_THEN, k->cancel, 0);
+	} else {
+		lr_claim_rec rec = { .lease = who->lease };
+		snprintf(rec.runner, sizeof(rec.runner), "%s", who->runner);
+		lr_rfc3339_now(rec.claimed_at);
+		vals[0] = lr_claim_encode(&rec);
+		int64_t next = v->has_ckpt ? v->ckpt.next_step : 0;
+		int64_t attempt = v->has_ckpt ? v->ckpt.attempt : 0;
+		json_t *state = v->has_ckpt ? v->ckpt.state : lr_spec_state(v->spec);
+		vals[1] = checkpoint_value(who, next, attempt + 1, state, 0);
+		if (vals[0] != NULL && vals[1] != NULL) {
+			lr_txn_put(t, LR_THEN, k->claim, vals[0], strlen(vals[0]), who->lease);
+			lr_txn_put(t, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
+			lr_txn_get(t, LR_THEN, k->cancel, 0);
+		}
+	}
+	add_failure_reads(t, k);
+	return t;
+}
+
+/* Fill h from a won claim: the view as it now stands in etcd. */
+static int held_from_view(lr_held *h, const char *id, struct view *v, int64_t fence,
+                          int64_t ckpt_rev, bool adopted)
+{
+	memset(h, 0, sizeof(*h));
+	snprintf(h->id, sizeof(h->id), "%s", id);
+	h->spec = v->spec;
+	v->spec = NULL;
+	h->steps = (int64_t)lr_spec_steps(h->spec);
+	h->max_attempts = lr_spec_max_attempts(h->spec);
+	h->fence = fence;
+	h->ckpt_rev = ckpt_rev;
+	h->next_step = v->has_ckpt ? v->ckpt.next_step : 0;
+	/* Adopted: the checkpoint read back is the one our claim wrote. */
+	h->attempt = (v->has_ckpt ? v->ckpt.attempt : 0) + (adopted ? 0 : 1);
+	json_t *state = v->has_ckpt ? v->ckpt.state : lr_spec_state(h->spec);
+	h->state = json_deep_copy(state);
+	return h->state != NULL ? 0 : LR_ENOMEM;
+}
+
+static int read_view(const lr_holder *who, const lr_task_keys *k, const char *id,
+                     struct view *v, enum lr_claim_outcome *outcome,
+                     int64_t *other_claim, lr_err *err)
+{
+	lr_txn *t = lr_txn_new();
+	lr_txn_get(t, LR_THEN, k->claim, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, LR_THEN, k->done, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, LR_THEN, k->ckpt, 0);
+	lr_txn_get(t, LR_THEN, k->task, 0);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "claim %s", id);
+	const lr_txn_result *rr = &r;
+	const lr_kv *claim = op_kv(rr, 0);
+	bool done = op_kv(rr, 1) != NULL;
+	const lr_kv *task = op_kv(rr, 3);
+	*outcome = LR_CLAIM_WON;
+	if (done || task == NULL) {
+		*outcome = LR_CLAIM_GONE;
+	} else if (claim != NULL) {
+		*outcome = LR_CLAIM_LOST;
+		*other_claim = claim->create_rev;
+	}
+	else {
+		view_set_spec(v, id, task->value, task->value_len, task->create_rev);
+		view_set_ckpt(v, op_kv(rr, 2));
+	}
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
+                      size_t max_spec, lr_prefetched *out, lr_err *err)
+{
+	memset(out, 0, n * sizeof(*out));
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "prefetch: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		char task[LR_KEY_SIZE], ckpt[LR_KEY_SIZE];
+		lr_key(c, LR_K_TASKS, ids[i], task);
+		lr_key(c, LR_K_CHECKPOINTS, ids[i], ckpt);
+		snprintf(out[i].id, sizeof(out[i].id), "%s", ids[i]);
+		lr_txn_get(t, LR_THEN, task, LR_RANGE_SERIALIZABLE);
+		lr_txn_get(t, LR_THEN, ckpt, LR_RANGE_SERIALIZABLE | LR_RANGE_KEYS_ONLY);
+	}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "prefetch %zu specs", n);
+	for (size_t i = 0; i < n; i++) {
+		const lr_kv *task = op_kv(&r, 2 * i);
+		out[i].found = task != NULL;
+		out[i].has_ckpt = op_kv(&r, 2 * i + 1) != NULL;
+		if (task == NULL)
+			continue;
+		out[i].spec_len = task->value_len;
+		out[i].create_rev = task->create_rev;
+		if (task->value_len > max_spec || (out[i].spec = malloc(task->value_len + 1)) == NULL)
+			continue;
+		if (task->value_len > 0) /* an empty value may come with no buffer */
+			memcpy(out[i].spec, task->value, task->value_len);
+		out[i].spec[task->value_len] = '\0';
+	}
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+void lr_prefetched_clear(lr_prefetched *p, size_t n)
+{
+	for (size_t i = 0; p != NULL && i < n; i++) {
+		free(p[i].spec);
+		p[i].spec = NULL;
+	}
+}
+
+int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
+             enum lr_claim_outcome *outcome, lr_task_state *ended_state,
+             char *ended_error, size_t ended_error_size, lr_err *err)
+{
+	lr_task_keys k;
+	task_keys(who->client, id, &k);
+	struct view v;
+	memset(&v, 0, sizeof(v));
+	memset(h, 0, sizeof(*h));
+	int rc = 0;
+	*outcome = LR_CLAIM_LOST;
+	if (spec_text != NULL && fresh && spec_rev > 0) {
+		/* no checkpoint yet */
+		view_set_spec(&v, id, spec_text, spec_len, spec_rev);
+	} else {
+		rc = read_view(who, &k, id, &v, outcome, &h->fence, err);
+		if (rc != 0 || *outcome != LR_CLAIM_WON)
+			goto out;
+	}
+
+	for (int tries = 0; tries < 5; tries++) {
+		char why[600];
+		end_reason(&v, why, sizeof(why));
+		char *vals[2] = { NULL, NULL };
+		lr_txn *t = claim_txn(who, &k, &v, why, vals);
+		lr_txn_result r;
+		rc = t != NULL ? lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err)
+		               : lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
+		lr_txn_free(t);
+		free(vals[0]);
+		free(vals[1]);
+		if (rc != 0) {
+			lr_err_wrap(err, "claim %s", id);
+			goto out;
+		}
+		if (r.succeeded && why[0] != '\0') {
+			*outcome = LR_CLAIM_ENDED;
+			*ended_state = LR_TASK_FAILED;
+			snprintf(ended_error, ended_error_size, "%s", why);
+		} else if (r.succeeded) {
+			*outcome = LR_CLAIM_WON;
+			rc = held_from_view(h, id, &v, r.revision, r.revision, false);
+			h->cancel_requested = op_kv(&r, 2) != NULL;
+		} else {
+			const lr_kv *claim = op_kv(&r, F_CLAIM);
+			*outcome = LR_CLAIM_LOST;
+			if (claim != NULL && claim->lease == who->lease) {
+				/* Our own claim, applied by a try whose reply was
+				 * lost: adopt it. */
+				view_set_ckpt(&v, op_kv(&r, F_CKPT));
+				*outcome = LR_CLAIM_WON;
+				rc = held_from_view(h, id, &v, claim->create_rev,
+				                    v.ckpt_rev, true);
+				h->cancel_requested = op_kv(&r, F_CANCEL) != NULL;
+			} else if (claim != NULL) {
+				h->fence = claim->create_rev;
+			} else if (op_kv(&r, F_DONE) != NULL) {
+				*outcome = LR_CLAIM_GONE;
+			} else {
+				const lr_kv *task = op_kv(&r, F_TASK);
+				if (task == NULL) {
+					*outcome = LR_CLAIM_GONE;
+				} else {
+					/* The checkpoint moved since we read it: retry
+					 * with what the failure branch shows. */
+					view_set_spec(&v, id, task->value, task->value_len,
+					              task->create_rev);
+					view_set_ckpt(&v, op_kv(&r, F_CKPT));
+					lr_txn_result_free(&r);
+					continue;
+				}
+			}
+		}
+		lr_txn_result_free(&r);
+		goto out;
+	}
+	*outcome = LR_CLAIM_LOST; /* kept moving under us: let others have it */
+out:
+	if (rc == 0 && *outcome == LR_CLAIM_WON)
+		h->keys = k; /* for the holder's fenced writes */
+	view_clear(&v);
+	return rc;
+}
+
+/* ---- fenced writes --------------------------------------------------------- */
+
+/* Put the checkpoint (and delete the claim when releasing), fenced and
+ * guarded by the checkpoint's mod revision. */
+static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step,
+                             int64_t attempt, json_t *state, bool release,
+                             const char *what, lr_err *err)
+{
+	const lr_task_keys *k = &h->keys;
+	char *val = checkpoint_value(who, next_step, attempt, state, h->fence);
+	if (val == NULL)
+		return lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", what, h->id);
+	if (strlen(val) > LR_STATE_MAX_BYTES + 4096) {
+		free(val);
+		return lr_err_set(err, LR_ETOOLARGE, "%s %s: state over the 512 KiB limit",
+		                  what, h->id);
+	}
+	lr_txn *t = lr_txn_new();
+	fence_compares(t, k, who, h);
+	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, h->ckpt_rev);
+	lr_txn_put(t, LR_THEN, k->ckpt, val, strlen(val), 0);
+	if (release)
+		lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0) {
+		free(val);
+		return lr_err_wrap(err, "%s %s step %lld", what, h->id, (long long)h->next_step);
+	}
+	const lr_kv *ck = op_kv(&r, 0);
+	if (r.succeeded)
+		h->ckpt_rev = r.revision;
+	else if (same_bytes(ck, val))
+		h->ckpt_rev = ck->mod_rev; /* our earlier try applied */
+	else
+		rc = claim_gone(h, err);
+	lr_txn_result_free(&r);
+	free(val);
+	return rc;
+}
+
+int lr_commit_step(const lr_holder *who, lr_held *h, json_t *state, lr_err *err)
+{
+	int rc = fenced_checkpoint(who, h, h->next_step + 1, 1, state, false, "commit", err);
+	if (rc != 0)
+		return rc;
+	json_incref(state);
+	json_decref(h->state);
+	h->state = state;
+	h->next_step++;
+	h->attempt = 1;
+	return 0;
+}
+
+int lr_checkpoint_progress(const lr_holder *who, lr_held *h, json_t *state,
+                           lr_err *err)
+{
+	int rc = fenced_checkpoint(who, h, h->next_step, h->attempt, state, false,
+	                           "checkpoint", err);
+	if (rc != 0)
+		return rc;
+	json_decref(h->state);
+	h->state = json_deep_copy(state);
+	return h->state != NULL ? 0 : LR_ENOMEM;
+}
+
+int lr_bump_attempt(const lr_holder *who, lr_held *h, lr_err *err)
+{
+	int rc = fenced_checkpoint(who, h, h->next_step, h->attempt + 1, h->state, false,
+	                           "retry", err);
+	if (rc == 0)
+		h->attempt++;
+	return rc;
+}
+
+int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
+{
+	if (give_back) {
+		int64_t attempt = h->attempt > 0 ? h->attempt - 1 : 0;
+		return fenced_checkpoint(who, h, h->next_step, attempt, h->state, true,
+		                         "release", err);
+	}
+	const lr_task_keys *k = &h->keys;
+	lr_txn *t = lr_txn_new();
+	fence_compares(t, k, who, h);
+	lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, "release %s", h->id);
+	/* A failed compare means the claim is gone already: released. */
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
+              const char *error, json_t *state, lr_err *err)
+{
+	const lr_task_keys *k = &h->keys;
+	char *val = done_value(st, h->attempt, error, state != NULL ? state : h->state);
+	if (val == NULL)
+		return lr_err_set(err, LR_ENOMEM, "finish %s: out of memory", h->id);
+	lr_txn *t = lr_txn_new();
+	fence_compares(t, k, who, h);
+	lr_txn_cmp(t, k->done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, k->done, val, strlen(val), 0);
+	lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_delete(t, LR_THEN, k->cancel, 0);
+	lr_txn_get(t, LR_ELSE, k->done, 0);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0) {
+		free(val);
+		return lr_err_wrap(err, "finish %s", h->id);
+	}
+	if (!r.succeeded && !same_bytes(op_kv(&r, 0), val))
+		rc = claim_gone(h, err);
+	lr_txn_result_free(&r);
+	free(val);
+	return rc;
+}

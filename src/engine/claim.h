@@ -1,0 +1,109 @@
+/* claim.h - the claim txn and every fenced write of a holder: step commit,
+ * intermediate checkpoint, attempt bump, completion and release.
+ * Blocking etcd calls; called by one worker thread per held task. */
+#ifndef LR_CLAIM_H
+#define LR_CLAIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "client/client.h"
+
+/* Who writes: the runner's name and its current lease. */
+typedef struct lr_holder {
+	lr_client *client;
+	const char *runner;
+	int64_t lease;
+} lr_holder;
+
+/* The keys of one task. */
+typedef struct lr_task_keys {
+	char task[LR_KEY_SIZE];
+	char claim[LR_KEY_SIZE];
+	char ckpt[LR_KEY_SIZE];
+	char done[LR_KEY_SIZE];
+	char cancel[LR_KEY_SIZE];
+} lr_task_keys;
+
+/* A task held under a claim. */
+typedef struct lr_held {
+	char id[LR_ID_SIZE];
+	json_t *spec;          /* normalised spec (owned) */
+	int64_t steps;
+	int64_t max_attempts;
+	int64_t fence;         /* create revision of our claim */
+	int64_t next_step;
+	int64_t attempt;       /* of next_step, as in the checkpoint */
+	json_t *state;         /* committed state (owned) */
+	int64_t ckpt_rev;      /* mod revision of the checkpoint we last saw */
+	bool cancel_requested; /* cancel/<id> existed when we claimed */
+	lr_task_keys keys;     /* its keys, built once for every write */
+} lr_held;
+
+void lr_held_clear(lr_held *h);
+
+enum lr_claim_outcome {
+	LR_CLAIM_WON,      /* h filled: run it */
+	LR_CLAIM_LOST,     /* claimed by another runner: h->fence is the create
+	                      revision of that claim */
+	LR_CLAIM_GONE,     /* done already, or no such task (purged) */
+	LR_CLAIM_ENDED,    /* the claimer ended it: see *ended_state */
+};
+
+/* Claim task id in one txn (two when the checkpoint must be read first).
+ * spec_text (may be NULL) is the spec as seen in a watch event, of the
+ * tasks/<id> created at revision spec_rev; fresh says the task has never
+ * been claimed, so that no checkpoint can exist. The claim holds only
+ * while tasks/<id> is the one its spec was read from: a task purged (or
+ * purged and submitted again) meanwhile is not claimed on the old spec. */
+int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
+             enum lr_claim_outcome *outcome, lr_task_state *ended_state,
+             char *ended_error, size_t ended_error_size, lr_err *err);
+
+/* What a prefetch learnt of one task. */
+typedef struct lr_prefetched {
+	char id[LR_ID_SIZE];
+	bool found;        /* tasks/<id> exists */
+	bool has_ckpt;     /* checkpoints/<id> exists: it was claimed before */
+	int64_t create_rev; /* of tasks/<id>: which incarnation was read */
+	char *spec;        /* its text (malloc'd, NUL-terminated), or NULL when
+	                      not found or over max_spec */
+	size_t spec_len;   /* its length, also when not kept */
+} lr_prefetched;
+
+/* Read the specs of n tasks, and whether each has a checkpoint (keys
+ * only), in one read-only txn, so that their claims need no read of their
+ * own. The reads are serializable (no round of consensus): an outdated
+ * checkpoint costs the claim one retry at most, because the claim txn
+ * compares the checkpoint's revision; callers check create_rev against
+ * the task they know, so that an outdated spec is never used. out[] (n
+ * entries) is filled; free with lr_prefetched_clear. */
+int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
+                      size_t max_spec, lr_prefetched *out, lr_err *err);
+void lr_prefetched_clear(lr_prefetched *p, size_t n);
+
+/* Commit step h->next_step with h->state (taking a new reference): the
+ * checkpoint moves to the next step, attempt 1. LR_ELEASE when the claim is
+ * gone. */
+int lr_commit_step(const lr_holder *who, lr_held *h, json_t *state, lr_err *err);
+
+/* Fenced checkpoint of state without advancing (intermediate progress). */
+int lr_checkpoint_progress(const lr_holder *who, lr_held *h, json_t *state,
+                           lr_err *err);
+
+/* Count one more start of the current step, just before it runs again. */
+int lr_bump_attempt(const lr_holder *who, lr_held *h, lr_err *err);
+
+/* End the task: done/<id> with state (NULL: h->state), claim and cancel
+ * request deleted, in one fenced txn. */
+int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
+              const char *error, json_t *state, lr_err *err);
+
+/* Graceful release: claim deleted; give_back returns the attempt of an
+ * interrupted step. */
+int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err);
+
+#endif

@@ -1,0 +1,113 @@
+/* step.c - the step context handed to a step handler, and one attempt.
+ * Runs on a worker thread; the context is used by that thread only. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "engine/runner_int.h"
+#include "records/spec.h"
+
+const char *lr_step_task_id(const lr_step *s) { return s->h->id; }
+int64_t lr_step_index(const lr_step *s) { return s->h->next_step; }
+int64_t lr_step_count(const lr_step *s) { return s->h->steps; }
+const char *lr_step_name(const lr_step *s) { return s->name; }
+int64_t lr_step_attempt(const lr_step *s) { return s->h->attempt; }
+int64_t lr_step_fence(const lr_step *s) { return s->h->fence; }
+const char *lr_step_runner(const lr_step *s) { return s->r->name; }
+const void *lr_step_spec(const lr_step *s) { return s->step_spec; }
+const void *lr_step_env(const lr_step *s) { return lr_spec_env(s->h->spec); }
+void *lr_step_state(lr_step *s) { return s->state; }
+int lr_step_cancel_fd(const lr_step *s) { return s->w->cancel_fd; }
+
+void lr_step_set_state(lr_step *s, void *state)
+{
+	if (state == NULL)
+		state = json_null();
+	json_decref(s->state);
+	s->state = state;
+}
+
+int lr_step_cancelled(const lr_step *s)
+{
+	return lr_worker_stop_reason(s->w, s->who->lease) != LR_STOP_NONE;
+}
+
+int64_t lr_step_deadline_ms(const lr_step *s)
+{
+	return lr_runner_deadline(s->r, s->who->lease);
+}
+
+int lr_step_sleep(lr_step *s, int64_t timeout_ms)
+{
+	return lr_worker_wait(s->w, s->who->lease, timeout_ms) != LR_STOP_NONE;
+}
+
+int lr_step_checkpoint(lr_step *s, lr_err *err)
+{
+	if (lr_step_cancelled(s))
+		return lr_err_set(err, LR_ECANCELLED, "checkpoint %s step %s: the step was stopped",
+		                  s->h->id, s->name);
+	int rc = lr_json_check_state(s->state, "state", err);
+	if (rc != 0)
+		return lr_err_wrap(err, "checkpoint %s step %s", s->h->id, s->name);
+	rc = lr_checkpoint_progress(s->who, s->h, s->state, err);
+	if (rc == LR_ELEASE)
+		lr_worker_signal(s->w, LR_STOP_LEASE); /* the claim is gone: drop it */
+	return rc;
+}
+
+void lr_step_set_error(lr_step *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->error, sizeof(s->error), fmt, ap);
+	va_end(ap);
+}
+
+void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	lr_runner_vlog(s->r, level, s->h->id, s->name, s->h->next_step, fmt, ap);
+	va_end(ap);
+}
+
+lr_step_result lr_step_run(struct lr_worker *w, const lr_holder *who, lr_held *h,
+                           const struct lr_handler *hd, json_t **state_out,
+                           char **error)
+{
+	lr_step s = {
+		.r = w->r,
+		.w = w,
+		.who = who,
+		.h = h,
+		.step_spec = json_array_get(json_object_get(h->spec, "steps"), (size_t)h->next_step),
+		.name = lr_spec_step_name(h->spec, (size_t)h->next_step),
+		/* A failed attempt must not leak its changes into the next. */
+		.state = json_deep_copy(h->state),
+	};
+	*state_out = NULL;
+	*error = NULL;
+	if (s.state == NULL) {
+		*error = strdup("out of memory copying the state");
+		return LR_STEP_RETRY;
+	}
+	lr_step_result res = hd->fn(&s, hd->user);
+	if (res == LR_STEP_OK) {
+		lr_err e = {0};
+		if (lr_json_check_state(s.state, "state", &e) != 0) {
+			snprintf(s.error, sizeof(s.error), "%s", e.msg);
+			res = LR_STEP_RETRY;
+		}
+	}
+	if (s.error[0] != '\0')
+		*error = strdup(s.error);
+	if (res == LR_STEP_OK)
+		*state_out = s.state;
+	else
+		json_decref(s.state);
+	return res;
+}

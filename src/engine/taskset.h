@@ -1,0 +1,76 @@
+/* taskset.h - what a runner knows of the tasks under the prefix: which are
+ * pending, claimed by others, or being run here, oldest first.
+ * Owned and used by the runner's loop thread only: no locking. */
+#ifndef LR_TASKSET_H
+#define LR_TASKSET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/backoff.h"
+#include "leaserun.h"
+
+enum lr_entry_state {
+	LR_E_PENDING,  /* no claim, not done: may be claimed */
+	LR_E_CLAIMED,  /* claimed by another runner */
+	LR_E_LOCAL,    /* handed to one of this runner's workers */
+};
+
+typedef struct lr_entry {
+	char id[LR_ID_SIZE];
+	int64_t create_rev;   /* of tasks/<id>: the dispatch order */
+	enum lr_entry_state state;
+	bool fresh;           /* never claimed as far as we know: no checkpoint */
+	bool claim_present;   /* claims/<id> exists, by the latest event */
+	int64_t claim_ev_rev; /* revision of that latest claims/ event */
+	bool done_seen;       /* done/<id> exists */
+	char *spec;           /* spec text from the watch or a prefetch, or NULL */
+	bool prefetched;      /* its spec was asked for in a prefetch once */
+	size_t spec_len;
+	int heap_refs;        /* times it sits in the heap (lazy deletion) */
+	bool removed;
+	struct lr_entry *next; /* hash chain */
+} lr_entry;
+
+typedef struct lr_taskset {
+	lr_entry **buckets;
+	size_t nbuckets;
+	size_t count;         /* live entries */
+	size_t pending;       /* entries in LR_E_PENDING */
+	size_t claimed;       /* entries in LR_E_CLAIMED or LR_E_LOCAL */
+	lr_entry **heap;      /* by create_rev; may hold stale entries */
+	size_t heap_len, heap_cap;
+	size_t spec_bytes;    /* cached spec text, bounded */
+} lr_taskset;
+
+/* Specs cached from watch events: each at most this, all together at most
+ * LR_SPEC_CACHE_TOTAL; larger ones are read when claimed. */
+#define LR_SPEC_CACHE_ONE (64 * 1024)
+#define LR_SPEC_CACHE_TOTAL (8 * 1024 * 1024)
+
+int lr_taskset_init(lr_taskset *s);
+void lr_taskset_free(lr_taskset *s);
+
+lr_entry *lr_taskset_find(lr_taskset *s, const char *id);
+/* Find or add; a new entry starts pending unless told otherwise. NULL when
+ * out of memory. */
+lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
+                         enum lr_entry_state st);
+void lr_taskset_set_state(lr_taskset *s, lr_entry *e, enum lr_entry_state st);
+/* Keep (a copy of) the spec text if the cache has room. */
+void lr_taskset_cache_spec(lr_taskset *s, lr_entry *e, const char *v, size_t len);
+void lr_taskset_drop_spec(lr_taskset *s, lr_entry *e);
+void lr_taskset_remove(lr_taskset *s, lr_entry *e);
+/* Remove every entry not in LR_E_LOCAL (before a re-read). */
+void lr_taskset_clear_remote(lr_taskset *s);
+
+/* Pick a pending task among the `spread` oldest, at random, so that idle
+ * runners do not all race for the same one. NULL when none is pending. */
+lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
+
+/* The up to max oldest pending tasks, oldest first, into out[]; they stay
+ * pending. Returns how many. */
+size_t lr_taskset_oldest(lr_taskset *s, size_t max, lr_entry **out);
+
+#endif

@@ -1,0 +1,376 @@
+/* exec_files.c - what a shell step sees besides its command: its
+ * environment and its private state directory, with the state files in and
+ * out. Runs on the calling thread (a step worker); no shared state. */
+#include "exec/exec_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "records/spec.h"
+
+/* A pretty-printed state may be several times its compact size; beyond this
+ * the file is refused unread, so that a runaway step cannot make the runner
+ * load gigabytes. */
+#define STATE_READ_MAX (4 * LR_STATE_MAX_BYTES)
+#define NAME_MAX_CHARS 100   /* of work_dir_name kept in the directory name */
+#define REMOVE_DEPTH_MAX 32
+/* ======================================================================
+ * Environment
+ * ==================================================================== */
+
+static size_t env_name_len(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	return eq != NULL ? (size_t)(eq - kv) : strlen(kv);
+}
+
+/* "K=V" with a non-empty K. */
+static int env_entry_ok(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	return eq != NULL && eq != kv;
+}
+
+/* One of the names in list (bare names, or "K=V" entries when entries is
+ * set) equals the n bytes at name. */
+static int env_listed(const char *const *list, int entries, const char *name,
+                      size_t n)
+{
+	if (list == NULL)
+		return 0;
+	for (; *list != NULL; list++) {
+		if (entries && !env_entry_ok(*list))
+			continue;
+		if (env_name_len(*list) == n && strncmp(*list, name, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static size_t count_strings(const char *const *v)
+{
+	size_t n = 0;
+	while (v != NULL && v[n] != NULL)
+		n++;
+	return n;
+}
+
+/* Append a copy of kv; 0, or -1 when out of memory. */
+static int env_push(char **env, size_t *n, const char *kv)
+{
+	env[*n] = strdup(kv);
+	if (env[*n] == NULL)
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+char **lr_exec_env_build(char *const *base, const char *const *drop,
+                         const char *const *add)
+{
+	const char *const *b = (const char *const *)base;
+	size_t nb = count_strings(b), na = count_strings(add), n = 0;
+	char **env = calloc(nb + na + 1, sizeof(*env));
+
+	if (env == NULL)
+		return NULL;
+	for (size_t i = 0; i < nb; i++) {
+		size_t len = env_name_len(b[i]);
+		if (!env_entry_ok(b[i]) || env_listed(drop, 0, b[i], len) ||
+		    env_listed(add, 1, b[i], len))
+			continue;
+		if (env_push(env, &n, b[i]) != 0)
+			goto oom;
+	}
+	for (size_t i = 0; i < na; i++) {
+		/* A later entry of the same name wins. */
+		if (!env_entry_ok(add[i]) ||
+		    env_listed(add + i + 1, 1, add[i], env_name_len(add[i])))
+			continue;
+		if (env_push(env, &n, add[i]) != 0)
+			goto oom;
+	}
+	return env;
+oom:
+	lr_exec_env_free(env);
+	return NULL;
+}
+
+void lr_exec_env_free(char **env)
+{
+	if (env == NULL)
+		return;
+	for (size_t i = 0; env[i] != NULL; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* ======================================================================
+ * The private state directory
+ * ==================================================================== */
+
+
+static int name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+	       c == '-';
+}
+
+/* The directory name must not reach outside the base ('/'), nor surprise a
+ * shell or a person listing $TMPDIR. */
+static void sanitise_name(const char *name, char *out, size_t size)
+{
+	size_t n = 0;
+
+	if (name == NULL || *name == '\0')
+		name = "step";
+	for (; *name != '\0' && n + 1 < size; name++)
+		out[n++] = name_char(*name) ? *name : '_';
+	out[n] = '\0';
+}
+
+static int write_file(const char *path, const char *text, lr_err *err)
+{
+	size_t len = strlen(text), done = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	              0600);
+
+	if (fd < 0)
+		return lr_err_set(err, LR_ESYS, "create %s: %s", path,
+		                  strerror(errno));
+	/* Not left to the umask: the step must be able to write its state. */
+	if (fchmod(fd, 0600) != 0) {
+		int e = errno;
+		close(fd);
+		return lr_err_set(err, LR_ESYS, "chmod %s: %s", path, strerror(e));
+	}
+	while (done < len) {
+		ssize_t w = write(fd, text + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			int e = errno;
+			close(fd);
+			return lr_err_set(err, LR_ESYS, "write %s: %s", path,
+			                  strerror(e));
+		}
+		done += (size_t)w;
+	}
+	if (close(fd) != 0)
+		return lr_err_set(err, LR_ESYS, "write %s: %s", path,
+		                  strerror(errno));
+	return 0;
+}
+
+static int path_join(char *buf, const char *dir, const char *name)
+{
+	int n = snprintf(buf, PATH_MAX, "%s/%s", dir, name);
+	return n >= 0 && n < PATH_MAX ? 0 : -1;
+}
+
+/* <base>/leaserun-<name>.XXXXXX (0700) holding state-in.json and an empty
+ * state-out.json. A random suffix, so that an orphaned older execution of
+ * the same step never shares files with this one. */
+int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
+                          lr_err *err)
+{
+	const char *base = o->work_dir_base != NULL ? o->work_dir_base : "/tmp";
+	char name[NAME_MAX_CHARS + 1], leaf[NAME_MAX_CHARS + 32];
+
+	sanitise_name(o->work_dir_name, name, sizeof(name));
+	snprintf(leaf, sizeof(leaf), "leaserun-%s.XXXXXX", name);
+	if (path_join(sd->dir, base, leaf) != 0)
+		return lr_err_set(err, LR_EINVAL,
+		                  "state directory under %s: path too long", base);
+	if (mkdtemp(sd->dir) == NULL)
+		return lr_err_set(err, LR_ESYS, "state directory under %s: %s",
+		                  base, strerror(errno));
+	sd->made = 1;
+	/* mkdtemp's 0700 is cut by the umask; the step must be able to write
+	 * here, and nobody else may read the state. */
+	if (chmod(sd->dir, 0700) != 0)
+		return lr_err_set(err, LR_ESYS, "chmod %s: %s", sd->dir,
+		                  strerror(errno));
+	if (path_join(sd->in, sd->dir, "state-in.json") != 0 ||
+	    path_join(sd->out, sd->dir, "state-out.json") != 0)
+		return lr_err_set(err, LR_EINVAL, "%s: path too long", sd->dir);
+	int rc = write_file(sd->in, o->state_in != NULL ? o->state_in : "null",
+	                    err);
+	if (rc != 0)
+		return rc;
+	return write_file(sd->out, "", err);
+}
+
+/* Remove name (relative to dir_fd) and everything under it, never following
+ * symbolic links. Best effort: a leftover directory is not worth failing a
+ * step for. */
+static void remove_tree(int dir_fd, const char *name, int depth)
+{
+	if (unlinkat(dir_fd, name, 0) == 0 || errno != EISDIR)
+		return; /* gone, or not a directory we could empty */
+	if (depth > REMOVE_DEPTH_MAX)
+		return;
+	/* The step may have left a read-only directory: make it ours. (A
+	 * directory, not a symbolic link: those unlink without EISDIR.) */
+	(void)fchmodat(dir_fd, name, 0700, 0);
+	int fd = openat(dir_fd, name,
+	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL && fd >= 0)
+		close(fd);
+	while (d != NULL) {
+		struct dirent *e = readdir(d);
+		if (e == NULL)
+			break;
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			remove_tree(dirfd(d), e->d_name, depth + 1);
+	}
+	if (d != NULL)
+		closedir(d);
+	(void)unlinkat(dir_fd, name, AT_REMOVEDIR);
+}
+
+void lr_state_dir_remove(struct lr_state_dir *sd)
+{
+	if (sd->made)
+		remove_tree(AT_FDCWD, sd->dir, 0);
+	sd->made = 0;
+}
+
+static void bad_state(lr_exec_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void bad_state(lr_exec_result *res, const char *fmt, ...)
+{
+	va_list ap;
+
+	res->outcome = LR_EXEC_BAD_STATE;
+	va_start(ap, fmt);
+	vsnprintf(res->msg, sizeof(res->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* Read at most STATE_READ_MAX bytes of the file. *text is NULL when the
+ * step removed the file (state unchanged, like an empty file). Returns 0,
+ * or -1 with res marked BAD_STATE. */
+static int load_state_out(const char *path, char **text, size_t *len,
+                          lr_exec_result *res)
+{
+	struct stat st;
+	size_t n = 0;
+	char *buf = NULL;
+	/* Non-blocking: the step may have put a FIFO there. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	*text = NULL;
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		bad_state(res, "LEASERUN_STATE_OUT: %s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		bad_state(res, "LEASERUN_STATE_OUT: not a regular file");
+		goto fail;
+	}
+	if (st.st_size > STATE_READ_MAX) {
+		bad_state(res, "LEASERUN_STATE_OUT: file of %lld bytes, over the "
+		          "512 KiB state limit", (long long)st.st_size);
+		goto fail;
+	}
+	buf = malloc(STATE_READ_MAX + 1);
+	if (buf == NULL) {
+		bad_state(res, "LEASERUN_STATE_OUT: out of memory");
+		goto fail;
+	}
+	/* One byte more than allowed tells a file over the limit, even one
+	 * still growing after fstat. */
+	while (n <= STATE_READ_MAX) {
+		ssize_t r = read(fd, buf + n, STATE_READ_MAX + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			bad_state(res, "LEASERUN_STATE_OUT: %s", strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > STATE_READ_MAX) {
+		bad_state(res, "LEASERUN_STATE_OUT: more than %d bytes, over the "
+		          "512 KiB state limit", STATE_READ_MAX);
+		goto fail;
+	}
+	close(fd);
+	*text = buf;
+	*len = n;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return -1;
+}
+
+static int blank(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+			return 0;
+	return 1;
+}
+
+/* After exit 0: the new state, if the step wrote one. */
+void lr_state_out_read(const char *path, lr_exec_result *res)
+{
+	json_error_t je;
+	lr_err e;
+	char *text;
+	size_t len;
+
+	if (load_state_out(path, &text, &len, res) != 0)
+		return;
+	if (text == NULL || blank(text, len)) {
+		free(text);
+		return; /* state unchanged */
+	}
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
+	                       &je);
+	free(text);
+	if (v == NULL) {
+		bad_state(res, "LEASERUN_STATE_OUT: line %d, column %d: %s",
+		          je.line, je.column, je.text);
+		return;
+	}
+	if (lr_json_check_state(v, "LEASERUN_STATE_OUT", &e) != 0) {
+		bad_state(res, "%s", e.msg);
+		goto out;
+	}
+	/* Our own buffer, so that the caller can free() it whatever
+	 * allocator jansson was given. */
+	size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+	res->state_out = malloc(n + 1);
+	if (res->state_out == NULL) {
+		bad_state(res, "LEASERUN_STATE_OUT: out of memory");
+		goto out;
+	}
+	json_dumpb(v, res->state_out, n, JSON_COMPACT | JSON_ENCODE_ANY);
+	res->state_out[n] = '\0';
+out:
+	json_decref(v);
+}
+

@@ -1,0 +1,130 @@
+/* shell_step.c - the handler behind `leaserun worker`: a step's "run" as a
+ * shell command, built on the public step API like any embedded handler.
+ * Runs on a worker thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "engine/runner_int.h"
+#include "exec/exec.h"
+#include "records/spec.h"
+
+extern char **environ;
+
+/* Credentials of the runner never reach a step. */
+static const char *const dropped[] = {
+	"LEASERUN_PASSWORD", "LEASERUN_USER", "ETCDCTL_PASSWORD", "ETCDCTL_USER", NULL,
+};
+
+static void on_line(void *user, int fd, const char *line)
+{
+	lr_step *s = user;
+	lr_step_log(s, fd == 2 ? LR_LOG_WARN : LR_LOG_INFO, "%s", line);
+}
+
+static int64_t deadline_of(void *user)
+{
+	return lr_step_deadline_ms(user);
+}
+
+/* The step's variables, then the spec's env: "K=V" strings, NULL-ended. */
+static char **step_vars(lr_step *s)
+{
+	const json_t *env = lr_step_env(s);
+	size_t n = 8 + json_object_size(env) + 1;
+	char **vars = calloc(n, sizeof(*vars));
+	if (vars == NULL)
+		return NULL;
+	size_t i = 0;
+	int ok = 1;
+	ok &= asprintf(&vars[i++], "LEASERUN_TASK_ID=%s", lr_step_task_id(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_STEP=%lld", (long long)lr_step_index(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_STEPS=%lld", (long long)lr_step_count(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_STEP_NAME=%s", lr_step_name(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_ATTEMPT=%lld", (long long)lr_step_attempt(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_FENCE=%lld", (long long)lr_step_fence(s)) > 0;
+	ok &= asprintf(&vars[i++], "LEASERUN_RUNNER=%s", lr_step_runner(s)) > 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)env, k, v)
+		ok &= asprintf(&vars[i++], "%s=%s", k, json_string_value(v)) > 0;
+	if (!ok) {
+		lr_exec_env_free(vars);
+		return NULL;
+	}
+	return vars;
+}
+
+/* A failed run as the error recorded with the task. */
+static void describe_failure(lr_step *s, const lr_exec_result *res)
+{
+	if (res->stderr_tail[0] != '\0')
+		lr_step_set_error(s, "%s; stderr: %s", res->msg, res->stderr_tail);
+	else
+		lr_step_set_error(s, "%s", res->msg);
+}
+
+static lr_step_result take_state(lr_step *s, const lr_exec_result *res)
+{
+	if (res->state_out == NULL)
+		return LR_STEP_OK; /* unchanged */
+	json_error_t je;
+	json_t *state = json_loads(res->state_out, JSON_DECODE_ANY, &je);
+	if (state == NULL) {
+		lr_step_set_error(s, "LEASERUN_STATE_OUT: %s", je.text);
+		return LR_STEP_RETRY;
+	}
+	lr_step_set_state(s, state);
+	return LR_STEP_OK;
+}
+
+lr_step_result lr_shell_step(lr_step *s, void *user)
+{
+	(void)user;
+	const char *run = json_string_value(json_object_get(lr_step_spec(s), "run"));
+	int64_t timeout_s = json_integer_value(json_object_get(lr_step_spec(s), "timeout_s"));
+	char *state_in = json_dumps(lr_step_state(s), JSON_COMPACT | JSON_ENCODE_ANY);
+	char **vars = step_vars(s);
+	char **env = vars != NULL ? lr_exec_env_build(environ, dropped, (const char *const *)vars)
+	                          : NULL;
+	char dir[LR_ID_SIZE + 64];
+	snprintf(dir, sizeof(dir), "%s.%lld.%lld", lr_step_task_id(s),
+	         (long long)lr_step_fence(s), (long long)lr_step_attempt(s));
+	lr_step_result out = LR_STEP_RETRY;
+	if (run == NULL || state_in == NULL || env == NULL) {
+		lr_step_set_error(s, "out of memory preparing the step");
+		goto done;
+	}
+	const char *tmp = getenv("TMPDIR");
+	lr_exec_opts o = {
+		.run = run,
+		.env = env,
+		.state_in = state_in,
+		.work_dir_base = tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+		.work_dir_name = dir,
+		.timeout_ms = timeout_s * 1000,
+		.grace_ms = s->r->grace_ms,
+		.cancel_fd = lr_step_cancel_fd(s),
+		.deadline = deadline_of,
+		.line = on_line,
+		.user = s,
+	};
+	lr_exec_result res;
+	memset(&res, 0, sizeof(res));
+	lr_err e = {0};
+	if (lr_exec_run(&o, &res, &e) != 0) {
+		lr_step_set_error(s, "%s", e.msg);
+	} else if (res.outcome == LR_EXEC_OK) {
+		out = take_state(s, &res);
+	} else {
+		describe_failure(s, &res);
+	}
+	lr_exec_result_clear(&res);
+done:
+	free(state_in);
+	lr_exec_env_free(vars);
+	lr_exec_env_free(env);
+	return out;
+}

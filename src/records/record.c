@@ -1,0 +1,321 @@
+/* record.c - encoding the records leaserun stores in etcd and decoding them
+ * defensively. Pure functions on caller-owned structs; any thread. */
+#include "records/record.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "records/spec.h"
+
+#define ENCODE_FLAGS (JSON_COMPACT | JSON_SORT_KEYS)
+
+/* Encode and release doc (stolen; NULL after a failed json_pack gives NULL). */
+static char *encode_new(json_t *doc)
+{
+	char *text = doc ? json_dumps(doc, ENCODE_FLAGS) : NULL;
+	json_decref(doc);
+	return text;
+}
+
+/* Every decoder failure goes through here so the record is always named;
+ * err may be NULL, in which case only the code travels. */
+static int fail(int rc, const char *record, lr_err *err)
+{
+	if (err != NULL)
+		lr_err_wrap(err, "%s record", record);
+	return rc;
+}
+
+static int load(const char *v, size_t len, json_t **doc, lr_err *err)
+{
+	if (len > LR_RECORD_MAX_BYTES)
+		return lr_err_set(err, LR_EINVAL,
+		                  "%zu bytes, over the limit of %d", len,
+		                  LR_RECORD_MAX_BYTES);
+	return lr_json_load_object(v, len, doc, err);
+}
+
+/* Copy doc[key] into a fixed buffer; too long is an error, never a cut. */
+static int get_string(json_t *doc, const char *key, size_t min_len,
+                      char *buf, size_t size, lr_err *err)
+{
+	const char *s;
+	int rc = lr_json_string(json_object_get(doc, key), min_len, size - 1,
+	                        key, &s, err);
+	if (rc != 0)
+		return rc;
+	memcpy(buf, s, strlen(s) + 1);
+	return 0;
+}
+
+static int get_int(json_t *doc, const char *key, int64_t lo, int64_t hi,
+                   int64_t *out, lr_err *err)
+{
+	return lr_json_int(json_object_get(doc, key), lo, hi, key, out, err);
+}
+
+/* doc["state"]: any JSON value within the state limit; *out a new reference. */
+static int get_state(json_t *doc, json_t **out, lr_err *err)
+{
+	json_t *v = json_object_get(doc, "state");
+	if (v == NULL)
+		return lr_err_set(err, LR_EINVAL, "state: missing");
+	int rc = lr_json_check_state(v, "state", err);
+	if (rc != 0)
+		return rc;
+	*out = json_incref(v);
+	return 0;
+}
+
+/* ---- claims ---- */
+
+char *lr_claim_encode(const lr_claim_rec *c)
+{
+	return encode_new(json_pack("{s:s, s:I, s:s}", "runner", c->runner,
+	                            "lease", (json_int_t)c->lease, "claimed_at",
+	                            c->claimed_at));
+}
+
+int lr_claim_decode(const char *v, size_t len, lr_claim_rec *out, lr_err *err)
+{
+	json_t *doc = NULL;
+	lr_claim_rec c = { .lease = 0 };
+	int rc;
+
+	rc = load(v, len, &doc, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "runner", 1, c.runner, sizeof(c.runner), err);
+	if (rc != 0)
+		goto cleanup;
+	/* Lease 0 is etcd's "no lease": a claim on it would never expire. */
+	rc = get_int(doc, "lease", 1, INT64_MAX, &c.lease, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "claimed_at", 0, c.claimed_at,
+	                sizeof(c.claimed_at), err);
+	if (rc != 0)
+		goto cleanup;
+	*out = c;
+cleanup:
+	json_decref(doc);
+	return rc ? fail(rc, "claim", err) : 0;
+}
+
+/* ---- checkpoints ---- */
+
+char *lr_checkpoint_encode(const lr_checkpoint_rec *c)
+{
+	return encode_new(json_pack("{s:I, s:I, s:O?, s:s, s:I, s:s}",
+	                            "next_step", (json_int_t)c->next_step,
+	                            "attempt", (json_int_t)c->attempt,
+	                            "state", c->state, "runner", c->runner,
+	                            "fence", (json_int_t)c->fence,
+	                            "updated_at", c->updated_at));
+}
+
+int lr_checkpoint_decode(const char *v, size_t len, lr_checkpoint_rec *out,
+                         lr_err *err)
+{
+	json_t *doc = NULL;
+	lr_checkpoint_rec c = { .state = NULL };
+	int rc;
+
+	rc = load(v, len, &doc, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "next_step", 0, LR_MAX_STEPS, &c.next_step, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "attempt", 0, INT32_MAX, &c.attempt, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "runner", 1, c.runner, sizeof(c.runner), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "fence", 0, INT64_MAX, &c.fence, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "updated_at", 0, c.updated_at,
+	                sizeof(c.updated_at), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_state(doc, &c.state, err);
+	if (rc != 0)
+		goto cleanup;
+	*out = c;
+	c.state = NULL; /* now owned by out */
+cleanup:
+	json_decref(c.state);
+	json_decref(doc);
+	return rc ? fail(rc, "checkpoint", err) : 0;
+}
+
+void lr_checkpoint_rec_clear(lr_checkpoint_rec *c)
+{
+	json_decref(c->state);
+	c->state = NULL;
+}
+
+/* ---- done ---- */
+
+static const char *const done_statuses[] = { "succeeded", "failed",
+	                                      "cancelled", NULL };
+
+char *lr_done_encode(const lr_done_rec *d)
+{
+	return encode_new(json_pack("{s:s, s:I, s:s?, s:O?, s:s}", "status",
+	                            d->status, "attempts",
+	                            (json_int_t)d->attempts, "error", d->error,
+	                            "state", d->state, "finished_at",
+	                            d->finished_at));
+}
+
+static int get_status(json_t *doc, char *buf, size_t size, lr_err *err)
+{
+	int rc = get_string(doc, "status", 1, buf, size, err);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; done_statuses[i] != NULL; i++)
+		if (strcmp(buf, done_statuses[i]) == 0)
+			return 0;
+	char shown[128];
+	lr_json_describe(json_object_get(doc, "status"), shown, sizeof(shown));
+	return lr_err_set(err, LR_EINVAL,
+	                  "status: %s is not one of succeeded, failed, cancelled",
+	                  shown);
+}
+
+/* "error" is a string or null (a task cancelled before it ran has none). */
+static int get_error(json_t *doc, char **out, lr_err *err)
+{
+	json_t *v = json_object_get(doc, "error");
+	const char *s;
+
+	*out = NULL;
+	if (json_is_null(v))
+		return 0;
+	int rc = lr_json_string(v, 0, SIZE_MAX, "error", &s, err);
+	if (rc != 0)
+		return rc;
+	*out = strdup(s);
+	if (*out == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	return 0;
+}
+
+int lr_done_decode(const char *v, size_t len, lr_done_rec *out, lr_err *err)
+{
+	json_t *doc = NULL;
+	lr_done_rec d = { .error = NULL, .state = NULL };
+	int rc;
+
+	rc = load(v, len, &doc, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_status(doc, d.status, sizeof(d.status), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "attempts", 0, INT32_MAX, &d.attempts, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_error(doc, &d.error, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_state(doc, &d.state, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "finished_at", 0, d.finished_at,
+	                sizeof(d.finished_at), err);
+	if (rc != 0)
+		goto cleanup;
+	*out = d;
+	d.error = NULL; /* now owned by out */
+	d.state = NULL;
+cleanup:
+	lr_done_rec_clear(&d);
+	json_decref(doc);
+	return rc ? fail(rc, "done", err) : 0;
+}
+
+void lr_done_rec_clear(lr_done_rec *d)
+{
+	free(d->error);
+	d->error = NULL;
+	json_decref(d->state);
+	d->state = NULL;
+}
+
+/* ---- runners ---- */
+
+char *lr_runner_encode(const lr_runner_rec *r)
+{
+	return encode_new(json_pack("{s:I, s:s, s:I, s:I, s:s, s:s}", "pid",
+	                            (json_int_t)r->pid, "host", r->host,
+	                            "concurrency", (json_int_t)r->concurrency,
+	                            "ttl", (json_int_t)r->ttl, "started_at",
+	                            r->started_at, "version", r->version));
+}
+
+int lr_runner_decode(const char *v, size_t len, lr_runner_rec *out,
+                     lr_err *err)
+{
+	json_t *doc = NULL;
+	lr_runner_rec r = { .pid = 0 };
+	int rc;
+
+	rc = load(v, len, &doc, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "pid", 1, INT64_MAX, &r.pid, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "host", 0, r.host, sizeof(r.host), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "concurrency", 1, INT64_MAX, &r.concurrency, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_int(doc, "ttl", 1, INT64_MAX, &r.ttl, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "started_at", 0, r.started_at,
+	                sizeof(r.started_at), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "version", 0, r.version, sizeof(r.version), err);
+	if (rc != 0)
+		goto cleanup;
+	*out = r;
+cleanup:
+	json_decref(doc);
+	return rc ? fail(rc, "runner", err) : 0;
+}
+
+/* ---- cancel requests ---- */
+
+char *lr_cancel_encode(const char *requested_at)
+{
+	return encode_new(json_pack("{s:s}", "requested_at", requested_at));
+}
+
+int lr_cancel_decode(const char *v, size_t len, lr_cancel_rec *out,
+                     lr_err *err)
+{
+	json_t *doc = NULL;
+	lr_cancel_rec c = { .requested_at = "" };
+	int rc;
+
+	rc = load(v, len, &doc, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_string(doc, "requested_at", 0, c.requested_at,
+	                sizeof(c.requested_at), err);
+	if (rc != 0)
+		goto cleanup;
+	*out = c;
+cleanup:
+	json_decref(doc);
+	return rc ? fail(rc, "cancel", err) : 0;
+}
