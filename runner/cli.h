@@ -5,7 +5,7 @@
 
 #include "leaserun.h"
 
-/* Exit statuses (README.md, "Command line"). */
+/* Exit statuses (docs/commands.md, "Commands"). */
 enum {
 	EXIT_OK = 0,
 	EXIT_RUNTIME = 1,

@@ -295,7 +295,7 @@ LR_API void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The built-in handler for shell steps: runs the step spec's "run" with
- * /bin/sh -c in its own process group, as described in README.md.
+ * /bin/sh -c in its own process group, as described in docs/commands.md, "Shell steps".
  * user is ignored. */
 LR_API lr_step_result lr_shell_step(lr_step *step, void *user);
 
@@ -344,7 +344,7 @@ LR_API void lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb,
  * when the cluster cannot be reached at start. Blocking. */
 LR_API int lr_runner_run(lr_runner *r, lr_err *err);
 
-/* Ask the runner to stop gracefully (see README.md). Callable from any
+/* Ask the runner to stop gracefully (docs/how-it-works.md, "Runners"). Callable from any
  * thread and from a signal handler (async-signal-safe). */
 LR_API void lr_runner_stop(lr_runner *r);
 

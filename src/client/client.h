@@ -11,7 +11,7 @@
 #define LR_PREFIX_MAX 200
 #define LR_NAME_MAX 200
 
-/* The key kinds under the prefix (see README.md, "Keys in etcd"). */
+/* The key kinds under the prefix (docs/keys.md). */
 #define LR_K_TASKS "tasks/"
 #define LR_K_CLAIMS "claims/"
 #define LR_K_CHECKPOINTS "checkpoints/"

@@ -67,7 +67,7 @@ static int etcdctl(const char *const *args)
 	return st;
 }
 
-/* The least-privilege recipe of README.md, "Security". */
+/* The least-privilege recipe of docs/security.md, "Least privilege". */
 static int enable_auth(void)
 {
 	const char *const steps[][8] = {
