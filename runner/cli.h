@@ -1,5 +1,5 @@
 /* cli.h - what the parts of the `leaserun` command share: exit statuses,
- * error reporting and the subcommands. Main thread only. */
+ * error reporting (fail.c) and the subcommands. Main thread only. */
 #ifndef LR_CLI_H
 #define LR_CLI_H
 

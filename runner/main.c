@@ -1,6 +1,5 @@
-/* main.c - the `leaserun` command: finds the subcommand, maps library errors
- * to exit statuses and prints errors. Main thread. */
-#include <stdarg.h>
+/* main.c - the `leaserun` command: finds the subcommand and runs it.
+ * Main thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,41 +28,6 @@ static const struct subcommand subcommands[] = {
 };
 
 #define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
-
-int cli_exit_code(int code)
-{
-	switch (code) {
-	case LR_OK:
-		return EXIT_OK;
-	case LR_EINVAL:
-		return EXIT_USAGE;
-	case LR_EEXIST:
-		return EXIT_EXISTS;
-	case LR_ENOTFOUND:
-		return EXIT_NOTFOUND;
-	default:
-		return EXIT_RUNTIME;
-	}
-}
-
-int cli_fail(const lr_err *err)
-{
-	fprintf(stderr, "leaserun: %s\n",
-	        err->msg[0] != '\0' ? err->msg : lr_strerror(err->code));
-	return cli_exit_code(err->code);
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("leaserun: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nRun 'leaserun --help' for usage.\n", stderr);
-	return EXIT_USAGE;
-}
 
 static void usage(FILE *f)
 {
