@@ -203,7 +203,7 @@ static int raw_one(struct pool *p, long i, lr_err *err)
 	int rc = lr_etcd_txn(w->etcd, t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "txn %s", key);
+		return lr_err_wrap(err, rc, "txn %s", key);
 	bool ok = r.succeeded;
 	lr_txn_result_free(&r);
 	if (!ok)
@@ -233,7 +233,7 @@ static int run_raw(lr_client *c, const struct bench_opts *o, struct results *res
 		p.end_ms = lr_mono_ms() + (int64_t)(o->raw_seconds * 1000);
 	int rc = pool_run(&p, res->raw_threads, err);
 	if (rc != 0)
-		lr_err_wrap(err, "bench: raw txns");
+		lr_err_wrap(err, rc, "bench: raw txns");
 	int64_t t1 = lr_mono_us();
 	struct usage u1 = usage_now();
 	if (rc == 0) {
@@ -494,7 +494,7 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 	int64_t t0 = lr_mono_us();
 	int rc = pool_run(&p, (int)(o->runners * o->conc), err);
 	if (rc != 0)
-		return lr_err_wrap(err, "bench: submitting the tasks");
+		return lr_err_wrap(err, rc, "bench: submitting the tasks");
 	res->submit_per_s = (double)o->tasks * 1e6 / (double)(lr_mono_us() - t0);
 	int64_t from = 0;
 	rc = store_revision(c, &from, err);

@@ -7,10 +7,6 @@
 #include "cli.h"
 #include "options.h"
 
-#ifndef LEASERUN_VERSION
-#define LEASERUN_VERSION "unknown"
-#endif
-
 struct subcommand {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -80,7 +76,7 @@ int main(int argc, char **argv)
 			return EXIT_OK;
 		}
 		if (only_global_flag(argc, argv, "--version")) {
-			printf("leaserun %s\n", LEASERUN_VERSION);
+			printf("leaserun %s\n", lr_version());
 			return EXIT_OK;
 		}
 		char names[256] = "";

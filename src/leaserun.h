@@ -63,6 +63,9 @@ typedef struct lr_err {
 /* A short constant description of a code. */
 LR_API const char *lr_strerror(int code);
 
+/* The library's version ("0.1.0"). */
+LR_API const char *lr_version(void);
+
 /* ========================================================================
  * Client: a connection to the etcd cluster and the task operations.
  * ====================================================================== */

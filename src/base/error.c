@@ -18,10 +18,10 @@ int lr_err_set(lr_err *err, int code, const char *fmt, ...)
 	return code;
 }
 
-int lr_err_wrap(lr_err *err, const char *fmt, ...)
+int lr_err_wrap(lr_err *err, int code, const char *fmt, ...)
 {
 	if (err == NULL)
-		return LR_EINTERNAL;
+		return code;
 	char prefix[256];
 	va_list ap;
 	va_start(ap, fmt);
@@ -40,15 +40,15 @@ int lr_err_wrap(lr_err *err, const char *fmt, ...)
 	memcpy(err->msg, prefix, plen - 2);
 	err->msg[plen - 2] = ':';
 	err->msg[plen - 1] = ' ';
-	return err->code;
+	err->code = code;
+	return code;
 }
 
-void lr_err_clear(lr_err *err)
+int lr_err_set_code(lr_err *err, int code)
 {
-	if (err == NULL)
-		return;
-	err->code = LR_OK;
-	err->msg[0] = '\0';
+	if (err != NULL)
+		err->code = code;
+	return code;
 }
 
 const char *lr_strerror(int code)

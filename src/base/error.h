@@ -10,10 +10,15 @@
 int lr_err_set(lr_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Prepend "<context>: " to the message already in err; returns err->code. */
-int lr_err_wrap(lr_err *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Prepend "<context>: " to the message that a failed call left in err, and
+ * return that call's code: `return lr_err_wrap(err, rc, "claim %s", id)`.
+ * err may be NULL: then only the code travels, so that callers of a public
+ * function that passed no lr_err still get the real code. */
+int lr_err_wrap(lr_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-void lr_err_clear(lr_err *err);
+/* Give the error in err (may be NULL) another code, keeping its message;
+ * returns code. */
+int lr_err_set_code(lr_err *err, int code);
 
 #endif

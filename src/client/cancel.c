@@ -163,7 +163,7 @@ static int cancel_round(lr_client *c, const char *id, lr_txn_result *r,
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "cancel %s", id);
+		return lr_err_wrap(err, rc, "cancel %s", id);
 	*finished = r->succeeded;
 	if (r->succeeded)
 		return 0;
@@ -176,11 +176,8 @@ int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err)
 	lr_task_records rec;
 	char *mine = NULL;
 	bool finished = false;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	if (already != NULL)
 		*already = -1;
 	rc = lr_check_task_id("cancel", id, err);

@@ -67,7 +67,7 @@ static int purge_task(struct purge *p, const char *id, const lr_kv *done,
 	rc = lr_etcd_txn(lr_client_etcd(p->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "purge %s", id);
+		return lr_err_wrap(err, rc, "purge %s", id);
 	if (r.succeeded)
 		p->purged++;
 	lr_txn_result_free(&r);
@@ -88,11 +88,8 @@ int lr_purge(lr_client *c, int64_t older_than_ms, int state_filter,
 {
 	struct purge p = { .c = c, .older_than_ms = older_than_ms,
 		           .filter = state_filter, .now_ms = lr_wall_ms() };
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	if (purged != NULL)
 		*purged = 0;
 	if (older_than_ms < 0)

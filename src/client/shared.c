@@ -202,14 +202,11 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 	struct current cur = { .exists = false };
 	lr_backoff bo;
 	lr_rng rng;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	rc = shared_key(c, name, key, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "update");
+		return lr_err_wrap(err, rc, "update");
 	lr_backoff_init(&bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
 	lr_rng_init(&rng, NULL);
 	rc = read_current(c, key, &cur, err);
@@ -233,7 +230,7 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 		lr_sleep_ms(lr_backoff_next(&bo, &rng));
 	}
 	current_clear(&cur);
-	return rc != 0 ? lr_err_wrap(err, "update %s", key) : 0;
+	return rc != 0 ? lr_err_wrap(err, rc, "update %s", key) : 0;
 }
 
 int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
@@ -241,11 +238,8 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 	char key[LR_KEY_SIZE];
 	struct current cur = { .exists = false };
 	json_t *v = NULL;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	*value = NULL;
 	rc = shared_key(c, name, key, err);
 	if (rc != 0)
@@ -255,7 +249,7 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 		rc = decode(&cur, &v, err);
 	current_clear(&cur);
 	if (rc != 0)
-		return lr_err_wrap(err, "read %s", key);
+		return lr_err_wrap(err, rc, "read %s", key);
 	*value = v;
 	return 0;
 }

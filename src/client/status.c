@@ -86,7 +86,7 @@ int lr_task_records_read(lr_client *c, const char *id, lr_txn_result *r,
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "read task %s", id);
+		return lr_err_wrap(err, rc, "read task %s", id);
 	rc = lr_task_records_at(r, 0, out, err);
 	if (rc != 0)
 		lr_txn_result_free(r);
@@ -164,7 +164,7 @@ static int from_spec(const char *id, const lr_kv *task, lr_task_status *s,
 	if (lr_spec_from_record(task->value, task->value_len, id, spec,
 	                        &why) != 0) {
 		*spec = NULL;
-		lr_err_wrap(&why, "spec");
+		lr_err_wrap(&why, why.code, "spec");
 		return note_unreadable(s, &why);
 	}
 	s->steps = (int64_t)lr_spec_steps(*spec);
@@ -301,11 +301,8 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 {
 	lr_txn_result r;
 	lr_task_records rec;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	memset(out, 0, sizeof(*out));
 	rc = lr_check_task_id("status", id, err);
 	if (rc != 0)
@@ -342,7 +339,7 @@ int lr_records_each(lr_client *c, const char *kind, int flags, int64_t page,
 		lr_range_result r;
 		rc = lr_kv_range(lr_client_etcd(c), &o, &r, err);
 		if (rc != 0) {
-			lr_err_wrap(err, "list %s", dir);
+			lr_err_wrap(err, rc, "list %s", dir);
 			break;
 		}
 		for (size_t i = 0; i < r.n && rc == 0; i++) {
@@ -533,7 +530,7 @@ static int read_batch(struct listing *l, struct task_ref *const *ids,
 	rc = lr_etcd_txn(lr_client_etcd(l->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "list tasks");
+		return lr_err_wrap(err, rc, "list tasks");
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		rc = lr_task_records_at(&r, i * LR_TASK_RECORD_OPS, &rec, err);
 		if (rc == 0)
@@ -571,11 +568,8 @@ int lr_task_list(lr_client *c, int state_filter, size_t limit,
 {
 	struct listing l = { .c = c, .filter = state_filter, .limit = limit };
 	struct task_refs tasks = { 0 };
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	*out = NULL;
 	*n = 0;
 	if (state_filter < -1 || state_filter > LR_TASK_CANCELLED)
@@ -664,7 +658,7 @@ static int collect_runner(void *user, const lr_kv *kv, const char *name,
 		int rc = lr_lease_ttl(lr_client_etcd(l->c), info->lease,
 		                      &info->ttl_left, &granted, err);
 		if (rc != 0)
-			return lr_err_wrap(err, "runner %s", info->name);
+			return lr_err_wrap(err, rc, "runner %s", info->name);
 		if (info->ttl == 0)
 			info->ttl = granted;
 	}
@@ -675,11 +669,8 @@ static int collect_runner(void *user, const lr_kv *kv, const char *name,
 int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err *err)
 {
 	struct runner_list l = { .c = c };
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	*out = NULL;
 	*n = 0;
 	rc = lr_records_each(c, LR_K_RUNNERS, 0, RUNNERS_PAGE, collect_runner,

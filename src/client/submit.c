@@ -31,7 +31,7 @@ static int store(lr_client *c, const char *id, const char *value,
 	lr_txn_get(t, LR_ELSE, key, 0);
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
 	if (rc != 0) {
-		lr_err_wrap(err, "submit %s", id);
+		lr_err_wrap(err, rc, "submit %s", id);
 		goto cleanup;
 	}
 	if (r.succeeded) {
@@ -83,14 +83,11 @@ int lr_submit_text(lr_client *c, const char *text, size_t len,
                    int *created, lr_err *err)
 {
 	json_t *norm = NULL;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	rc = lr_spec_parse_with_id(text, len, id_override, &norm, err);
 	if (rc != 0)
-		return rc == LR_EINVAL ? lr_err_wrap(err, "invalid spec") : rc;
+		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
 	rc = submit_normalised(c, norm, id_out, created, err);
 	json_decref(norm);
 	return rc;
@@ -100,16 +97,13 @@ int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
                    char id_out[LR_ID_SIZE], int *created, lr_err *err)
 {
 	json_t *norm = NULL;
-	lr_err local;
 	int rc;
 
-	if (err == NULL)
-		err = &local;
 	/* lr_spec_validate does not modify its input; the cast only drops
 	 * the const of the public signature. */
 	rc = lr_spec_validate((json_t *)spec, id_override, &norm, err);
 	if (rc != 0)
-		return rc == LR_EINVAL ? lr_err_wrap(err, "invalid spec") : rc;
+		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
 	rc = submit_normalised(c, norm, id_out, created, err);
 	json_decref(norm);
 	return rc;

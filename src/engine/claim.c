@@ -242,7 +242,7 @@ static int read_view(const lr_holder *who, const lr_task_keys *k, const char *id
 	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "claim %s", id);
+		return lr_err_wrap(err, rc, "claim %s", id);
 	const lr_txn_result *rr = &r;
 	const lr_kv *claim = op_kv(rr, 0);
 	bool done = op_kv(rr, 1) != NULL;
@@ -281,7 +281,7 @@ int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
 	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "prefetch %zu specs", n);
+		return lr_err_wrap(err, rc, "prefetch %zu specs", n);
 	for (size_t i = 0; i < n; i++) {
 		const lr_kv *task = op_kv(&r, 2 * i);
 		out[i].found = task != NULL;
@@ -341,7 +341,7 @@ int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
 		free(vals[0]);
 		free(vals[1]);
 		if (rc != 0) {
-			lr_err_wrap(err, "claim %s", id);
+			lr_err_wrap(err, rc, "claim %s", id);
 			goto out;
 		}
 		if (r.succeeded && why[0] != '\0') {
@@ -407,8 +407,8 @@ static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step
 		return lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", what, h->id);
 	if (strlen(val) > LR_STATE_MAX_BYTES + 4096) {
 		free(val);
-		return lr_err_set(err, LR_ETOOLARGE, "%s %s: state over the 512 KiB limit",
-		                  what, h->id);
+		return lr_err_set(err, LR_ETOOLARGE, "%s %s: state over the %d KiB limit",
+		                  what, h->id, LR_STATE_MAX_BYTES / 1024);
 	}
 	lr_txn *t = lr_txn_new();
 	fence_compares(t, k, who, h);
@@ -422,7 +422,7 @@ static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step
 	lr_txn_free(t);
 	if (rc != 0) {
 		free(val);
-		return lr_err_wrap(err, "%s %s step %lld", what, h->id, (long long)h->next_step);
+		return lr_err_wrap(err, rc, "%s %s step %lld", what, h->id, (long long)h->next_step);
 	}
 	const lr_kv *ck = op_kv(&r, 0);
 	if (r.succeeded)
@@ -485,7 +485,7 @@ int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
 	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, "release %s", h->id);
+		return lr_err_wrap(err, rc, "release %s", h->id);
 	/* A failed compare means the claim is gone already: released. */
 	lr_txn_result_free(&r);
 	return 0;
@@ -510,7 +510,7 @@ int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
 	lr_txn_free(t);
 	if (rc != 0) {
 		free(val);
-		return lr_err_wrap(err, "finish %s", h->id);
+		return lr_err_wrap(err, rc, "finish %s", h->id);
 	}
 	if (!r.succeeded && !same_bytes(op_kv(&r, 0), val))
 		rc = claim_gone(h, err);

@@ -268,7 +268,7 @@ static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err 
 	                      .ttl = r->granted_ttl };
 	gethostname(rec.host, sizeof(rec.host) - 1);
 	lr_rfc3339_now(rec.started_at);
-	snprintf(rec.version, sizeof(rec.version), "%s", "0.1.0");
+	snprintf(rec.version, sizeof(rec.version), "%s", lr_version());
 	char *val = lr_runner_encode(&rec);
 	if (val == NULL)
 		return lr_err_set(err, LR_ENOMEM, "register %s: out of memory", r->name);
@@ -281,7 +281,7 @@ static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err 
 	lr_txn_free(t);
 	free(val);
 	if (rc != 0)
-		return lr_err_wrap(err, "register runner %s", r->name);
+		return lr_err_wrap(err, rc, "register runner %s", r->name);
 	if (!res.succeeded) {
 		const lr_kv *kv = res.n_ops > 0 && res.ops[0].n > 0 ? &res.ops[0].kvs[0] : NULL;
 		if (kv == NULL || kv->lease == lease) {
@@ -347,7 +347,7 @@ static int each_key(lr_runner *r, const char *kind, int64_t *rev, page_fn fn, lr
 		lr_range_result res;
 		int rc = lr_kv_range(lr_client_etcd(r->client), &o, &res, err);
 		if (rc != 0)
-			return lr_err_wrap(err, "read %s", kind);
+			return lr_err_wrap(err, rc, "read %s", kind);
 		if (*rev == 0)
 			*rev = res.revision;
 		for (size_t i = 0; i < res.n; i++)

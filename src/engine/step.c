@@ -52,7 +52,7 @@ int lr_step_checkpoint(lr_step *s, lr_err *err)
 		                  s->h->id, s->name);
 	int rc = lr_json_check_state(s->state, "state", err);
 	if (rc != 0)
-		return lr_err_wrap(err, "checkpoint %s step %s", s->h->id, s->name);
+		return lr_err_wrap(err, rc, "checkpoint %s step %s", s->h->id, s->name);
 	rc = lr_checkpoint_progress(s->who, s->h, s->state, err);
 	if (rc == LR_ELEASE)
 		lr_worker_signal(s->w, LR_STOP_LEASE); /* the claim is gone: drop it */

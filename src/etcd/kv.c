@@ -221,7 +221,7 @@ int lr_kv_put(lr_etcd *c, const char *key, const void *value, size_t len,
 	int rc = lr_etcd_unary(c, M_PUT, &req.base, &etcdserverpb__put_response__descriptor,
 	                       &resp, 0, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "put %s", key);
+		return lr_err_wrap(err, rc, "put %s", key);
 	Etcdserverpb__PutResponse *pr = (Etcdserverpb__PutResponse *)resp;
 	if (revision != NULL)
 		*revision = pr->header != NULL ? pr->header->revision : 0;
@@ -256,7 +256,7 @@ int lr_kv_delete(lr_etcd *c, const char *key, int flags, int64_t *deleted,
 	                       &etcdserverpb__delete_range_response__descriptor, &resp, 0, err);
 	free(endbuf);
 	if (rc != 0)
-		return lr_err_wrap(err, "delete %s", key);
+		return lr_err_wrap(err, rc, "delete %s", key);
 	Etcdserverpb__DeleteRangeResponse *dr = (Etcdserverpb__DeleteRangeResponse *)resp;
 	if (deleted != NULL)
 		*deleted = dr->deleted;

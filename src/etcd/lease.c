@@ -49,7 +49,7 @@ int lr_lease_grant(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_s,
 	                       &etcdserverpb__lease_grant_response__descriptor, &resp,
 	                       LR_CALL_RETRY, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "lease grant");
+		return lr_err_wrap(err, rc, "lease grant");
 	Etcdserverpb__LeaseGrantResponse *gr = (Etcdserverpb__LeaseGrantResponse *)resp;
 	if (gr->error != NULL && gr->error[0] != '\0') {
 		rc = lr_err_set(err, LR_EETCD, "lease grant: etcd %s: %s",
@@ -75,7 +75,7 @@ int lr_lease_revoke(lr_etcd *c, int64_t id, lr_err *err)
 	if (rc == LR_ELEASE)
 		return 0;
 	if (rc != 0)
-		return lr_err_wrap(err, "lease revoke %llx", (unsigned long long)id);
+		return lr_err_wrap(err, rc, "lease revoke %llx", (unsigned long long)id);
 	protobuf_c_message_free_unpacked(resp, NULL);
 	return 0;
 }
@@ -90,7 +90,7 @@ int lr_lease_ttl(lr_etcd *c, int64_t id, int64_t *ttl_s, int64_t *granted_s,
 	                       &etcdserverpb__lease_time_to_live_response__descriptor,
 	                       &resp, LR_CALL_RETRY, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "lease ttl %llx", (unsigned long long)id);
+		return lr_err_wrap(err, rc, "lease ttl %llx", (unsigned long long)id);
 	Etcdserverpb__LeaseTimeToLiveResponse *tr = (Etcdserverpb__LeaseTimeToLiveResponse *)resp;
 	*ttl_s = tr->ttl;
 	if (granted_s != NULL)

@@ -288,7 +288,8 @@ static int load_state_out(const char *path, char **text, size_t *len,
 	}
 	if (st.st_size > STATE_READ_MAX) {
 		bad_state(res, "LEASERUN_STATE_OUT: file of %lld bytes, over the "
-		          "512 KiB state limit", (long long)st.st_size);
+		          "%d KiB state limit", (long long)st.st_size,
+		          LR_STATE_MAX_BYTES / 1024);
 		goto fail;
 	}
 	buf = malloc(STATE_READ_MAX + 1);
@@ -312,7 +313,7 @@ static int load_state_out(const char *path, char **text, size_t *len,
 	}
 	if (n > STATE_READ_MAX) {
 		bad_state(res, "LEASERUN_STATE_OUT: more than %d bytes, over the "
-		          "512 KiB state limit", STATE_READ_MAX);
+		          "%d KiB state limit", STATE_READ_MAX, LR_STATE_MAX_BYTES / 1024);
 		goto fail;
 	}
 	close(fd);

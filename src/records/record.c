@@ -22,9 +22,7 @@ static char *encode_new(json_t *doc)
  * err may be NULL, in which case only the code travels. */
 static int fail(int rc, const char *record, lr_err *err)
 {
-	if (err != NULL)
-		lr_err_wrap(err, "%s record", record);
-	return rc;
+	return lr_err_wrap(err, rc, "%s record", record);
 }
 
 static int load(const char *v, size_t len, json_t **doc, lr_err *err)
@@ -61,9 +59,9 @@ static int get_state(json_t *doc, json_t **out, lr_err *err)
 	json_t *v = json_object_get(doc, "state");
 	if (v == NULL)
 		return lr_err_set(err, LR_EINVAL, "state: missing");
-	int rc = lr_json_check_state(v, "state", err);
-	if (rc != 0)
-		return rc;
+	/* A state over the limit makes the record invalid, as any bad field. */
+	if (lr_json_check_state(v, "state", err) != 0)
+		return lr_err_set_code(err, LR_EINVAL);
 	*out = json_incref(v);
 	return 0;
 }

@@ -258,9 +258,9 @@ int lr_json_check_state(const json_t *v, const char *path, lr_err *err)
 		return lr_err_set(err, LR_EINVAL, "%s: cannot be encoded as JSON",
 		                  path);
 	if (n > LR_STATE_MAX_BYTES)
-		return lr_err_set(err, LR_EINVAL,
-		                  "%s: %zu bytes encoded, over the 512 KiB limit (%d bytes)",
-		                  path, n, LR_STATE_MAX_BYTES);
+		return lr_err_set(err, LR_ETOOLARGE,
+		                  "%s: %zu bytes encoded, over the %d KiB limit (%d bytes)",
+		                  path, n, LR_STATE_MAX_BYTES / 1024, LR_STATE_MAX_BYTES);
 	return 0;
 }
 
@@ -536,10 +536,10 @@ static int normalise_state(json_t *spec, json_t *norm, lr_err *err)
 	json_t *v = json_object_get(spec, "state");
 	if (v == NULL)
 		return put(norm, "state", json_object(), err);
-	/* Any JSON value is a state; only its size is limited. */
-	int rc = lr_json_check_state(v, "state", err);
-	if (rc != 0)
-		return rc;
+	/* Any JSON value is a state; only its size is limited. A spec with
+	 * too large a state is an invalid spec, whatever the reason. */
+	if (lr_json_check_state(v, "state", err) != 0)
+		return lr_err_set_code(err, LR_EINVAL);
 	return put(norm, "state", json_deep_copy(v), err);
 }
 

@@ -96,7 +96,8 @@ int lr_json_int(const json_t *v, int64_t lo, int64_t hi, const char *path,
 int lr_json_string(const json_t *v, size_t min_len, size_t max_len,
                    const char *path, const char **out, lr_err *err);
 
-/* v encodes (JSON_COMPACT) to at most LR_STATE_MAX_BYTES. */
+/* v encodes (JSON_COMPACT) to at most LR_STATE_MAX_BYTES: LR_ETOOLARGE when
+ * it is larger, LR_EINVAL when it cannot be encoded. */
 int lr_json_check_state(const json_t *v, const char *path, lr_err *err);
 
 #endif
