@@ -2,7 +2,6 @@
  * of a running one to stop it, and say which happened. Main thread. */
 #include <stdio.h>
 
-#include "client/client.h"
 #include "options.h"
 
 static const char usage[] =
@@ -53,7 +52,7 @@ int cmd_cancel(int argc, char **argv)
 		return rc;
 	if (nargs == 0)
 		return cli_usage_error("cancel: missing task ID");
-	if (!lr_name_valid(args[0]))
+	if (!lr_id_valid(args[0]))
 		return cli_usage_error("cancel: \"%s\" is not a valid task id",
 		                       args[0]);
 	rc = cli_open(&common, &c);

@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "client/client.h"
 #include "options.h"
 
 static const char usage[] =
@@ -78,10 +77,10 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	long conc = 1, ttl = 10, grace = 10;
 	int rc = CLI_CONTINUE;
 
-	if (f->name != NULL && !lr_name_valid(f->name))
+	if (f->name != NULL && !lr_id_valid(f->name))
 		return cli_usage_error("--name: \"%s\" is not a valid runner name "
 		                       "(1 to %d of A-Z a-z 0-9 . _ : -)",
-		                       f->name, LR_NAME_MAX);
+		                       f->name, LR_ID_SIZE - 1);
 	if (f->concurrency != NULL)
 		rc = cli_int("--concurrency", f->concurrency, 1, 4096, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)

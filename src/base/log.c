@@ -1,5 +1,7 @@
-/* log.c - the default log sink (lr_log_stderr): one line per record on stderr, text
- * on a terminal, JSON otherwise. Any thread: each line is one write(2) under a lock. */
+/* log.c - the default log sink (lr_log_stderr): one line per record on
+ * stderr, text on a terminal, a JSON object otherwise (format_text and
+ * format_json show each). Any thread: a record is written whole under a
+ * lock, in one write(2) unless a full pipe cuts it short. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>

@@ -30,14 +30,6 @@ static double bucket_mid(int i)
 	return (double)(1ULL << e) + (sub + 0.5) * width;
 }
 
-void lr_hist_reset(lr_hist *h)
-{
-	for (int i = 0; i < LR_HIST_BUCKETS; i++)
-		atomic_store_explicit(&h->n[i], 0, RLX);
-	atomic_store_explicit(&h->count, 0, RLX);
-	atomic_store_explicit(&h->sum_us, 0, RLX);
-	atomic_store_explicit(&h->max_us, 0, RLX);
-}
 
 void lr_hist_record(lr_hist *h, int64_t us)
 {

@@ -28,8 +28,7 @@ typedef struct lr_hist {
 	atomic_uint_least64_t max_us;
 } lr_hist;
 
-/* Zeroed memory is an empty histogram; so is one after lr_hist_reset. */
-void lr_hist_reset(lr_hist *h);
+/* Zeroed memory is an empty histogram. */
 void lr_hist_record(lr_hist *h, int64_t us);
 
 /* A plain copy of a histogram, for merging and reading. */

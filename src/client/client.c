@@ -99,10 +99,10 @@ lr_etcd *lr_client_etcd(const lr_client *c)
 void lr_key(const lr_client *c, const char *kind, const char *id,
             char buf[LR_KEY_SIZE])
 {
-	/* Ids and names are checked against LR_NAME_MAX before they get
+	/* Ids and names are checked against the id rule before they get
 	 * here, so the key always fits; %.*s only guards against a caller
 	 * that forgot. */
-	snprintf(buf, LR_KEY_SIZE, "%s%s%.*s", c->prefix, kind, LR_NAME_MAX,
+	snprintf(buf, LR_KEY_SIZE, "%s%s%.*s", c->prefix, kind, LR_ID_SIZE - 1,
 	         id);
 }
 
@@ -116,13 +116,6 @@ const char *lr_key_id(const lr_client *c, const char *kind, const char *key)
 	if (strncmp(key, kind, kl) != 0)
 		return NULL;
 	return key + kl;
-}
-
-int lr_name_valid(const char *name)
-{
-	/* Runner names and task ids follow one rule, so that both can be
-	 * used in keys, file names and log fields without quoting. */
-	return name != NULL && lr_id_valid(name);
 }
 
 static const char *const state_names[] = {

@@ -6,10 +6,9 @@
 #include "etcd/transport.h"
 #include "leaserun.h"
 
-/* Room for any key: prefix (<= 200) + kind + id or name (<= 200). */
+/* Room for any key: prefix (<= 200) + kind + id or name (< LR_ID_SIZE). */
 #define LR_KEY_SIZE 512
 #define LR_PREFIX_MAX 200
-#define LR_NAME_MAX 200
 
 /* The key kinds under the prefix (docs/keys.md). */
 #define LR_K_TASKS "tasks/"
@@ -30,8 +29,5 @@ void lr_key(const lr_client *c, const char *kind, const char *id,
 
 /* The id part of a key under prefix+kind, or NULL when key is not there. */
 const char *lr_key_id(const lr_client *c, const char *kind, const char *key);
-
-/* A runner or task name: [A-Za-z0-9._:-]{1,200}. */
-int lr_name_valid(const char *name);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "client/task_records.h"
+#include "client/walk.h"
 #include "records/record.h"
 #include "records/spec.h"
 
@@ -102,7 +103,8 @@ int lr_purge(lr_client *c, int64_t older_than_ms, int state_filter,
 	if (state_filter > LR_TASK_CANCELLED)
 		return lr_err_set(err, LR_EINVAL, "purge: unknown status %d",
 		                  state_filter);
-	rc = lr_records_each(c, LR_K_DONE, 0, DONE_PAGE, visit_done, &p, err);
+	lr_walk_opts done = { .kind = LR_K_DONE, .page = DONE_PAGE };
+	rc = lr_walk(c, &done, visit_done, &p, err);
 	/* Report what was purged before an error too: those keys are gone. */
 	if (purged != NULL)
 		*purged = p.purged;

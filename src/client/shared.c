@@ -41,11 +41,9 @@ static int current_set(struct current *cur, const lr_kv *kv, lr_err *err)
 	current_clear(cur);
 	if (kv == NULL)
 		return 0;
-	cur->bytes = malloc(kv->value_len + 1);
+	cur->bytes = lr_kv_value_dup(kv);
 	if (cur->bytes == NULL)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
-	if (kv->value_len > 0) /* an empty value may come with no pointer */
-		memcpy(cur->bytes, kv->value, kv->value_len);
 	cur->len = kv->value_len;
 	cur->exists = true;
 	cur->mod_rev = kv->mod_rev;
@@ -186,11 +184,11 @@ static int settle_lost_write(lr_client *c, const char *key,
 static int shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
                       lr_err *err)
 {
-	if (!lr_name_valid(name))
+	if (!lr_id_valid(name))
 		return lr_err_set(err, LR_EINVAL,
 		                  "shared value: invalid name \"%.64s\": expected 1 to %d "
 		                  "of A-Z a-z 0-9 . _ : -", name ? name : "",
-		                  LR_NAME_MAX);
+		                  LR_ID_SIZE - 1);
 	lr_key(c, LR_K_SHARED, name, key);
 	return 0;
 }

@@ -2,6 +2,7 @@
  * records in etcd (done > claim > pending), one task or the whole list, and
  * the live runners. Runs on the caller's thread; no state of its own. */
 #include "client/task_records.h"
+#include "client/walk.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ int lr_check_task_id(const char *what, const char *id, lr_err *err)
 	return lr_err_set(err, LR_EINVAL,
 	                  "%s: invalid task id \"%.*s\": expected 1 to %d of "
 	                  "A-Z a-z 0-9 . _ : -",
-	                  what, 64, id != NULL ? id : "", LR_ID_MAX);
+	                  what, 64, id != NULL ? id : "", LR_ID_SIZE - 1);
 }
 
 void lr_task_records_ops(const lr_client *c, lr_txn *t, enum lr_txn_branch b,
@@ -318,54 +319,6 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 	return rc;
 }
 
-/* ---- walking a directory ------------------------------------------------- */
-
-int lr_records_each(lr_client *c, const char *kind, int flags, int64_t page,
-                    lr_records_fn fn, void *user, lr_err *err)
-{
-	char dir[LR_KEY_SIZE], end[LR_KEY_SIZE];
-	char *after = NULL; /* last key seen; NULL on the first page */
-	int rc = 0;
-
-	lr_key(c, kind, "", dir);
-	/* The prefix has a '/', so its end is never "every key". */
-	end[lr_prefix_end(dir, end)] = '\0';
-	for (;;) {
-		/* A page starts at the last key seen (inclusive: a key of its
-		 * own plus "\0" cannot be written as a C string) and skips it. */
-		lr_range_opts o = { .key = after != NULL ? after : dir,
-			            .range_end = end, .flags = flags,
-			            .limit = after != NULL ? page + 1 : page };
-		lr_range_result r;
-		rc = lr_kv_range(lr_client_etcd(c), &o, &r, err);
-		if (rc != 0) {
-			lr_err_wrap(err, rc, "list %s", dir);
-			break;
-		}
-		for (size_t i = 0; i < r.n && rc == 0; i++) {
-			const lr_kv *kv = &r.kvs[i];
-			if (after != NULL && strcmp(kv->key, after) == 0)
-				continue;
-			rc = fn(user, kv, lr_key_id(c, kind, kv->key), err);
-		}
-		free(after);
-		after = NULL;
-		if (rc != 0 || !r.more || r.n == 0) {
-			lr_range_result_free(&r);
-			break;
-		}
-		after = strdup(r.kvs[r.n - 1].key);
-		lr_range_result_free(&r);
-		if (after == NULL) {
-			rc = lr_err_set(err, LR_ENOMEM, "list %s: out of memory",
-			                dir);
-			break;
-		}
-	}
-	free(after);
-	return rc;
-}
-
 /* ---- the task list ------------------------------------------------------- */
 
 struct task_ref {
@@ -576,14 +529,15 @@ int lr_task_list(lr_client *c, int state_filter, size_t limit,
 		return lr_err_set(err, LR_EINVAL, "list tasks: unknown state %d",
 		                  state_filter);
 	/* Keys only: a listing must not pull every spec and state. */
-	rc = lr_records_each(c, LR_K_TASKS, LR_RANGE_KEYS_ONLY, KEYS_PAGE,
-	                     collect_task, &tasks, err);
+	lr_walk_opts keys = { .kind = LR_K_TASKS, .flags = LR_RANGE_KEYS_ONLY,
+	                      .page = KEYS_PAGE };
+	rc = lr_walk(c, &keys, collect_task, &tasks, err);
+	keys.kind = LR_K_DONE;
 	if (rc == 0 && state_filter >= 0)
-		rc = lr_records_each(c, LR_K_DONE, LR_RANGE_KEYS_ONLY, KEYS_PAGE,
-		                     collect_id, &l.done, err);
+		rc = lr_walk(c, &keys, collect_id, &l.done, err);
+	keys.kind = LR_K_CLAIMS;
 	if (rc == 0 && state_filter >= 0 && state_filter < LR_TASK_SUCCEEDED)
-		rc = lr_records_each(c, LR_K_CLAIMS, LR_RANGE_KEYS_ONLY,
-		                     KEYS_PAGE, collect_id, &l.claimed, err);
+		rc = lr_walk(c, &keys, collect_id, &l.claimed, err);
 	if (rc != 0)
 		goto cleanup;
 	/* Oldest first, as runners take them. */
@@ -648,7 +602,7 @@ static int collect_runner(void *user, const lr_kv *kv, const char *name,
 	lr_runner_info *info;
 	int64_t granted = 0;
 
-	if (name == NULL || !lr_name_valid(name))
+	if (name == NULL || !lr_id_valid(name))
 		return 0; /* not a key leaserun writes */
 	if (grow((void **)&l->v, sizeof(*l->v), l->n, &l->cap) != 0)
 		return lr_err_set(err, LR_ENOMEM, "list runners: out of memory");
@@ -673,8 +627,8 @@ int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err *err)
 
 	*out = NULL;
 	*n = 0;
-	rc = lr_records_each(c, LR_K_RUNNERS, 0, RUNNERS_PAGE, collect_runner,
-	                     &l, err);
+	lr_walk_opts runners = { .kind = LR_K_RUNNERS, .page = RUNNERS_PAGE };
+	rc = lr_walk(c, &runners, collect_runner, &l, err);
 	if (rc != 0) {
 		free(l.v);
 		return rc;

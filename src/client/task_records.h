@@ -41,18 +41,6 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
  * done record that does not decode (the task is over either way). */
 lr_task_state lr_done_state(const lr_kv *done);
 
-/* Called for each key of lr_records_each with the part of the key after
- * prefix+kind. A non-zero return stops the walk and is passed back. */
-typedef int (*lr_records_fn)(void *user, const lr_kv *kv, const char *id,
-                             lr_err *err);
-
-/* Walk every key under prefix+kind in key order, `page` keys per Range
- * (flags 0 or LR_RANGE_KEYS_ONLY). Pages are read at the latest revision:
- * key order keeps the walk exact (no key twice, none that existed throughout
- * missed) without pinning a revision that compaction could remove. */
-int lr_records_each(lr_client *c, const char *kind, int flags, int64_t page,
-                    lr_records_fn fn, void *user, lr_err *err);
-
 /* LR_EINVAL naming `what` unless id is a valid task id. */
 int lr_check_task_id(const char *what, const char *id, lr_err *err);
 

@@ -14,6 +14,17 @@
 #define M_DELETE "/etcdserverpb.KV/DeleteRange"
 #define M_TXN "/etcdserverpb.KV/Txn"
 
+char *lr_kv_value_dup(const lr_kv *kv)
+{
+	char *out = malloc(kv->value_len + 1);
+	if (out == NULL)
+		return NULL;
+	if (kv->value_len > 0)
+		memcpy(out, kv->value, kv->value_len);
+	out[kv->value_len] = '\0';
+	return out;
+}
+
 size_t lr_prefix_end(const char *prefix, char *out)
 {
 	size_t n = strlen(prefix);

@@ -21,6 +21,11 @@ typedef struct lr_kv {
 	int64_t create_rev, mod_rev, version, lease;
 } lr_kv;
 
+/* A NUL-terminated malloc'd copy of kv's value (freed by the caller), also
+ * for an empty value, which may come with no buffer at all. NULL when out
+ * of memory. */
+char *lr_kv_value_dup(const lr_kv *kv);
+
 /* Key flags. */
 enum {
 	LR_KEY_PREFIX = 1 << 0,    /* the key is a prefix: every key under it */

@@ -122,13 +122,6 @@ void lr_exec_env_free(char **env)
  * ==================================================================== */
 
 
-static int name_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
-	       c == '-';
-}
-
 /* The directory name must not reach outside the base ('/'), nor surprise a
  * shell or a person listing $TMPDIR. */
 static void sanitise_name(const char *name, char *out, size_t size)
@@ -138,7 +131,7 @@ static void sanitise_name(const char *name, char *out, size_t size)
 	if (name == NULL || *name == '\0')
 		name = "step";
 	for (; *name != '\0' && n + 1 < size; name++)
-		out[n++] = name_char(*name) ? *name : '_';
+		out[n++] = lr_id_char(*name) ? *name : '_';
 	out[n] = '\0';
 }
 

@@ -266,7 +266,7 @@ int lr_json_check_state(const json_t *v, const char *path, lr_err *err)
 
 /* ---- ids ---- */
 
-static int id_char(char c)
+int lr_id_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 	       (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
@@ -278,10 +278,10 @@ int lr_id_valid(const char *id)
 	if (id == NULL)
 		return 0;
 	size_t len = strlen(id);
-	if (len < 1 || len > LR_ID_MAX)
+	if (len < 1 || len >= LR_ID_SIZE)
 		return 0;
 	for (size_t i = 0; i < len; i++)
-		if (!id_char(id[i]))
+		if (!lr_id_char(id[i]))
 			return 0;
 	return 1;
 }
@@ -293,10 +293,10 @@ static int check_id(const char *id, lr_err *err)
 
 	if (len == 0)
 		return lr_err_set(err, LR_EINVAL, "id: must not be empty");
-	if (len > LR_ID_MAX)
+	if (len >= LR_ID_SIZE)
 		return lr_err_set(err, LR_EINVAL,
 		                  "id: %zu characters, over the limit of %d", len,
-		                  LR_ID_MAX);
+		                  LR_ID_SIZE - 1);
 	if (lr_id_valid(id))
 		return 0;
 	describe_string(id, len, shown, sizeof(shown));
@@ -717,7 +717,7 @@ int lr_spec_from_record(const char *value, size_t len, const char *key_id,
 	}
 	if (json_is_string(id) && strcmp(json_string_value(id), key_id) != 0) {
 		/* The key is as hostile as the value: anything may be in it. */
-		char shown[DESCRIBE_BUF], key_shown[LR_ID_BUF];
+		char shown[DESCRIBE_BUF], key_shown[LR_ID_SIZE];
 		lr_json_describe(id, shown, sizeof(shown));
 		printable(key_id, strlen(key_id), key_shown, sizeof(key_shown));
 		rc = lr_err_set(err, LR_EINVAL,
@@ -755,19 +755,14 @@ size_t lr_spec_steps(const json_t *spec)
 	return json_array_size(json_object_get(spec, "steps"));
 }
 
+const json_t *lr_spec_step(const json_t *spec, size_t i)
+{
+	return step_at(spec, i);
+}
+
 const char *lr_spec_step_name(const json_t *spec, size_t i)
 {
 	return json_string_value(json_object_get(step_at(spec, i), "name"));
-}
-
-const char *lr_spec_step_run(const json_t *spec, size_t i)
-{
-	return json_string_value(json_object_get(step_at(spec, i), "run"));
-}
-
-int64_t lr_spec_step_timeout_s(const json_t *spec, size_t i)
-{
-	return json_integer_value(json_object_get(step_at(spec, i), "timeout_s"));
 }
 
 int64_t lr_spec_max_attempts(const json_t *spec)

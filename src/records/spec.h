@@ -13,15 +13,13 @@
 #define LR_SPEC_MAX_BYTES (1 << 20)       /* spec text, and its stored form */
 #define LR_STATE_MAX_BYTES (512 * 1024)   /* state, JSON_COMPACT-encoded */
 #define LR_MAX_STEPS 1000
-#define LR_ID_MAX 200                     /* characters in a task id */
 #define LR_MAX_ATTEMPTS 1000              /* upper bound of max_attempts */
 /* A step timeout is a guard against a hung step, not a schedule: a week is
  * longer than any step we expect, and the bound keeps timeout_s * 1000 far
  * from overflow wherever it is turned into a deadline. */
 #define LR_STEP_TIMEOUT_MAX_S (7 * 24 * 3600)
 
-/* Buffer sizes: any task id and its NUL; a generated id and its NUL. */
-#define LR_ID_BUF (LR_ID_MAX + 1)
+/* A generated id and its NUL. (Any id fits LR_ID_SIZE, leaserun.h.) */
 #define LR_ID_GEN_BUF 33
 
 /* Parse spec text (len bytes, need not be NUL-terminated) and validate it as
@@ -60,16 +58,17 @@ char *lr_spec_encode(const json_t *spec);
  * same millisecond (by any runner anywhere) apart. size >= LR_ID_GEN_BUF. */
 int lr_id_generate(char *buf, size_t size, lr_err *err);
 
-/* True when id satisfies the id rule [A-Za-z0-9._:-]{1,200}. */
-int lr_id_valid(const char *id);
+/* The alphabet of the id rule (lr_id_valid, leaserun.h). */
+int lr_id_char(char c);
 
 /* Accessors of a normalised spec (as built by lr_spec_validate; anything else
  * is a bug). Strings and json_t values are borrowed from spec. */
 const char *lr_spec_id(const json_t *spec);
 size_t lr_spec_steps(const json_t *spec);
 const char *lr_spec_step_name(const json_t *spec, size_t i);
-const char *lr_spec_step_run(const json_t *spec, size_t i);
-int64_t lr_spec_step_timeout_s(const json_t *spec, size_t i);
+/* The step object {"name","run","timeout_s"} at i (borrowed), NULL past
+ * the end. */
+const json_t *lr_spec_step(const json_t *spec, size_t i);
 int64_t lr_spec_max_attempts(const json_t *spec);
 int64_t lr_spec_backoff_ms(const json_t *spec);
 json_t *lr_spec_env(const json_t *spec);   /* borrowed */

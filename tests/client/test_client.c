@@ -103,9 +103,9 @@ TEST(state_names_parse_back)
 		          ==, s);
 	CHECK(lr_task_state_name((lr_task_state)9) == NULL);
 	CHECK_INT(lr_task_state_parse("done"), ==, -1);
-	CHECK(lr_name_valid("runner-1.a:b_c"));
-	CHECK(!lr_name_valid("has space"));
-	CHECK(!lr_name_valid(""));
+	CHECK(lr_id_valid("runner-1.a:b_c"));
+	CHECK(!lr_id_valid("has space"));
+	CHECK(!lr_id_valid(""));
 }
 
 /* ---- submit ---- */

@@ -46,9 +46,10 @@ static void check_limits(const json_t *spec)
 	for (size_t i = 0; i < n; i++) {
 		REQUIRE(lr_spec_step_name(spec, i) != NULL);
 		REQUIRE(lr_spec_step_name(spec, i)[0] != '\0');
-		REQUIRE(lr_spec_step_run(spec, i) != NULL);
-		REQUIRE(lr_spec_step_run(spec, i)[0] != '\0');
-		int64_t t = lr_spec_step_timeout_s(spec, i);
+		const json_t *step = lr_spec_step(spec, i);
+		const char *run = json_string_value(json_object_get(step, "run"));
+		REQUIRE(run != NULL && run[0] != '\0');
+		int64_t t = json_integer_value(json_object_get(step, "timeout_s"));
 		REQUIRE(t >= 0 && t <= LR_STEP_TIMEOUT_MAX_S);
 	}
 	REQUIRE(lr_spec_max_attempts(spec) >= 1 &&
