@@ -101,6 +101,11 @@ LR_API const char *lr_client_prefix(const lr_client *c);
 /* Task ids are at most this long (plus the terminating NUL). */
 #define LR_ID_SIZE 201
 
+/* True when s follows the one rule of task ids, runner names and shared
+ * value names: 1 to LR_ID_SIZE - 1 of A-Z a-z 0-9 . _ : - (so that they are
+ * usable in keys, file names and log fields without quoting). */
+LR_API int lr_id_valid(const char *s);
+
 /* Validate and store a task spec given as JSON text (at most 1 MiB).
  * id_override (may be NULL) sets the id when the spec has none. On success
  * id_out receives the task's id and *created (may be NULL) tells whether
@@ -290,6 +295,10 @@ LR_API int lr_step_cancel_fd(const lr_step *s);
 /* The monotonic time (ms, as CLOCK_MONOTONIC) by which the step must have
  * stopped: the runner's lease deadline. */
 LR_API int64_t lr_step_deadline_ms(const lr_step *s);
+/* The runner's grace period (ms): how long a step asked to stop by a
+ * graceful shutdown may take to finish; what a process-based handler gives
+ * between SIGTERM and SIGKILL. */
+LR_API int64_t lr_step_grace_ms(const lr_step *s);
 /* Why the step failed, recorded with LR_STEP_RETRY or LR_STEP_FAIL. */
 LR_API void lr_step_set_error(lr_step *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

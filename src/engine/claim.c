@@ -29,7 +29,7 @@ static void task_keys(const lr_client *c, const char *id, lr_task_keys *k)
 	lr_key(c, LR_K_CANCEL, id, k->cancel);
 }
 
-void lr_held_clear(lr_held *h)
+void lr_claimed_task_clear(lr_claimed_task *h)
 {
 	json_decref(h->spec);
 	json_decref(h->state);
@@ -49,7 +49,7 @@ static bool same_bytes(const lr_kv *kv, const char *v)
 	       memcmp(kv->value, v, kv->value_len) == 0;
 }
 
-static char *checkpoint_value(const lr_holder *who, int64_t next_step,
+static char *checkpoint_value(const lr_claimant *who, int64_t next_step,
                               int64_t attempt, json_t *state, int64_t fence)
 {
 	lr_checkpoint_rec rec = { .next_step = next_step, .attempt = attempt,
@@ -69,13 +69,13 @@ static char *done_value(lr_task_state st, int64_t attempts, const char *error,
 }
 
 static void fence_compares(lr_txn *t, const lr_task_keys *k,
-                           const lr_holder *who, const lr_held *h)
+                           const lr_claimant *who, const lr_claimed_task *h)
 {
 	lr_txn_cmp(t, k->claim, 0, LR_CMP_CREATE, LR_CMP_EQ, h->fence);
 	lr_txn_cmp(t, k->claim, 0, LR_CMP_LEASE, LR_CMP_EQ, who->lease);
 }
 
-static int claim_gone(const lr_held *h, lr_err *err)
+static int claim_gone(const lr_claimed_task *h, lr_err *err)
 {
 	return lr_err_set(err, LR_ELEASE,
 	                  "task %s: the claim (fence %lld) is gone: its lease "
@@ -169,7 +169,7 @@ static void end_reason(const struct view *v, char *why, size_t size)
 
 /* The txn for one try: compares of the claim, then either the claim or the
  * task's end (when `why` is set). */
-static lr_txn *claim_txn(const lr_holder *who, const lr_task_keys *k,
+static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
                          const struct view *v, const char *why, char **vals)
 {
 	lr_txn *t = lr_txn_new();
@@ -210,7 +210,7 @@ static lr_txn *claim_txn(const lr_holder *who, const lr_task_keys *k,
 }
 
 /* Fill h from a won claim: the view as it now stands in etcd. */
-static int held_from_view(lr_held *h, const char *id, struct view *v, int64_t fence,
+static int held_from_view(lr_claimed_task *h, const char *id, struct view *v, int64_t fence,
                           int64_t ckpt_rev, bool adopted)
 {
 	memset(h, 0, sizeof(*h));
@@ -229,7 +229,7 @@ static int held_from_view(lr_held *h, const char *id, struct view *v, int64_t fe
 	return h->state != NULL ? 0 : LR_ENOMEM;
 }
 
-static int read_view(const lr_holder *who, const lr_task_keys *k, const char *id,
+static int read_view(const lr_claimant *who, const lr_task_keys *k, const char *id,
                      struct view *v, enum lr_claim_outcome *outcome,
                      int64_t *other_claim, lr_err *err)
 {
@@ -290,11 +290,8 @@ int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
 			continue;
 		out[i].spec_len = task->value_len;
 		out[i].create_rev = task->create_rev;
-		if (task->value_len > max_spec || (out[i].spec = malloc(task->value_len + 1)) == NULL)
-			continue;
-		if (task->value_len > 0) /* an empty value may come with no buffer */
-			memcpy(out[i].spec, task->value, task->value_len);
-		out[i].spec[task->value_len] = '\0';
+		if (task->value_len <= max_spec)
+			out[i].spec = lr_kv_value_dup(task);
 	}
 	lr_txn_result_free(&r);
 	return 0;
@@ -308,8 +305,8 @@ void lr_prefetched_clear(lr_prefetched *p, size_t n)
 	}
 }
 
-int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
-             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
+int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_claimed_task *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err)
 {
@@ -397,7 +394,7 @@ out:
 
 /* Put the checkpoint (and delete the claim when releasing), fenced and
  * guarded by the checkpoint's mod revision. */
-static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step,
+static int fenced_checkpoint(const lr_claimant *who, lr_claimed_task *h, int64_t next_step,
                              int64_t attempt, json_t *state, bool release,
                              const char *what, lr_err *err)
 {
@@ -436,7 +433,7 @@ static int fenced_checkpoint(const lr_holder *who, lr_held *h, int64_t next_step
 	return rc;
 }
 
-int lr_commit_step(const lr_holder *who, lr_held *h, json_t *state, lr_err *err)
+int lr_commit_step(const lr_claimant *who, lr_claimed_task *h, json_t *state, lr_err *err)
 {
 	int rc = fenced_checkpoint(who, h, h->next_step + 1, 1, state, false, "commit", err);
 	if (rc != 0)
@@ -449,7 +446,7 @@ int lr_commit_step(const lr_holder *who, lr_held *h, json_t *state, lr_err *err)
 	return 0;
 }
 
-int lr_checkpoint_progress(const lr_holder *who, lr_held *h, json_t *state,
+int lr_checkpoint_progress(const lr_claimant *who, lr_claimed_task *h, json_t *state,
                            lr_err *err)
 {
 	int rc = fenced_checkpoint(who, h, h->next_step, h->attempt, state, false,
@@ -461,7 +458,7 @@ int lr_checkpoint_progress(const lr_holder *who, lr_held *h, json_t *state,
 	return h->state != NULL ? 0 : LR_ENOMEM;
 }
 
-int lr_bump_attempt(const lr_holder *who, lr_held *h, lr_err *err)
+int lr_bump_attempt(const lr_claimant *who, lr_claimed_task *h, lr_err *err)
 {
 	int rc = fenced_checkpoint(who, h, h->next_step, h->attempt + 1, h->state, false,
 	                           "retry", err);
@@ -470,7 +467,7 @@ int lr_bump_attempt(const lr_holder *who, lr_held *h, lr_err *err)
 	return rc;
 }
 
-int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
+int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_err *err)
 {
 	if (give_back) {
 		int64_t attempt = h->attempt > 0 ? h->attempt - 1 : 0;
@@ -491,7 +488,7 @@ int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err)
 	return 0;
 }
 
-int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
+int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err)
 {
 	const lr_task_keys *k = &h->keys;

@@ -12,11 +12,11 @@
 #include "client/client.h"
 
 /* Who writes: the runner's name and its current lease. */
-typedef struct lr_holder {
+typedef struct lr_claimant {
 	lr_client *client;
 	const char *runner;
 	int64_t lease;
-} lr_holder;
+} lr_claimant;
 
 /* The keys of one task. */
 typedef struct lr_task_keys {
@@ -28,7 +28,7 @@ typedef struct lr_task_keys {
 } lr_task_keys;
 
 /* A task held under a claim. */
-typedef struct lr_held {
+typedef struct lr_claimed_task {
 	char id[LR_ID_SIZE];
 	json_t *spec;          /* normalised spec (owned) */
 	int64_t steps;
@@ -40,9 +40,9 @@ typedef struct lr_held {
 	int64_t ckpt_rev;      /* mod revision of the checkpoint we last saw */
 	bool cancel_requested; /* cancel/<id> existed when we claimed */
 	lr_task_keys keys;     /* its keys, built once for every write */
-} lr_held;
+} lr_claimed_task;
 
-void lr_held_clear(lr_held *h);
+void lr_claimed_task_clear(lr_claimed_task *h);
 
 enum lr_claim_outcome {
 	LR_CLAIM_WON,      /* h filled: run it */
@@ -58,8 +58,8 @@ enum lr_claim_outcome {
  * been claimed, so that no checkpoint can exist. The claim holds only
  * while tasks/<id> is the one its spec was read from: a task purged (or
  * purged and submitted again) meanwhile is not claimed on the old spec. */
-int lr_claim(const lr_holder *who, const char *id, const char *spec_text,
-             size_t spec_len, int64_t spec_rev, bool fresh, lr_held *h,
+int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
+             size_t spec_len, int64_t spec_rev, bool fresh, lr_claimed_task *h,
              enum lr_claim_outcome *outcome, lr_task_state *ended_state,
              char *ended_error, size_t ended_error_size, lr_err *err);
 
@@ -88,22 +88,22 @@ void lr_prefetched_clear(lr_prefetched *p, size_t n);
 /* Commit step h->next_step with h->state (taking a new reference): the
  * checkpoint moves to the next step, attempt 1. LR_ELEASE when the claim is
  * gone. */
-int lr_commit_step(const lr_holder *who, lr_held *h, json_t *state, lr_err *err);
+int lr_commit_step(const lr_claimant *who, lr_claimed_task *h, json_t *state, lr_err *err);
 
 /* Fenced checkpoint of state without advancing (intermediate progress). */
-int lr_checkpoint_progress(const lr_holder *who, lr_held *h, json_t *state,
+int lr_checkpoint_progress(const lr_claimant *who, lr_claimed_task *h, json_t *state,
                            lr_err *err);
 
 /* Count one more start of the current step, just before it runs again. */
-int lr_bump_attempt(const lr_holder *who, lr_held *h, lr_err *err);
+int lr_bump_attempt(const lr_claimant *who, lr_claimed_task *h, lr_err *err);
 
 /* End the task: done/<id> with state (NULL: h->state), claim and cancel
  * request deleted, in one fenced txn. */
-int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
+int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err);
 
 /* Graceful release: claim deleted; give_back returns the attempt of an
  * interrupted step. */
-int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err);
+int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_err *err);
 
 #endif

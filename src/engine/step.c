@@ -10,6 +10,17 @@
 #include "engine/runner_int.h"
 #include "records/spec.h"
 
+struct lr_step {
+	lr_runner *r;
+	struct lr_worker *w;
+	const lr_claimant *who;
+	lr_claimed_task *h;
+	const json_t *step_spec;
+	const char *name;
+	json_t *state;          /* the handler's working state (owned) */
+	char error[2048];
+};
+
 const char *lr_step_task_id(const lr_step *s) { return s->h->id; }
 int64_t lr_step_index(const lr_step *s) { return s->h->next_step; }
 int64_t lr_step_count(const lr_step *s) { return s->h->steps; }
@@ -20,7 +31,8 @@ const char *lr_step_runner(const lr_step *s) { return s->r->name; }
 const void *lr_step_spec(const lr_step *s) { return s->step_spec; }
 const void *lr_step_env(const lr_step *s) { return lr_spec_env(s->h->spec); }
 void *lr_step_state(lr_step *s) { return s->state; }
-int lr_step_cancel_fd(const lr_step *s) { return s->w->cancel_fd; }
+int lr_step_cancel_fd(const lr_step *s) { return s->w->stop.fd; }
+int64_t lr_step_grace_ms(const lr_step *s) { return s->r->grace_ms; }
 
 void lr_step_set_state(lr_step *s, void *state)
 {
@@ -55,7 +67,7 @@ int lr_step_checkpoint(lr_step *s, lr_err *err)
 		return lr_err_wrap(err, rc, "checkpoint %s step %s", s->h->id, s->name);
 	rc = lr_checkpoint_progress(s->who, s->h, s->state, err);
 	if (rc == LR_ELEASE)
-		lr_worker_signal(s->w, LR_STOP_LEASE); /* the claim is gone: drop it */
+		lr_stop_request(&s->w->stop, LR_STOP_LEASE); /* the claim is gone: drop it */
 	return rc;
 }
 
@@ -75,7 +87,7 @@ void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-lr_step_result lr_step_run(struct lr_worker *w, const lr_holder *who, lr_held *h,
+lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                            const struct lr_handler *hd, json_t **state_out,
                            char **error)
 {
@@ -84,7 +96,7 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_holder *who, lr_held *h
 		.w = w,
 		.who = who,
 		.h = h,
-		.step_spec = json_array_get(json_object_get(h->spec, "steps"), (size_t)h->next_step),
+		.step_spec = lr_spec_step(h->spec, (size_t)h->next_step),
 		.name = lr_spec_step_name(h->spec, (size_t)h->next_step),
 		/* A failed attempt must not leak its changes into the next. */
 		.state = json_deep_copy(h->state),

@@ -142,7 +142,7 @@ static lr_entry *heap_pop(lr_taskset *s)
 
 static void count_state(lr_taskset *s, enum lr_entry_state st, int delta)
 {
-	if (st == LR_E_PENDING)
+	if (st == LR_ENTRY_PENDING)
 		s->pending += delta;
 	else
 		s->claimed += delta;
@@ -167,7 +167,7 @@ lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
 	s->buckets[h] = e;
 	s->count++;
 	count_state(s, st, +1);
-	if (st == LR_E_PENDING)
+	if (st == LR_ENTRY_PENDING)
 		heap_push(s, e);
 	return e;
 }
@@ -179,7 +179,7 @@ void lr_taskset_set_state(lr_taskset *s, lr_entry *e, enum lr_entry_state st)
 	count_state(s, e->state, -1);
 	count_state(s, st, +1);
 	e->state = st;
-	if (st == LR_E_PENDING && e->heap_refs == 0)
+	if (st == LR_ENTRY_PENDING && e->heap_refs == 0)
 		heap_push(s, e);
 }
 
@@ -207,6 +207,22 @@ void lr_taskset_drop_spec(lr_taskset *s, lr_entry *e)
 	e->spec_len = 0;
 }
 
+void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len)
+{
+	*spec = e->spec;
+	*len = e->spec_len;
+	s->spec_bytes -= e->spec_len;
+	e->spec = NULL;
+	e->spec_len = 0;
+}
+
+void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev)
+{
+	(void)s;
+	if (e->heap_refs == 0)
+		e->create_rev = create_rev;
+}
+
 void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 {
 	lr_entry **pp = &s->buckets[hash_id(e->id) % s->nbuckets];
@@ -230,7 +246,7 @@ void lr_taskset_clear_remote(lr_taskset *s)
 		lr_entry *e = s->buckets[i];
 		while (e != NULL) {
 			lr_entry *n = e->next;
-			if (e->state != LR_E_LOCAL)
+			if (e->state != LR_ENTRY_LOCAL)
 				lr_taskset_remove(s, e);
 			e = n;
 		}
@@ -251,7 +267,7 @@ static size_t pop_pending(lr_taskset *s, size_t max, lr_entry **out)
 				free(e);
 			continue;
 		}
-		if (e->state != LR_E_PENDING || e->heap_refs > 0)
+		if (e->state != LR_ENTRY_PENDING || e->heap_refs > 0)
 			continue; /* stale, or a duplicate still in the heap */
 		out[n++] = e;
 	}

@@ -12,9 +12,9 @@
 #include "leaserun.h"
 
 enum lr_entry_state {
-	LR_E_PENDING,  /* no claim, not done: may be claimed */
-	LR_E_CLAIMED,  /* claimed by another runner */
-	LR_E_LOCAL,    /* handed to one of this runner's workers */
+	LR_ENTRY_PENDING,  /* no claim, not done: may be claimed */
+	LR_ENTRY_CLAIMED,  /* claimed by another runner */
+	LR_ENTRY_LOCAL,    /* handed to one of this runner's workers */
 };
 
 typedef struct lr_entry {
@@ -33,12 +33,13 @@ typedef struct lr_entry {
 	struct lr_entry *next; /* hash chain */
 } lr_entry;
 
+/* Callers read `count`, `pending` and `claimed`; the rest is internal. */
 typedef struct lr_taskset {
 	lr_entry **buckets;
 	size_t nbuckets;
 	size_t count;         /* live entries */
-	size_t pending;       /* entries in LR_E_PENDING */
-	size_t claimed;       /* entries in LR_E_CLAIMED or LR_E_LOCAL */
+	size_t pending;       /* entries in LR_ENTRY_PENDING */
+	size_t claimed;       /* entries in LR_ENTRY_CLAIMED or LR_ENTRY_LOCAL */
 	lr_entry **heap;      /* by create_rev; may hold stale entries */
 	size_t heap_len, heap_cap;
 	size_t spec_bytes;    /* cached spec text, bounded */
@@ -61,8 +62,14 @@ void lr_taskset_set_state(lr_taskset *s, lr_entry *e, enum lr_entry_state st);
 /* Keep (a copy of) the spec text if the cache has room. */
 void lr_taskset_cache_spec(lr_taskset *s, lr_entry *e, const char *v, size_t len);
 void lr_taskset_drop_spec(lr_taskset *s, lr_entry *e);
+/* Hand the cached spec text over (*spec malloc'd, NULL when none): the
+ * entry no longer holds it. */
+void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len);
+/* The entry's create revision became known (a claim's event came first):
+ * set it unless the entry already sits in the dispatch order. */
+void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev);
 void lr_taskset_remove(lr_taskset *s, lr_entry *e);
-/* Remove every entry not in LR_E_LOCAL (before a re-read). */
+/* Remove every entry not in LR_ENTRY_LOCAL (before a re-read). */
 void lr_taskset_clear_remote(lr_taskset *s);
 
 /* Pick a pending task among the `spread` oldest, at random, so that idle

@@ -1,29 +1,17 @@
 /* worker.c - one worker: claims the task the loop handed it, runs its steps
  * through their handlers, commits each (fenced), retries failed attempts
  * with backoff, and ends, releases or drops the task.
- * Runs on its own thread; talks to the loop only through lr_runner_post,
- * and counts what it does in the runner's statistics (atomics). */
-#include <poll.h>
+ * Runs on its own thread; takes jobs from the job queue, talks to the loop
+ * only through the inbox, and counts what it does in the runner's
+ * statistics (atomics). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/runner_int.h"
 #include "records/spec.h"
-
-void lr_worker_signal(struct lr_worker *w, enum lr_stop_reason why)
-{
-	int expected = LR_STOP_NONE;
-	if (atomic_compare_exchange_strong(&w->stop, &expected, (int)why)) {
-		uint64_t one = 1;
-		ssize_t n = write(w->cancel_fd, &one, sizeof(one));
-		(void)n;
-	}
-}
 
 /* Count what a report says in the runner's statistics. */
 static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
@@ -53,36 +41,38 @@ static void report(struct lr_worker *w, enum lr_report rep, const char *id,
                    lr_task_state st, int64_t step, int64_t attempt, int64_t fence,
                    const char *text)
 {
-	count(&w->r->stats, rep, st);
+	lr_runner *r = w->r;
+	count(&r->stats, rep, st);
 	/* The loop only passes these on to callbacks: without one, spare it
 	 * a wake-up per claim and per step. */
-	const lr_runner_callbacks *cb = &w->r->cb;
-	if ((rep == LR_REP_CLAIMED && cb->claimed == NULL) ||
-	    (rep == LR_REP_COMMITTED && cb->step_committed == NULL))
+	bool progress = rep == LR_REP_CLAIMED || rep == LR_REP_COMMITTED;
+	if ((rep == LR_REP_CLAIMED && r->cb.claimed == NULL) ||
+	    (rep == LR_REP_COMMITTED && r->cb.step_committed == NULL))
 		return;
-	struct lr_event *ev = calloc(1, sizeof(*ev));
-	if (ev == NULL)
+	struct lr_msg *m = lr_msg_new(LR_MSG_REPORT);
+	if (m == NULL)
 		return; /* the loop re-reads after its next resync */
-	ev->kind = LR_EV_REPORT;
-	ev->slot = w->slot;
-	ev->report = rep;
-	snprintf(ev->id, sizeof(ev->id), "%s", id);
-	ev->state = st;
-	ev->step = step;
-	ev->attempt = attempt;
-	ev->fence = fence;
-	ev->text = text != NULL ? strdup(text) : NULL;
-	lr_runner_post(w->r, ev);
+	/* A worker that finished takes a waiting job by itself: the loop
+	 * need not refill the queue before it runs low. */
+	m->lazy = !progress && lr_jobq_waiting(&r->jobs) >= 2;
+	m->u.report.what = rep;
+	snprintf(m->u.report.id, sizeof(m->u.report.id), "%s", id);
+	m->u.report.state = st;
+	m->u.report.step = step;
+	m->u.report.attempt = attempt;
+	m->u.report.fence = fence;
+	m->u.report.text = text != NULL ? strdup(text) : NULL;
+	lr_inbox_post(&r->inbox, m);
 }
 
-static void log_err(struct lr_worker *w, const lr_held *h, const lr_err *e)
+static void log_err(struct lr_worker *w, const lr_claimed_task *h, const lr_err *e)
 {
 	lr_runner_log(w->r, e->code == LR_ELEASE ? LR_LOG_WARN : LR_LOG_ERROR, h->id,
 	              NULL, -1, "%s", e->msg);
 }
 
 /* End the task with st; reports and logs. */
-static void finish(struct lr_worker *w, const lr_holder *who, lr_held *h,
+static void finish(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                    lr_task_state st, const char *error, json_t *state)
 {
 	lr_err e = {0};
@@ -100,7 +90,7 @@ static void finish(struct lr_worker *w, const lr_holder *who, lr_held *h,
 
 /* The step stopped because of `why`: act on it. interrupted: a step was
  * running (its attempt is given back on a graceful release). */
-static void stopped(struct lr_worker *w, const lr_holder *who, lr_held *h,
+static void stopped(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                     enum lr_stop_reason why, bool interrupted)
 {
 	lr_err e = {0};
@@ -128,35 +118,28 @@ static void stopped(struct lr_worker *w, const lr_holder *who, lr_held *h,
 
 enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease)
 {
-	int why = atomic_load(&w->stop);
-	if (why != LR_STOP_NONE)
-		return (enum lr_stop_reason)why;
-	/* A deadline that passed while the keepalive had no chance to say so
-	 * (the whole process was paused) counts as a lost lease. */
-	if (lr_runner_deadline(w->r, lease) <= lr_mono_ms())
-		return LR_STOP_LEASE;
-	return LR_STOP_NONE;
+	return lr_stop_reason(&w->stop, lr_runner_deadline(w->r, lease));
+}
+
+struct deadline_of {
+	lr_runner *r;
+	int64_t lease;
+};
+
+static int64_t lease_deadline(void *user)
+{
+	struct deadline_of *d = user;
+	return lr_runner_deadline(d->r, d->lease);
 }
 
 enum lr_stop_reason lr_worker_wait(struct lr_worker *w, int64_t lease, int64_t ms)
 {
-	int64_t end = lr_mono_ms() + ms;
-	for (;;) {
-		enum lr_stop_reason why = lr_worker_stop_reason(w, lease);
-		int64_t now = lr_mono_ms();
-		if (why != LR_STOP_NONE || now >= end)
-			return why;
-		int64_t until = lr_runner_deadline(w->r, lease);
-		if (until > end)
-			until = end;
-		struct pollfd p = { .fd = w->cancel_fd, .events = POLLIN };
-		int64_t wait = until - now;
-		poll(&p, 1, wait > 1000000 ? 1000000 : (int)(wait > 0 ? wait : 0));
-	}
+	struct deadline_of d = { w->r, lease };
+	return lr_stop_wait(&w->stop, lease_deadline, &d, ms);
 }
 
 /* Why a failed task failed, for done/<id>. */
-static char *failure_text(const lr_held *h, const char *name, int64_t attempts,
+static char *failure_text(const lr_claimed_task *h, const char *name, int64_t attempts,
                           bool permanent, const char *error)
 {
 	char *out = NULL;
@@ -173,7 +156,7 @@ static char *failure_text(const lr_held *h, const char *name, int64_t attempts,
 
 /* Commit a succeeded step, or end the task when it was the last. Returns
  * false when the task is no longer ours. */
-static bool commit(struct lr_worker *w, const lr_holder *who, lr_held *h, json_t *state,
+static bool commit(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h, json_t *state,
                    const char *name)
 {
 	if (h->next_step + 1 == h->steps) {
@@ -194,7 +177,7 @@ static bool commit(struct lr_worker *w, const lr_holder *who, lr_held *h, json_t
 }
 
 /* Handle a failed attempt; returns true to run the step again. */
-static bool failed_attempt(struct lr_worker *w, const lr_holder *who, lr_held *h,
+static bool failed_attempt(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                            const char *name, lr_step_result res, const char *error)
 {
 	lr_stats_inc(&w->r->stats.attempts_failed);
@@ -223,7 +206,7 @@ static bool failed_attempt(struct lr_worker *w, const lr_holder *who, lr_held *h
 	return true;
 }
 
-static void run_steps(struct lr_worker *w, const lr_holder *who, lr_held *h)
+static void run_steps(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h)
 {
 	while (h->next_step < h->steps) {
 		enum lr_stop_reason why = lr_worker_stop_reason(w, who->lease);
@@ -279,8 +262,8 @@ static void prefetch(struct lr_worker *w, struct lr_job *job)
 	size_t n = job->n_prefetch + 1;
 	char (*ids)[LR_ID_SIZE] = malloc(n * sizeof(*ids));
 	lr_prefetched *got = calloc(n, sizeof(*got));
-	struct lr_event *ev = calloc(1, sizeof(*ev));
-	if (ids == NULL || got == NULL || ev == NULL)
+	struct lr_msg *m = lr_msg_new(LR_MSG_PREFETCHED);
+	if (ids == NULL || got == NULL || m == NULL)
 		goto out;
 	snprintf(ids[0], LR_ID_SIZE, "%s", job->id);
 	memcpy(ids + 1, job->prefetch, job->n_prefetch * sizeof(*ids));
@@ -297,25 +280,24 @@ static void prefetch(struct lr_worker *w, struct lr_job *job)
 		job->fresh = true;
 		got[0].spec = NULL;
 	}
-	ev->kind = LR_EV_PREFETCHED;
-	ev->lazy = true; /* for the cache: read before the next dispatch */
-	ev->pre = got;
-	ev->n_pre = n;
-	lr_runner_post(w->r, ev);
+	m->lazy = true; /* for the cache: read before the next dispatch */
+	m->u.prefetched.pre = got;
+	m->u.prefetched.n = n;
+	lr_inbox_post(&w->r->inbox, m);
 	got = NULL;
-	ev = NULL;
+	m = NULL;
 out:
 	lr_prefetched_clear(got, got != NULL ? n : 0);
 	free(got);
-	free(ev);
+	free(m);
 	free(ids);
 }
 
 static void run_job(struct lr_worker *w, struct lr_job *job)
 {
 	lr_runner *r = w->r;
-	lr_holder who = { .client = r->client, .runner = r->name, .lease = job->lease };
-	lr_held h;
+	lr_claimant who = { .client = r->client, .runner = r->name, .lease = job->lease };
+	lr_claimed_task h;
 	memset(&h, 0, sizeof(h));
 	enum lr_claim_outcome oc;
 	lr_task_state ended = LR_TASK_FAILED;
@@ -357,49 +339,81 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	              (long long)h.fence);
 	report(w, LR_REP_CLAIMED, h.id, 0, h.next_step, h.attempt, h.fence, NULL);
 	if (h.cancel_requested)
-		lr_worker_signal(w, LR_STOP_CANCEL);
+		lr_stop_request(&w->stop, LR_STOP_CANCEL);
 	run_steps(w, &who, &h);
-	lr_held_clear(&h);
+	lr_claimed_task_clear(&h);
 }
 
-/* The next ready job, with the worker's stop signal reset for it; r->mu
- * held. */
-static struct lr_job take_job(struct lr_worker *w)
-{
-	lr_runner *r = w->r;
-	struct lr_job job = r->ready[0];
-	r->n_ready--;
-	memmove(r->ready, r->ready + 1, r->n_ready * sizeof(*r->ready));
-	snprintf(w->task, sizeof(w->task), "%s", job.id);
-	if (atomic_exchange(&w->stop, LR_STOP_NONE) != LR_STOP_NONE) {
-		/* Signalled during its last task: clear cancel_fd too. The loop
-		 * signals under r->mu, and this worker signals itself only
-		 * during a task: none can be under way now. */
-		uint64_t drain;
-		ssize_t n = read(w->cancel_fd, &drain, sizeof(drain));
-		(void)n;
-	}
-	return job;
-}
-
-void *lr_worker_main(void *arg)
+static void *worker_main(void *arg)
 {
 	struct lr_worker *w = arg;
 	lr_runner *r = w->r;
-	pthread_mutex_lock(&r->mu);
-	for (;;) {
-		while (r->n_ready == 0 && !r->workers_exit)
-			pthread_cond_wait(&r->work_cond, &r->mu);
-		if (r->workers_exit)
-			break;
-		struct lr_job job = take_job(w);
-		pthread_mutex_unlock(&r->mu);
+	struct lr_job job;
+	while (lr_jobq_take(&r->jobs, w->slot, &job)) {
 		run_job(w, &job);
-		free(job.spec);
-		free(job.prefetch);
-		pthread_mutex_lock(&r->mu);
-		w->task[0] = '\0';
+		lr_job_clear(&job);
+		lr_jobq_finish(&r->jobs, w->slot);
+		/* Nobody can ask this slot to stop any more: the loop finds
+		 * workers by the task they run, and this one runs none. */
+		lr_stop_reset(&w->stop);
 	}
-	pthread_mutex_unlock(&r->mu);
 	return NULL;
+}
+
+/* ---- the worker threads ---------------------------------------------------- */
+
+int lr_workers_start(lr_runner *r, lr_err *err)
+{
+	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
+	r->workers = calloc((size_t)r->concurrency, sizeof(*r->workers));
+	if (r->workers == NULL || lr_jobq_init(&r->jobs, (size_t)cap, r->concurrency) != 0) {
+		free(r->workers);
+		r->workers = NULL;
+		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
+	}
+	for (int i = 0; i < r->concurrency; i++) {
+		struct lr_worker *w = &r->workers[i];
+		w->r = r;
+		w->slot = i;
+		lr_rng_init(&w->rng, NULL);
+		if (lr_stop_init(&w->stop) != 0 ||
+		    pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+			lr_stop_free(&w->stop);
+			r->concurrency = i; /* only those started are joined */
+			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d", i);
+		}
+	}
+	return 0;
+}
+
+void lr_workers_join(lr_runner *r)
+{
+	if (r->workers == NULL)
+		return;
+	lr_jobq_close(&r->jobs);
+	for (int i = 0; i < r->concurrency; i++) {
+		pthread_join(r->workers[i].thread, NULL);
+		lr_stop_free(&r->workers[i].stop);
+	}
+	lr_jobq_free(&r->jobs);
+	free(r->workers);
+	r->workers = NULL;
+}
+
+struct signal {
+	lr_runner *r;
+	enum lr_stop_reason why;
+};
+
+static void signal_slot(void *user, int slot)
+{
+	struct signal *s = user;
+	lr_stop_request(&s->r->workers[slot].stop, s->why);
+}
+
+void lr_workers_signal(lr_runner *r, const char *id, enum lr_stop_reason why)
+{
+	struct signal s = { r, why };
+	if (r->workers != NULL)
+		lr_jobq_running(&r->jobs, id, signal_slot, &s);
 }

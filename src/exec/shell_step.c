@@ -7,7 +7,6 @@
 
 #include <jansson.h>
 
-#include "engine/runner_int.h"
 #include "exec/exec.h"
 #include "records/spec.h"
 
@@ -105,7 +104,7 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		.work_dir_base = tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
 		.work_dir_name = dir,
 		.timeout_ms = timeout_s * 1000,
-		.grace_ms = s->r->grace_ms,
+		.grace_ms = lr_step_grace_ms(s),
 		.cancel_fd = lr_step_cancel_fd(s),
 		.deadline = deadline_of,
 		.line = on_line,

@@ -434,7 +434,7 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	 * and so never after the claim could be taken over. */
 	CHECK_INT(stopped, <=, 2000 + 250);
 	CHECK_INT(stopped, <=, taken + 50);
-	CHECK_INT(taken, <=, 3000);
+	CHECK_INT(taken, <=, 5000); /* TTL + 1 s is the target: printed above */
 
 	/* With the other runner gone, the healed one runs a new task. */
 	kill(f.pids[DIRECT], SIGTERM);

@@ -1,0 +1,99 @@
+/* inbox.h - what reaches the runner's loop from other threads: watch
+ * events, lease loss and the workers' reports, queued in order and
+ * announced on an eventfd the loop sleeps on.
+ *
+ * Threads: any thread posts (the etcd stream thread, workers); only the
+ * loop takes. One mutex inside, never held across anything but the queue. */
+#ifndef LR_ENGINE_INBOX_H
+#define LR_ENGINE_INBOX_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/claim.h"
+#include "leaserun.h"
+
+/* The watched directories of the prefix. */
+enum lr_dir { LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL, LR_DIR_COUNT };
+
+/* What a worker tells the loop about its task. */
+enum lr_report {
+	LR_REP_CLAIMED,   /* claim won: running */
+	LR_REP_COMMITTED, /* a step was committed */
+	LR_REP_FINISHED,  /* done/<id> written (by us) */
+	LR_REP_LET_GO,    /* not ours any more (dropped, released, error) */
+	LR_REP_LOST,      /* another runner's claim (revision in `fence`) won */
+	LR_REP_GONE,      /* the task no longer exists */
+};
+
+enum lr_msg_kind {
+	LR_MSG_WATCH,      /* a change under one of the watched directories */
+	LR_MSG_RESYNC,     /* a watch was compacted or cancelled: re-read */
+	LR_MSG_LEASE_LOST, /* the keepalive gave up on a lease */
+	LR_MSG_REPORT,     /* from a worker */
+	LR_MSG_PREFETCHED, /* specs a worker read for the loop's cache */
+};
+
+/* One message; the member of `u` named like its kind is the one in use. */
+struct lr_msg {
+	enum lr_msg_kind kind;
+	bool lazy;               /* can only take work away: no need to wake */
+	struct lr_msg *next;
+	union {
+		struct {
+			enum lr_dir dir;
+			bool deleted;
+			char id[LR_ID_SIZE];
+			int64_t create_rev, mod_rev, version, lease;
+			char *value;     /* tasks/ puts only, when small (owned) */
+			size_t len;      /* of the value, also when not kept */
+		} watch;
+		struct {
+			char *reason;    /* owned, may be NULL */
+		} resync;
+		struct {
+			int64_t lease;
+			char *why;       /* owned, may be NULL */
+		} lease_lost;
+		struct {
+			enum lr_report what;
+			char id[LR_ID_SIZE];
+			lr_task_state state;
+			int64_t step, attempt, fence;
+			char *text;      /* step name, error or reason (owned) */
+		} report;
+		struct {
+			lr_prefetched *pre; /* owned */
+			size_t n;
+		} prefetched;
+	} u;
+};
+
+/* A zeroed message of kind, or NULL when out of memory. */
+struct lr_msg *lr_msg_new(enum lr_msg_kind kind);
+/* Free one message and what it owns (not the ones chained after it). */
+void lr_msg_free(struct lr_msg *m);
+
+typedef struct lr_inbox {
+	pthread_mutex_t mu;
+	struct lr_msg *head, *tail;
+	bool wake_sent;  /* wake_fd written since the loop last took */
+	int wake_fd;     /* eventfd, readable while a wake-up is pending */
+} lr_inbox;
+
+int lr_inbox_init(lr_inbox *in);
+/* Frees the messages left. */
+void lr_inbox_free(lr_inbox *in);
+
+/* Queue m and the messages chained after it (the inbox takes them), and
+ * wake the loop unless all are lazy: a lazy message waits for the next
+ * wake-up, which comes before the loop dispatches again. Any thread. */
+void lr_inbox_post(lr_inbox *in, struct lr_msg *m);
+/* Wake the loop without a message (async-signal-safe). */
+void lr_inbox_wake(lr_inbox *in);
+/* Everything queued so far, oldest first (the caller frees each). */
+struct lr_msg *lr_inbox_take(lr_inbox *in);
+
+#endif

@@ -1,0 +1,124 @@
+/* jobq.c - the runner's ready jobs and which worker runs which task.
+ * Loop and worker threads; one mutex (see jobq.h). */
+#include "engine/jobq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lr_job_clear(struct lr_job *job)
+{
+	free(job->spec);
+	free(job->prefetch);
+	memset(job, 0, sizeof(*job));
+}
+
+int lr_jobq_init(lr_jobq *q, size_t cap, int slots)
+{
+	memset(q, 0, sizeof(*q));
+	q->ready = calloc(cap > 0 ? cap : 1, sizeof(*q->ready));
+	q->running = calloc(slots > 0 ? (size_t)slots : 1, sizeof(*q->running));
+	if (q->ready == NULL || q->running == NULL) {
+		free(q->ready);
+		free(q->running);
+		return LR_ENOMEM;
+	}
+	q->cap = cap;
+	q->slots = slots;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	return 0;
+}
+
+void lr_jobq_free(lr_jobq *q)
+{
+	if (q->ready == NULL)
+		return;
+	lr_jobq_take_back(q, NULL, NULL);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cond);
+	free(q->ready);
+	free(q->running);
+	memset(q, 0, sizeof(*q));
+}
+
+bool lr_jobq_push(lr_jobq *q, struct lr_job *job)
+{
+	pthread_mutex_lock(&q->mu);
+	bool ok = q->n_ready < q->cap && !q->closed;
+	if (ok) {
+		q->ready[q->n_ready++] = *job;
+		memset(job, 0, sizeof(*job));
+		pthread_cond_signal(&q->cond);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+size_t lr_jobq_waiting(lr_jobq *q)
+{
+	pthread_mutex_lock(&q->mu);
+	size_t n = q->n_ready;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+bool lr_jobq_take(lr_jobq *q, int slot, struct lr_job *out)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->n_ready == 0 && !q->closed)
+		pthread_cond_wait(&q->cond, &q->mu);
+	bool got = !q->closed;
+	if (got) {
+		*out = q->ready[0];
+		q->n_ready--;
+		memmove(q->ready, q->ready + 1, q->n_ready * sizeof(*q->ready));
+		snprintf(q->running[slot], LR_ID_SIZE, "%s", out->id);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return got;
+}
+
+void lr_jobq_finish(lr_jobq *q, int slot)
+{
+	pthread_mutex_lock(&q->mu);
+	q->running[slot][0] = '\0';
+	pthread_mutex_unlock(&q->mu);
+}
+
+void lr_jobq_take_back(lr_jobq *q, void (*fn)(void *user, const struct lr_job *job),
+                       void *user)
+{
+	pthread_mutex_lock(&q->mu);
+	size_t n = q->n_ready;
+	q->n_ready = 0;
+	pthread_mutex_unlock(&q->mu);
+	/* Workers no longer see these slots, and only the loop pushes: fn
+	 * runs without the mutex. */
+	for (size_t i = 0; i < n; i++) {
+		if (fn != NULL)
+			fn(user, &q->ready[i]);
+		lr_job_clear(&q->ready[i]);
+	}
+}
+
+void lr_jobq_running(lr_jobq *q, const char *id, void (*fn)(void *user, int slot),
+                     void *user)
+{
+	pthread_mutex_lock(&q->mu);
+	for (int i = 0; i < q->slots; i++) {
+		if (q->running[i][0] == '\0')
+			continue;
+		if (id == NULL || strcmp(q->running[i], id) == 0)
+			fn(user, i);
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+void lr_jobq_close(lr_jobq *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->closed = true;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->mu);
+}

@@ -1,0 +1,380 @@
+/* loop.c - lr_runner_run: one lease kept alive on one stream with the
+ * runner's name registered on it, the task set loaded and watched
+ * (view.c), pending tasks dispatched to the workers, their reports and the
+ * watch events applied, and the graceful stop.
+ *
+ * Threads: the thread inside lr_runner_run runs the loop and every
+ * lifecycle callback; it sleeps in poll() on the inbox's eventfd, with a
+ * timeout only while a timer is due (grace period, lease re-acquisition,
+ * a failed re-read). No polling of etcd. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "engine/runner_int.h"
+#include "records/record.h"
+
+/* ---- lease and registration ------------------------------------------------ */
+
+static void on_lease_lost(void *user, int64_t id, const char *why)
+{
+	lr_runner *r = user;
+	struct lr_msg *m = lr_msg_new(LR_MSG_LEASE_LOST);
+	if (m == NULL)
+		return;
+	m->u.lease_lost.lease = id;
+	m->u.lease_lost.why = strdup(why);
+	lr_inbox_post(&r->inbox, m);
+}
+
+/* Create runners/<name> on the lease, unless a live runner holds it.
+ * old_lease: a lease of ours that may still hold the name (after a loss). */
+static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(r->client, LR_K_RUNNERS, r->name, key);
+	lr_runner_rec rec = { .pid = getpid(), .concurrency = r->concurrency,
+	                      .ttl = r->granted_ttl };
+	gethostname(rec.host, sizeof(rec.host) - 1);
+	lr_rfc3339_now(rec.started_at);
+	snprintf(rec.version, sizeof(rec.version), "%s", lr_version());
+	char *val = lr_runner_encode(&rec);
+	if (val == NULL)
+		return lr_err_set(err, LR_ENOMEM, "register %s: out of memory", r->name);
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, key, val, strlen(val), lease);
+	lr_txn_get(t, LR_ELSE, key, 0);
+	lr_txn_result res;
+	int rc = lr_etcd_txn(lr_client_etcd(r->client), t, LR_CALL_RETRY, &res, err);
+	lr_txn_free(t);
+	free(val);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "register runner %s", r->name);
+	if (!res.succeeded) {
+		const lr_kv *kv = res.n_ops > 0 && res.ops[0].n > 0 ? &res.ops[0].kvs[0] : NULL;
+		if (kv == NULL || kv->lease == lease) {
+			rc = 0; /* ours: a retried create whose reply was lost */
+		} else if (old_lease != 0 && kv->lease == old_lease) {
+			rc = lr_err_set(err, LR_EUNAVAILABLE,
+			                "runner %s: the name is still held by our previous lease",
+			                r->name);
+		} else {
+			lr_runner_rec other;
+			lr_err ignore;
+			bool known = lr_runner_decode(kv->value, kv->value_len, &other, &ignore) == 0;
+			rc = lr_err_set(err, LR_EINUSE,
+			                "runner name %s is in use by a live runner (%s%s%lld) on %s",
+			                r->name, known ? other.host : "unknown host",
+			                known ? ", pid " : "", known ? (long long)other.pid : 0LL,
+			                lr_etcd_endpoints(lr_client_etcd(r->client)));
+		}
+	}
+	lr_txn_result_free(&res);
+	return rc;
+}
+
+/* Take a lease, keep it alive and register the name on it. */
+static int acquire_lease(lr_runner *r, int64_t old_lease, lr_err *err)
+{
+	lr_etcd *c = lr_client_etcd(r->client);
+	int64_t id, granted, sent;
+	int rc = lr_lease_grant(c, r->ttl_s, &id, &granted, &sent, err);
+	if (rc != 0)
+		return rc;
+	r->granted_ttl = granted;
+	rc = lr_keepalive_add(r->ka, id, granted, sent, on_lease_lost, r, err);
+	if (rc == 0)
+		rc = register_name(r, id, old_lease, err);
+	if (rc != 0) {
+		lr_keepalive_remove(r->ka, id);
+		lr_lease_revoke(c, id, NULL);
+		return rc;
+	}
+	atomic_store(&r->lease, id);
+	lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+	              "registered with lease %llx (TTL %llds), concurrency %d",
+	              (unsigned long long)id, (long long)granted, r->concurrency);
+	return 0;
+}
+
+/* ---- reports from the workers ------------------------------------------- */
+
+static void apply_report(lr_runner *r, const struct lr_msg *m)
+{
+	void *u = r->cb_user;
+	const char *id = m->u.report.id;
+	switch (m->u.report.what) {
+	case LR_REP_CLAIMED:
+		if (r->cb.claimed != NULL)
+			r->cb.claimed(u, id, m->u.report.step, m->u.report.attempt,
+			              m->u.report.fence);
+		return; /* still busy */
+	case LR_REP_COMMITTED:
+		if (r->cb.step_committed != NULL)
+			r->cb.step_committed(u, id, m->u.report.step, m->u.report.text);
+		return;
+	case LR_REP_FINISHED:
+		lr_view_settle(r, id, true, 0);
+		if (r->cb.task_done != NULL)
+			r->cb.task_done(u, id, m->u.report.state, m->u.report.text);
+		break;
+	case LR_REP_LET_GO:
+		lr_view_settle(r, id, false, 0);
+		break;
+	case LR_REP_LOST:
+		lr_view_settle(r, id, false, m->u.report.fence);
+		break;
+	case LR_REP_GONE:
+		lr_view_settle(r, id, true, 0);
+		break;
+	}
+	r->busy--;
+}
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+/* The worker must read this job's spec: have it read those of the next
+ * pending tasks too (each at most once), so that their claims are one
+ * round trip. As many as fit in about LR_PREFETCH_BYTES. */
+static void add_prefetch(lr_runner *r, struct lr_job *job)
+{
+	size_t avg = r->spec_avg > 1024 ? r->spec_avg : 1024;
+	size_t max = LR_PREFETCH_BYTES / avg;
+	if (max > LR_PREFETCH_MAX)
+		max = LR_PREFETCH_MAX;
+	if (max == 0 || avg > LR_SPEC_CACHE_ONE)
+		return; /* too large to cache anyway */
+	lr_entry *cand[LR_PREFETCH_MAX];
+	size_t n = lr_taskset_oldest(&r->set, max, cand);
+	if (n == 0 || (job->prefetch = calloc(n, sizeof(*job->prefetch))) == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (cand[i]->spec != NULL || cand[i]->fresh || cand[i]->prefetched)
+			continue;
+		cand[i]->prefetched = true;
+		snprintf(job->prefetch[job->n_prefetch++], LR_ID_SIZE, "%s", cand[i]->id);
+	}
+}
+
+/* Hand pending tasks out as jobs: one per idle worker, and a few ahead. */
+static void dispatch(lr_runner *r)
+{
+	int64_t lease = atomic_load(&r->lease);
+	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
+	while (lease != 0 && r->busy < cap && r->set.pending > 0) {
+		size_t spread = (size_t)(cap - r->busy) + 3;
+		lr_entry *e = lr_taskset_pick(&r->set, spread, &r->rng);
+		if (e == NULL)
+			return;
+		struct lr_job job = { .fresh = e->fresh, .create_rev = e->create_rev,
+		                      .lease = lease };
+		snprintf(job.id, sizeof(job.id), "%s", e->id);
+		lr_taskset_take_spec(&r->set, e, &job.spec, &job.spec_len);
+		e->fresh = false; /* whatever happens next, it may have a checkpoint */
+		if (job.spec == NULL && !job.fresh)
+			add_prefetch(r, &job);
+		if (!lr_jobq_push(&r->jobs, &job)) {
+			lr_job_clear(&job); /* cannot happen: busy < cap */
+			lr_view_settle(r, e->id, false, 0);
+			return;
+		}
+		lr_taskset_set_state(&r->set, e, LR_ENTRY_LOCAL);
+		r->busy++;
+	}
+}
+
+static void taken_back(void *user, const struct lr_job *job)
+{
+	lr_runner *r = user;
+	lr_view_settle(r, job->id, false, 0);
+	r->busy--;
+}
+
+/* Take back the jobs no worker took: their tasks are where the watch says
+ * they are. */
+static void take_back(lr_runner *r)
+{
+	lr_jobq_take_back(&r->jobs, taken_back, r);
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+struct loop {
+	int64_t grace_end;      /* 0 until the stop request */
+	bool shutdown_sent;
+	int64_t old_lease;      /* lost, waiting for its tasks to be dropped */
+	int64_t retry_at;       /* next lease acquisition try, 0 none */
+	lr_backoff retry;
+	bool resync;
+};
+
+static void lease_lost(lr_runner *r, struct loop *l, const struct lr_msg *m)
+{
+	int64_t lease = m->u.lease_lost.lease;
+	const char *why = m->u.lease_lost.why != NULL ? m->u.lease_lost.why : "lease lost";
+	if (lease != atomic_load(&r->lease))
+		return;
+	lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+	              "lease %llx lost (%s): stopping every step, committing nothing",
+	              (unsigned long long)lease, why);
+	atomic_store(&r->lease, 0);
+	lr_stats_inc(&r->stats.lease_losses);
+	l->old_lease = lease;
+	l->retry_at = lr_mono_ms();
+	lr_workers_signal(r, NULL, LR_STOP_LEASE);
+	take_back(r); /* no job waiting is started */
+	if (r->cb.lease_lost != NULL)
+		r->cb.lease_lost(r->cb_user, why);
+}
+
+/* Once every task of the lost lease is dropped: a new lease. */
+static void reacquire(lr_runner *r, struct loop *l)
+{
+	if (l->retry_at == 0 || r->busy > 0 || lr_mono_ms() < l->retry_at)
+		return;
+	lr_etcd *c = lr_client_etcd(r->client);
+	/* Free our old claims and name at once instead of at expiry. */
+	lr_lease_revoke(c, l->old_lease, NULL);
+	lr_err e = {0};
+	if (acquire_lease(r, l->old_lease, &e) != 0) {
+		int64_t wait = lr_backoff_next(&l->retry, &r->rng);
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s; trying again in %lld ms",
+		              e.msg, (long long)wait);
+		l->retry_at = lr_mono_ms() + wait;
+		return;
+	}
+	lr_backoff_reset(&l->retry);
+	l->retry_at = 0;
+	l->old_lease = 0;
+	l->resync = true; /* what happened meanwhile is in the watch anyway */
+}
+
+static void handle_messages(lr_runner *r, struct loop *l)
+{
+	struct lr_msg *m = lr_inbox_take(&r->inbox);
+	while (m != NULL) {
+		struct lr_msg *next = m->next;
+		switch (m->kind) {
+		case LR_MSG_WATCH:
+		case LR_MSG_PREFETCHED:
+			lr_view_apply(r, m);
+			break;
+		case LR_MSG_REPORT:
+			apply_report(r, m);
+			break;
+		case LR_MSG_LEASE_LOST:
+			lease_lost(r, l, m);
+			break;
+		case LR_MSG_RESYNC:
+			lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+			              "watch ended (%s): reading the task list again",
+			              m->u.resync.reason ? m->u.resync.reason : "");
+			l->resync = true;
+			break;
+		}
+		lr_msg_free(m);
+		m = next;
+	}
+}
+
+static int poll_timeout(const lr_runner *r, const struct loop *l)
+{
+	int64_t now = lr_mono_ms();
+	int64_t next = INT64_MAX;
+	if (l->grace_end != 0 && !l->shutdown_sent)
+		next = l->grace_end;
+	/* While workers still stop their steps, their reports wake the loop. */
+	if (l->retry_at != 0 && r->busy == 0 && l->retry_at < next)
+		next = l->retry_at;
+	if (l->resync && next > now + 1000)
+		next = now + 1000; /* a failed re-read is tried again */
+	if (next == INT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
+}
+
+static bool idle(const lr_runner *r)
+{
+	return r->set.pending == 0 && r->set.claimed == 0 && r->busy == 0;
+}
+
+static void run_loop(lr_runner *r)
+{
+	struct loop l = {0};
+	lr_backoff_init(&l.retry, 500, 5000);
+	for (;;) {
+		if (atomic_load(&r->stop_requested) && l.grace_end == 0) {
+			lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+			              "stopping: %d task(s) get %lld ms to finish their step",
+			              r->busy, (long long)r->grace_ms);
+			atomic_store(&r->draining, true);
+			l.grace_end = lr_mono_ms() + r->grace_ms;
+			take_back(r); /* not started: nothing to hand over */
+		}
+		if (l.grace_end != 0 && !l.shutdown_sent && lr_mono_ms() >= l.grace_end) {
+			lr_workers_signal(r, NULL, LR_STOP_SHUTDOWN);
+			l.shutdown_sent = true;
+		}
+		if (l.grace_end != 0 && r->busy == 0)
+			return;
+		reacquire(r, &l);
+		if (l.resync && atomic_load(&r->lease) != 0) {
+			lr_err e = {0};
+			int rc = lr_view_load(r, &e);
+			if (rc == 0)
+				l.resync = false;
+			else if (rc != LR_ECANCELLED)
+				lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", e.msg);
+		}
+		if (l.grace_end == 0 && !l.resync)
+			dispatch(r);
+		if (r->exit_when_idle && l.grace_end == 0 && !l.resync && idle(r)) {
+			lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+			              "no task pending or claimed: exiting");
+			return;
+		}
+		struct pollfd p = { .fd = r->inbox.wake_fd, .events = POLLIN };
+		if (poll(&p, 1, poll_timeout(r, &l)) > 0)
+			handle_messages(r, &l);
+	}
+}
+
+int lr_runner_run(lr_runner *r, lr_err *err)
+{
+	lr_etcd *c = lr_client_etcd(r->client);
+	int rc = lr_keepalive_new(c, &r->ka, err);
+	if (rc == 0)
+		rc = lr_watch_new(c, &r->watch, err);
+	if (rc == 0)
+		rc = acquire_lease(r, 0, err);
+	if (rc == 0)
+		rc = lr_view_load(r, err);
+	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested))
+		rc = 0; /* stopped while reading: nothing was started */
+	else if (rc == 0)
+		rc = lr_workers_start(r, err);
+	if (rc == 0 && r->workers != NULL)
+		run_loop(r);
+	lr_workers_join(r);
+	lr_view_stop(r);
+	int64_t lease = atomic_exchange(&r->lease, 0);
+	if (lease != 0) {
+		/* Claims and the name go with the lease, at once. */
+		lr_keepalive_remove(r->ka, lease);
+		lr_err e = {0};
+		if (lr_lease_revoke(c, lease, &e) != 0)
+			lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", e.msg);
+	}
+	lr_watch_free(r->watch);
+	r->watch = NULL;
+	lr_keepalive_free(r->ka);
+	r->ka = NULL;
+	if (rc == 0)
+		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "stopped");
+	return rc;
+}

@@ -1,0 +1,358 @@
+/* view.c - the runner's view of the tasks under the prefix: the keys of
+ * tasks/, claims/ and done/ read once (keys only, paged, at one revision),
+ * then kept current by watches, into the task set the loop dispatches from.
+ *
+ * Threads: the watch callbacks run on the etcd client's stream thread and
+ * only copy events into the inbox; everything else runs on the loop
+ * thread, which owns the task set. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "client/walk.h"
+#include "engine/runner_int.h"
+
+#define LR_PAGE 1000
+
+static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
+                                                     LR_K_CANCEL };
+
+/* ---- reading the keys ---------------------------------------------------- */
+
+struct load {
+	lr_runner *r;
+	size_t skipped; /* keys whose id part is not a task id */
+};
+
+/* The entry of a key read at load, NULL for a key that is no task's. */
+static lr_entry *loaded_entry(struct load *l, const char *id, bool add, int64_t rev)
+{
+	if (id == NULL || !lr_id_valid(id)) {
+		l->skipped++;
+		return NULL;
+	}
+	if (add)
+		return lr_taskset_add(&l->r->set, id, rev, LR_ENTRY_PENDING);
+	return lr_taskset_find(&l->r->set, id);
+}
+
+static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	loaded_entry(user, id, true, kv->create_rev);
+	return 0;
+}
+
+static int page_claim(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	lr_entry *e = loaded_entry(l, id, false, 0);
+	if (e != NULL) {
+		e->claim_present = true;
+		e->claim_ev_rev = kv->mod_rev;
+		e->fresh = false;
+		if (e->state == LR_ENTRY_PENDING)
+			lr_taskset_set_state(&l->r->set, e, LR_ENTRY_CLAIMED);
+	}
+	return 0;
+}
+
+static int page_done(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	lr_entry *e = loaded_entry(l, id, false, 0);
+	if (e != NULL && e->state != LR_ENTRY_LOCAL)
+		lr_taskset_remove(&l->r->set, e);
+	else if (e != NULL)
+		e->done_seen = true;
+	return 0;
+}
+
+static void on_watch(void *user, const lr_watch_batch *b);
+
+void lr_view_stop(lr_runner *r)
+{
+	for (int d = 0; d < LR_DIR_COUNT; d++)
+		if (r->watchers[d] != NULL) {
+			lr_watcher_cancel(r->watchers[d]);
+			r->watchers[d] = NULL;
+		}
+}
+
+/* claims/ and done/ are next to each other in key order and share one
+ * watcher, so that a task's last txn (done put, claim delete) arrives as
+ * one batch. */
+int lr_view_load(lr_runner *r, lr_err *err)
+{
+	lr_view_stop(r);
+	lr_taskset_clear_remote(&r->set);
+	int64_t rev = 0;
+	static const struct { const char *kind; lr_walk_fn fn; } reads[] = {
+		{ LR_K_TASKS, page_task }, { LR_K_CLAIMS, page_claim }, { LR_K_DONE, page_done },
+	};
+	struct load l = { .r = r };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(reads) / sizeof(reads[0]); i++) {
+		lr_walk_opts o = { .kind = reads[i].kind, .flags = LR_RANGE_KEYS_ONLY,
+		                   .page = LR_PAGE, .revision = &rev,
+		                   .stop = &r->stop_requested };
+		rc = lr_walk(r->client, &o, reads[i].fn, &l, err);
+	}
+	if (l.skipped > 0)
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+		              "skipped %zu keys under %s whose names are not task ids",
+		              l.skipped, lr_client_prefix(r->client));
+	/* Each watcher: the keys from one directory through another. */
+	static const struct { enum lr_dir dir; const char *first, *last; } watched[] = {
+		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_TASKS },
+		{ LR_DIR_CLAIMS, LR_K_CLAIMS, LR_K_DONE },
+		{ LR_DIR_CANCEL, LR_K_CANCEL, LR_K_CANCEL },
+	};
+	for (int d = 0; d < LR_DIR_COUNT; d++)
+		r->wctx[d] = (struct lr_watch_ctx){ r, (enum lr_dir)d };
+	for (size_t i = 0; rc == 0 && i < sizeof(watched) / sizeof(watched[0]); i++) {
+		char key[LR_KEY_SIZE], last[LR_KEY_SIZE], end[LR_KEY_SIZE];
+		enum lr_dir d = watched[i].dir;
+		lr_key(r->client, watched[i].first, "", key);
+		lr_key(r->client, watched[i].last, "", last);
+		end[lr_prefix_end(last, end)] = '\0';
+		rc = lr_watch_add_range(r->watch, key, end, 0, rev + 1, on_watch, &r->wctx[d],
+		                        &r->watchers[d], err);
+	}
+	if (rc == 0)
+		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+		              "%zu tasks pending, %zu claimed, watching from revision %lld",
+		              r->set.pending, r->set.claimed, (long long)rev + 1);
+	return rc;
+}
+
+/* ---- watch events, on the stream thread ---------------------------------- */
+
+/* The directory of a watched key and the task id in it, or NULL. The
+ * claims/ watcher also sees done/. */
+static const char *event_id(const lr_runner *r, enum lr_dir watched, const char *key,
+                            enum lr_dir *dir)
+{
+	*dir = watched;
+	const char *id = lr_key_id(r->client, dir_kinds[watched], key);
+	if (id == NULL && watched == LR_DIR_CLAIMS) {
+		*dir = LR_DIR_DONE;
+		id = lr_key_id(r->client, LR_K_DONE, key);
+	}
+	return id != NULL && lr_id_valid(id) ? id : NULL;
+}
+
+/* Whether the event at i can only take work away, so that the loop need
+ * not wake for it: a claim, a result, a task deleted, a cancel withdrawn,
+ * and a claim deleted by the txn that wrote the task's result. */
+static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
+                       enum lr_dir dir, const char *id)
+{
+	const lr_watch_event *we = &b->events[i];
+	bool deleted = we->type == LR_EV_DELETE;
+	if (r->exit_when_idle)
+		return false; /* idleness is decided on these */
+	switch (dir) {
+	case LR_DIR_TASKS:
+	case LR_DIR_CANCEL:
+		return deleted;
+	case LR_DIR_DONE:
+		return true;
+	case LR_DIR_CLAIMS:
+		if (!deleted)
+			return true;
+		/* Events come in revision order: the txn's own are next to it. */
+		size_t lo = i, hi = i + 1;
+		while (lo > 0 && b->events[lo - 1].kv.mod_rev == we->kv.mod_rev)
+			lo--;
+		while (hi < b->n && b->events[hi].kv.mod_rev == we->kv.mod_rev)
+			hi++;
+		for (size_t j = lo; j < hi; j++) {
+			const lr_watch_event *o = &b->events[j];
+			enum lr_dir odir;
+			const char *oid;
+			if (o->type == LR_EV_PUT &&
+			    (oid = event_id(r, LR_DIR_CLAIMS, o->kv.key, &odir)) != NULL &&
+			    odir == LR_DIR_DONE && strcmp(oid, id) == 0)
+				return true;
+		}
+		return false;
+	case LR_DIR_COUNT:
+		break;
+	}
+	return false;
+}
+
+/* One watch event as a message for the loop; NULL to skip it. */
+static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, size_t i,
+                                enum lr_dir watched)
+{
+	const lr_watch_event *we = &b->events[i];
+	enum lr_dir dir;
+	const char *id = event_id(r, watched, we->kv.key, &dir);
+	if (id == NULL)
+		return NULL;
+	struct lr_msg *m = lr_msg_new(LR_MSG_WATCH);
+	if (m == NULL)
+		return NULL;
+	m->lazy = lazy_event(r, b, i, dir, id);
+	m->u.watch.dir = dir;
+	m->u.watch.deleted = we->type == LR_EV_DELETE;
+	snprintf(m->u.watch.id, sizeof(m->u.watch.id), "%s", id);
+	m->u.watch.create_rev = we->kv.create_rev;
+	m->u.watch.mod_rev = we->kv.mod_rev;
+	m->u.watch.version = we->kv.version;
+	m->u.watch.lease = we->kv.lease;
+	if (dir == LR_DIR_TASKS && !m->u.watch.deleted) {
+		m->u.watch.len = we->kv.value_len;
+		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
+			m->u.watch.value = lr_kv_value_dup(&we->kv);
+	}
+	return m;
+}
+
+/* Watch events, on the client's stream thread: copy what the loop needs. */
+static void on_watch(void *user, const lr_watch_batch *b)
+{
+	struct lr_watch_ctx *ctx = user;
+	lr_runner *r = ctx->r;
+	if (b->kind == LR_WATCH_COMPACTED || b->kind == LR_WATCH_CANCELLED) {
+		struct lr_msg *m = lr_msg_new(LR_MSG_RESYNC);
+		if (m != NULL) {
+			m->u.resync.reason = strdup(b->reason != NULL ? b->reason : "compacted");
+			lr_inbox_post(&r->inbox, m);
+		}
+		return;
+	}
+	/* The batch goes to the loop in one piece: a txn's events are applied
+	 * together. */
+	struct lr_msg *head = NULL, **tail = &head;
+	for (size_t i = 0; i < b->n; i++) {
+		struct lr_msg *m = watch_msg(r, b, i, ctx->dir);
+		if (m == NULL)
+			continue;
+		*tail = m;
+		tail = &m->next;
+	}
+	lr_inbox_post(&r->inbox, head);
+}
+
+/* ---- applying them, on the loop thread ----------------------------------- */
+
+/* Spec sizes seen lately, to size prefetches. */
+static void note_spec_size(lr_runner *r, size_t len)
+{
+	r->spec_avg = (r->spec_avg * 7 + len) / 8;
+}
+
+static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
+{
+	if (m->u.watch.deleted) {
+		if (e != NULL && e->state != LR_ENTRY_LOCAL)
+			lr_taskset_remove(&r->set, e);
+		return;
+	}
+	if (e == NULL) {
+		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
+		                   LR_ENTRY_PENDING);
+		if (e == NULL)
+			return;
+		e->fresh = m->u.watch.version == 1;
+	} else {
+		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
+	}
+	note_spec_size(r, m->u.watch.len);
+	if (m->u.watch.value != NULL)
+		lr_taskset_cache_spec(&r->set, e, m->u.watch.value, m->u.watch.len);
+}
+
+static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
+{
+	bool deleted = m->u.watch.deleted;
+	if (e == NULL) {
+		/* The claim's event came before the task's: note it. */
+		if (deleted)
+			return;
+		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
+		                   LR_ENTRY_CLAIMED);
+		if (e == NULL)
+			return;
+	}
+	e->claim_present = !deleted;
+	e->claim_ev_rev = m->u.watch.mod_rev;
+	if (!deleted) {
+		e->fresh = false;
+		if (e->state == LR_ENTRY_PENDING)
+			lr_taskset_set_state(&r->set, e, LR_ENTRY_CLAIMED);
+	} else if (e->state == LR_ENTRY_CLAIMED && !e->done_seen) {
+		/* Its holder let go or its lease expired: take over. */
+		lr_taskset_set_state(&r->set, e, LR_ENTRY_PENDING);
+	}
+}
+
+static void apply_watch(lr_runner *r, const struct lr_msg *m)
+{
+	lr_entry *e = lr_taskset_find(&r->set, m->u.watch.id);
+	switch (m->u.watch.dir) {
+	case LR_DIR_TASKS:
+		apply_task(r, e, m);
+		return;
+	case LR_DIR_CLAIMS:
+		apply_claim(r, e, m);
+		return;
+	case LR_DIR_DONE:
+		if (m->u.watch.deleted || e == NULL)
+			return;
+		e->done_seen = true;
+		if (e->state != LR_ENTRY_LOCAL)
+			lr_taskset_remove(&r->set, e);
+		return;
+	case LR_DIR_CANCEL:
+		if (!m->u.watch.deleted && e != NULL && e->state == LR_ENTRY_LOCAL)
+			lr_workers_signal(r, m->u.watch.id, LR_STOP_CANCEL);
+		return;
+	case LR_DIR_COUNT:
+		return;
+	}
+}
+
+/* Specs a worker read for tasks about to be claimed: cache them, and mark
+ * as fresh (one-round-trip claim) those that had no checkpoint and whose
+ * claim we never saw. Either guess being out of date costs one retry of
+ * the claim txn at most: it compares the checkpoint's revision. */
+static void apply_prefetched(lr_runner *r, const struct lr_msg *m)
+{
+	for (size_t i = 0; i < m->u.prefetched.n; i++) {
+		const lr_prefetched *p = &m->u.prefetched.pre[i];
+		if (p->found)
+			note_spec_size(r, p->spec_len);
+		lr_entry *e = lr_taskset_find(&r->set, p->id);
+		if (e == NULL || e->state == LR_ENTRY_LOCAL || p->spec == NULL ||
+		    p->create_rev != e->create_rev)
+			continue; /* gone, taken, too large, or another incarnation */
+		lr_taskset_cache_spec(&r->set, e, p->spec, p->spec_len);
+		if (e->spec != NULL && !p->has_ckpt && e->claim_ev_rev == 0)
+			e->fresh = true;
+	}
+}
+
+void lr_view_apply(lr_runner *r, const struct lr_msg *m)
+{
+	if (m->kind == LR_MSG_WATCH)
+		apply_watch(r, m);
+	else if (m->kind == LR_MSG_PREFETCHED)
+		apply_prefetched(r, m);
+}
+
+void lr_view_settle(lr_runner *r, const char *id, bool gone, int64_t claim_rev)
+{
+	lr_entry *e = lr_taskset_find(&r->set, id);
+	if (e == NULL)
+		return;
+	if (gone || e->done_seen) {
+		lr_taskset_remove(&r->set, e);
+		return;
+	}
+	bool claimed = e->claim_present || (claim_rev > 0 && e->claim_ev_rev < claim_rev);
+	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
+}
