@@ -42,11 +42,11 @@ static bool registered(fleet *f, const char *name)
 }
 
 /* Fork and exec `leaserun worker` as runner i, named f->names[i], against
- * endpoints; stderr goes to <dir>/<name>.log, and <dir> is its TMPDIR. With die_with_parent, the
+ * endpoints; stderr goes to <dir>/<name>.log, and <dir> is its TMPDIR. The
  * runner gets SIGKILL when the thread that started it exits, so that a
- * crashed test leaves no runner behind. */
+ * crashed or killed test leaves no runner behind. */
 static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
-                          const char *const *extra, bool die_with_parent)
+                          const char *const *extra)
 {
 	const char *bin = getenv("LEASERUN_BIN");
 	CHECK(bin != NULL);
@@ -71,8 +71,7 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		if (die_with_parent &&
-		    (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(127);
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(fd, 2);
@@ -103,7 +102,7 @@ static void wait_registered(fleet *f, int i, int timeout_ms)
 pid_t fleet_start(fleet *f, int i, const char *const *extra)
 {
 	snprintf(f->names[i], sizeof(f->names[i]), "r%d", i);
-	pid_t pid = spawn_runner(f, i, f->endpoints, extra, false);
+	pid_t pid = spawn_runner(f, i, f->endpoints, extra);
 	wait_registered(f, i, 10000);
 	return pid;
 }
@@ -216,8 +215,7 @@ pid_t fleet_spawn(fleet *f, int i, const char *name, const char *endpoints,
                   const char *const *extra)
 {
 	snprintf(f->names[i], sizeof(f->names[i]), "%s", name);
-	return spawn_runner(f, i, endpoints != NULL ? endpoints : f->endpoints, extra,
-	                    true);
+	return spawn_runner(f, i, endpoints != NULL ? endpoints : f->endpoints, extra);
 }
 
 pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints,

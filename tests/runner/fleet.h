@@ -22,12 +22,12 @@ typedef struct fleet {
 /* A fleet on a fresh prefix, with its own scratch directory. */
 void fleet_init(fleet *f, const char *endpoints, const char *name);
 /* Start runner i (`leaserun worker`) with extra flags (NULL-ended); waits
- * until it is registered. */
+ * until it is registered. Like every runner of a fleet, it gets SIGKILL
+ * when the thread that started it exits (a test that failed or was killed
+ * leaves no runner behind), so start runners from the main thread. */
 pid_t fleet_start(fleet *f, int i, const char *const *extra);
 /* Start runner i as `name` against endpoints (NULL: the fleet's) without
- * waiting for it to register. Unlike fleet_start, the runner is killed
- * (SIGKILL) when the thread that started it exits, so call it from the
- * test's main thread. */
+ * waiting for it to register. */
 pid_t fleet_spawn(fleet *f, int i, const char *name, const char *endpoints,
                   const char *const *extra);
 /* fleet_spawn, then wait until it is registered (fails the test when it
