@@ -83,6 +83,28 @@ static int claim_gone(const lr_claimed_task *h, lr_err *err)
 	                  h->id, (long long)h->fence);
 }
 
+/* ---- sending a holder's txn ----------------------------------------------- */
+
+bool lr_claim_transient(int code)
+{
+	return code == LR_EUNAVAILABLE || code == LR_ETIMEDOUT || code == LR_EAMBIGUOUS;
+}
+
+/* Send t; while its outcome is open, ask who->again whether to send the
+ * same txn once more. Every txn sent here is built so that a second try
+ * tells whether the first applied (its compares, and its failure branch
+ * reading what the first would have written). */
+static int holder_txn(const lr_claimant *who, const lr_txn *t, lr_txn_result *r,
+                      lr_err *err)
+{
+	for (;;) {
+		int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
+		if (rc == 0 || !lr_claim_transient(rc) || who->again == NULL ||
+		    !who->again(who->again_user, rc))
+			return rc;
+	}
+}
+
 /* ---- claiming ------------------------------------------------------------- */
 
 /* What the claimer knows before its txn. */
@@ -94,6 +116,7 @@ struct view {
 	char ckpt_error[sizeof(((lr_err *)0)->msg)];
 	int64_t ckpt_rev;       /* 0 when absent */
 	int64_t task_rev;       /* create revision of the tasks/ key read */
+	int64_t cancel_rev;     /* mod revision of cancel/<id>; 0 when absent */
 };
 
 static void view_clear(struct view *v)
@@ -130,20 +153,34 @@ static void view_set_ckpt(struct view *v, const lr_kv *kv)
 		snprintf(v->ckpt_error, sizeof(v->ckpt_error), "%s", e.msg);
 }
 
-/* Indexes of the reads in a claim txn's failure branch. */
+/* Indexes of the reads of a task's keys, in read_view and in the failure
+ * branch of every claim txn. */
 enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
 
-static void add_failure_reads(lr_txn *t, const lr_task_keys *k)
+static void add_reads(lr_txn *t, enum lr_txn_branch b, const lr_task_keys *k)
 {
-	lr_txn_get(t, LR_ELSE, k->claim, 0);
-	lr_txn_get(t, LR_ELSE, k->done, 0);
-	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
-	lr_txn_get(t, LR_ELSE, k->task, 0);
-	lr_txn_get(t, LR_ELSE, k->cancel, 0);
+	lr_txn_get(t, b, k->claim, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, b, k->done, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, b, k->ckpt, 0);
+	lr_txn_get(t, b, k->task, 0);
+	lr_txn_get(t, b, k->cancel, LR_RANGE_KEYS_ONLY);
 }
 
-/* Why the claimer must end the task instead of claiming it ("" if not). */
-static void end_reason(const struct view *v, char *why, size_t size)
+/* The view as the reads at `first` show it: spec, checkpoint, cancel. */
+static void view_from_reads(struct view *v, const char *id, const lr_txn_result *r)
+{
+	const lr_kv *task = op_kv(r, F_TASK);
+	if (task != NULL)
+		view_set_spec(v, id, task->value, task->value_len, task->create_rev);
+	view_set_ckpt(v, op_kv(r, F_CKPT));
+	const lr_kv *cancel = op_kv(r, F_CANCEL);
+	v->cancel_rev = cancel != NULL ? cancel->mod_rev : 0;
+}
+
+/* Why the task must end instead of being run ("" if not). A claimer also
+ * ends it when the claim would start its step once too often; a holder
+ * adopting its own claim counts its starts itself (count_starts false). */
+static void end_reason(const struct view *v, bool count_starts, char *why, size_t size)
 {
 	why[0] = '\0';
 	if (v->spec == NULL) {
@@ -162,13 +199,22 @@ static void end_reason(const struct view *v, char *why, size_t size)
 		         (long long)next, (long long)steps);
 		return;
 	}
-	if (attempt + 1 > lr_spec_max_attempts(v->spec))
+	if (count_starts && attempt + 1 > lr_spec_max_attempts(v->spec))
 		snprintf(why, size, "step %s started %lld times without finishing",
 		         lr_spec_step_name(v->spec, (size_t)next), (long long)attempt);
 }
 
-/* The txn for one try: compares of the claim, then either the claim or the
- * task's end (when `why` is set). */
+/* The state a task ends with when its claimer ends it. */
+static json_t *view_state(const struct view *v)
+{
+	return v->has_ckpt ? v->ckpt.state : v->spec != NULL ? lr_spec_state(v->spec) : NULL;
+}
+
+/* The txn for one try. It holds only while nobody holds the task, it is
+ * not done, its checkpoint and spec are the ones read, and a cancel
+ * request is as read. Then either the claim, or the task's end: failed
+ * (`why` set) or cancelled (a cancel request was waiting for a holder;
+ * no attempt is spent on it). */
 static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
                          const struct view *v, const char *why, char **vals)
 {
@@ -180,10 +226,12 @@ static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
 	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, v->ckpt_rev);
 	/* The task the spec came from, not one purged or submitted again. */
 	lr_txn_cmp(t, k->task, 0, LR_CMP_CREATE, LR_CMP_EQ, v->task_rev);
-	if (why[0] != '\0') {
-		json_t *state = v->has_ckpt ? v->ckpt.state
-		                : v->spec != NULL ? lr_spec_state(v->spec) : NULL;
-		vals[0] = done_value(LR_TASK_FAILED, v->has_ckpt ? v->ckpt.attempt : 0, why, state);
+	lr_txn_cmp(t, k->cancel, 0, LR_CMP_MOD, LR_CMP_EQ, v->cancel_rev);
+	int64_t attempts = v->has_ckpt ? v->ckpt.attempt : 0;
+	if (v->cancel_rev != 0 || why[0] != '\0') {
+		bool cancel = v->cancel_rev != 0;
+		vals[0] = done_value(cancel ? LR_TASK_CANCELLED : LR_TASK_FAILED, attempts,
+		                     cancel ? "cancelled on request" : why, view_state(v));
 		if (vals[0] == NULL) {
 			lr_txn_free(t);
 			return NULL;
@@ -196,20 +244,20 @@ static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
 		lr_rfc3339_now(rec.claimed_at);
 		vals[0] = lr_claim_encode(&rec);
 		int64_t next = v->has_ckpt ? v->ckpt.next_step : 0;
-		int64_t attempt = v->has_ckpt ? v->ckpt.attempt : 0;
-		json_t *state = v->has_ckpt ? v->ckpt.state : lr_spec_state(v->spec);
-		vals[1] = checkpoint_value(who, next, attempt + 1, state, 0);
-		if (vals[0] != NULL && vals[1] != NULL) {
-			lr_txn_put(t, LR_THEN, k->claim, vals[0], strlen(vals[0]), who->lease);
-			lr_txn_put(t, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
-			lr_txn_get(t, LR_THEN, k->cancel, 0);
+		vals[1] = checkpoint_value(who, next, attempts + 1, view_state(v), 0);
+		if (vals[0] == NULL || vals[1] == NULL) {
+			lr_txn_free(t);
+			return NULL;
 		}
+		lr_txn_put(t, LR_THEN, k->claim, vals[0], strlen(vals[0]), who->lease);
+		lr_txn_put(t, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
 	}
-	add_failure_reads(t, k);
+	add_reads(t, LR_ELSE, k);
 	return t;
 }
 
-/* Fill h from a won claim: the view as it now stands in etcd. */
+/* Fill h from a claim of ours: the view as it now stands in etcd. The
+ * spec moves from the view to h. */
 static int held_from_view(lr_claimed_task *h, const char *id, struct view *v, int64_t fence,
                           int64_t ckpt_rev, bool adopted)
 {
@@ -224,42 +272,74 @@ static int held_from_view(lr_claimed_task *h, const char *id, struct view *v, in
 	h->next_step = v->has_ckpt ? v->ckpt.next_step : 0;
 	/* Adopted: the checkpoint read back is the one our claim wrote. */
 	h->attempt = (v->has_ckpt ? v->ckpt.attempt : 0) + (adopted ? 0 : 1);
+	h->adopted = adopted;
+	h->cancel_requested = v->cancel_rev != 0;
 	json_t *state = v->has_ckpt ? v->ckpt.state : lr_spec_state(h->spec);
 	h->state = json_deep_copy(state);
 	return h->state != NULL ? 0 : LR_ENOMEM;
 }
 
-static int read_view(const lr_claimant *who, const lr_task_keys *k, const char *id,
-                     struct view *v, enum lr_claim_outcome *outcome,
-                     int64_t *other_claim, lr_err *err)
+/* Our own claim, found on our own lease: the claim txn of an earlier try
+ * applied although its reply was lost, or this runner's worker let go of
+ * the task while the lease lived on. It is ours: take it up again. A view
+ * that cannot be run (invalid spec, unreadable checkpoint) ends the task
+ * failed with a fenced txn instead. */
+static int adopt(const lr_claimant *who, const lr_task_keys *k, const char *id,
+                 struct view *v, const lr_kv *claim, lr_claimed_task *h,
+                 enum lr_claim_outcome *outcome, lr_task_state *ended_state,
+                 char *ended_error, size_t ended_error_size, lr_err *err)
 {
-	lr_txn *t = lr_txn_new();
-	lr_txn_get(t, LR_THEN, k->claim, LR_RANGE_KEYS_ONLY);
-	lr_txn_get(t, LR_THEN, k->done, LR_RANGE_KEYS_ONLY);
-	lr_txn_get(t, LR_THEN, k->ckpt, 0);
-	lr_txn_get(t, LR_THEN, k->task, 0);
-	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
-	lr_txn_free(t);
-	if (rc != 0)
-		return lr_err_wrap(err, rc, "claim %s", id);
-	const lr_txn_result *rr = &r;
-	const lr_kv *claim = op_kv(rr, 0);
-	bool done = op_kv(rr, 1) != NULL;
-	const lr_kv *task = op_kv(rr, 3);
-	*outcome = LR_CLAIM_WON;
-	if (done || task == NULL) {
-		*outcome = LR_CLAIM_GONE;
-	} else if (claim != NULL) {
+	char why[600];
+	end_reason(v, false, why, sizeof(why));
+	if (why[0] == '\0') {
+		*outcome = LR_CLAIM_WON;
+		int rc = held_from_view(h, id, v, claim->create_rev, v->ckpt_rev, true);
+		h->keys = *k;
+		return rc;
+	}
+	memset(h, 0, sizeof(*h));
+	snprintf(h->id, sizeof(h->id), "%s", id);
+	h->keys = *k;
+	h->fence = claim->create_rev;
+	h->attempt = v->has_ckpt ? v->ckpt.attempt : 0;
+	int rc = lr_finish(who, h, LR_TASK_FAILED, why, view_state(v), err);
+	if (rc == 0) {
+		*outcome = LR_CLAIM_ENDED;
+		*ended_state = LR_TASK_FAILED;
+		snprintf(ended_error, ended_error_size, "%s", why);
+	} else if (rc == LR_ELEASE) {
+		*outcome = LR_CLAIM_LOST; /* it went meanwhile */
+		rc = 0;
+	}
+	h->spec = NULL;
+	lr_claimed_task_clear(h);
+	return rc;
+}
+
+/* What the reads show, as far as it decides the outcome by itself: gone,
+ * or held by another runner (*other_claim its revision). NULL when the
+ * claim (or the end) is to be tried; the claim of ours to adopt otherwise
+ * in *ours. */
+static bool decided(const lr_claimant *who, const lr_txn_result *r,
+                    enum lr_claim_outcome *outcome, int64_t *other_claim,
+                    const lr_kv **ours)
+{
+	const lr_kv *claim = op_kv(r, F_CLAIM);
+	*ours = NULL;
+	if (claim != NULL && claim->lease == who->lease) {
+		*ours = claim;
+		return false;
+	}
+	if (claim != NULL) {
 		*outcome = LR_CLAIM_LOST;
 		*other_claim = claim->create_rev;
+		return true;
 	}
-	else {
-		view_set_spec(v, id, task->value, task->value_len, task->create_rev);
-		view_set_ckpt(v, op_kv(rr, 2));
+	if (op_kv(r, F_DONE) != NULL || op_kv(r, F_TASK) == NULL) {
+		*outcome = LR_CLAIM_GONE;
+		return true;
 	}
-	lr_txn_result_free(&r);
-	return 0;
+	return false;
 }
 
 int lr_claim_prefetch(lr_client *c, const char (*ids)[LR_ID_SIZE], size_t n,
@@ -315,24 +395,43 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 	struct view v;
 	memset(&v, 0, sizeof(v));
 	memset(h, 0, sizeof(*h));
-	int rc = 0;
 	*outcome = LR_CLAIM_LOST;
+	int rc = 0;
+	lr_txn_result r;
+	const lr_kv *ours = NULL;
+	bool have_reads = false;
 	if (spec_text != NULL && fresh && spec_rev > 0) {
-		/* no checkpoint yet */
+		/* no checkpoint yet, and no claim to adopt */
 		view_set_spec(&v, id, spec_text, spec_len, spec_rev);
 	} else {
-		rc = read_view(who, &k, id, &v, outcome, &h->fence, err);
-		if (rc != 0 || *outcome != LR_CLAIM_WON)
-			goto out;
+		lr_txn *t = lr_txn_new();
+		if (t == NULL)
+			return lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
+		add_reads(t, LR_THEN, &k);
+		rc = holder_txn(who, t, &r, err);
+		lr_txn_free(t);
+		if (rc != 0)
+			return lr_err_wrap(err, rc, "claim %s", id);
+		have_reads = true;
 	}
-
 	for (int tries = 0; tries < 5; tries++) {
+		if (have_reads) {
+			have_reads = false;
+			bool done = decided(who, &r, outcome, &h->fence, &ours);
+			if (!done)
+				view_from_reads(&v, id, &r);
+			if (ours != NULL)
+				rc = adopt(who, &k, id, &v, ours, h, outcome, ended_state,
+				           ended_error, ended_error_size, err);
+			lr_txn_result_free(&r);
+			if (done || ours != NULL)
+				goto out;
+		}
 		char why[600];
-		end_reason(&v, why, sizeof(why));
+		end_reason(&v, true, why, sizeof(why));
 		char *vals[2] = { NULL, NULL };
 		lr_txn *t = claim_txn(who, &k, &v, why, vals);
-		lr_txn_result r;
-		rc = t != NULL ? lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err)
+		rc = t != NULL ? holder_txn(who, t, &r, err)
 		               : lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
 		lr_txn_free(t);
 		free(vals[0]);
@@ -341,51 +440,29 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			lr_err_wrap(err, rc, "claim %s", id);
 			goto out;
 		}
-		if (r.succeeded && why[0] != '\0') {
+		if (!r.succeeded) {
+			/* Someone came first, or something moved since the read:
+			 * the failure branch shows which. */
+			have_reads = true;
+			continue;
+		}
+		if (v.cancel_rev != 0 || why[0] != '\0') {
 			*outcome = LR_CLAIM_ENDED;
-			*ended_state = LR_TASK_FAILED;
-			snprintf(ended_error, ended_error_size, "%s", why);
-		} else if (r.succeeded) {
+			*ended_state = v.cancel_rev != 0 ? LR_TASK_CANCELLED : LR_TASK_FAILED;
+			snprintf(ended_error, ended_error_size, "%s",
+			         v.cancel_rev != 0 ? "cancelled on request" : why);
+		} else {
 			*outcome = LR_CLAIM_WON;
 			rc = held_from_view(h, id, &v, r.revision, r.revision, false);
-			h->cancel_requested = op_kv(&r, 2) != NULL;
-		} else {
-			const lr_kv *claim = op_kv(&r, F_CLAIM);
-			*outcome = LR_CLAIM_LOST;
-			if (claim != NULL && claim->lease == who->lease) {
-				/* Our own claim, applied by a try whose reply was
-				 * lost: adopt it. */
-				view_set_ckpt(&v, op_kv(&r, F_CKPT));
-				*outcome = LR_CLAIM_WON;
-				rc = held_from_view(h, id, &v, claim->create_rev,
-				                    v.ckpt_rev, true);
-				h->cancel_requested = op_kv(&r, F_CANCEL) != NULL;
-			} else if (claim != NULL) {
-				h->fence = claim->create_rev;
-			} else if (op_kv(&r, F_DONE) != NULL) {
-				*outcome = LR_CLAIM_GONE;
-			} else {
-				const lr_kv *task = op_kv(&r, F_TASK);
-				if (task == NULL) {
-					*outcome = LR_CLAIM_GONE;
-				} else {
-					/* The checkpoint moved since we read it: retry
-					 * with what the failure branch shows. */
-					view_set_spec(&v, id, task->value, task->value_len,
-					              task->create_rev);
-					view_set_ckpt(&v, op_kv(&r, F_CKPT));
-					lr_txn_result_free(&r);
-					continue;
-				}
-			}
+			h->keys = k;
 		}
 		lr_txn_result_free(&r);
 		goto out;
 	}
+	if (have_reads)
+		lr_txn_result_free(&r);
 	*outcome = LR_CLAIM_LOST; /* kept moving under us: let others have it */
 out:
-	if (rc == 0 && *outcome == LR_CLAIM_WON)
-		h->keys = k; /* for the holder's fenced writes */
 	view_clear(&v);
 	return rc;
 }
@@ -415,7 +492,7 @@ static int fenced_checkpoint(const lr_claimant *who, lr_claimed_task *h, int64_t
 		lr_txn_delete(t, LR_THEN, k->claim, 0);
 	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
 	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);
 	if (rc != 0) {
 		free(val);
@@ -443,6 +520,7 @@ int lr_commit_step(const lr_claimant *who, lr_claimed_task *h, json_t *state, lr
 	h->state = state;
 	h->next_step++;
 	h->attempt = 1;
+	h->started = false;
 	return 0;
 }
 
@@ -462,8 +540,10 @@ int lr_bump_attempt(const lr_claimant *who, lr_claimed_task *h, lr_err *err)
 {
 	int rc = fenced_checkpoint(who, h, h->next_step, h->attempt + 1, h->state, false,
 	                           "retry", err);
-	if (rc == 0)
+	if (rc == 0) {
 		h->attempt++;
+		h->started = false;
+	}
 	return rc;
 }
 
@@ -479,7 +559,7 @@ int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_er
 	fence_compares(t, k, who, h);
 	lr_txn_delete(t, LR_THEN, k->claim, 0);
 	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "release %s", h->id);
@@ -503,7 +583,7 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
 	lr_txn_delete(t, LR_THEN, k->cancel, 0);
 	lr_txn_get(t, LR_ELSE, k->done, 0);
 	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, &r, err);
+	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);
 	if (rc != 0) {
 		free(val);

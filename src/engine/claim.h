@@ -16,7 +16,19 @@ typedef struct lr_claimant {
 	lr_client *client;
 	const char *runner;
 	int64_t lease;
+	/* Called after a txn failed in a way that leaves its outcome open
+	 * (etcd unreachable, deadline, reply lost: lr_claim_transient): it
+	 * waits as it sees fit and returns true to send the same txn again,
+	 * false to give up (the lease deadline passed). The txn's compares
+	 * make a second try that finds the first applied recognise it, so a
+	 * holder never has to walk away from a claim it may still hold.
+	 * NULL: no second try. */
+	bool (*again)(void *user, int code);
+	void *again_user;
 } lr_claimant;
+
+/* Whether a failed write's outcome is open and a retry may settle it. */
+bool lr_claim_transient(int code);
 
 /* The keys of one task. */
 typedef struct lr_task_keys {
@@ -36,9 +48,16 @@ typedef struct lr_claimed_task {
 	int64_t fence;         /* create revision of our claim */
 	int64_t next_step;
 	int64_t attempt;       /* of next_step, as in the checkpoint */
+	bool started;          /* `attempt` counts a start that happened: the
+	                          next start must count one more first (false
+	                          after a claim, commit or bump, which count
+	                          the start about to happen) */
 	json_t *state;         /* committed state (owned) */
 	int64_t ckpt_rev;      /* mod revision of the checkpoint we last saw */
 	bool cancel_requested; /* cancel/<id> existed when we claimed */
+	bool adopted;          /* a claim of ours found on our lease, taken up
+	                          again: whether its step started already is
+	                          for the caller to say (`started`) */
 	lr_task_keys keys;     /* its keys, built once for every write */
 } lr_claimed_task;
 
@@ -49,7 +68,9 @@ enum lr_claim_outcome {
 	LR_CLAIM_LOST,     /* claimed by another runner: h->fence is the create
 	                      revision of that claim */
 	LR_CLAIM_GONE,     /* done already, or no such task (purged) */
-	LR_CLAIM_ENDED,    /* the claimer ended it: see *ended_state */
+	LR_CLAIM_ENDED,    /* the claimer ended it: see *ended_state (failed
+	                      when its attempts ran out, cancelled when a
+	                      cancel request was waiting for a holder) */
 };
 
 /* Claim task id in one txn (two when the checkpoint must be read first).
@@ -102,8 +123,9 @@ int lr_bump_attempt(const lr_claimant *who, lr_claimed_task *h, lr_err *err);
 int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err);
 
-/* Graceful release: claim deleted; give_back returns the attempt of an
- * interrupted step. */
+/* Graceful release: claim deleted; give_back returns one attempt to the
+ * count (a start that did not happen, or was interrupted by the
+ * shutdown). */
 int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_err *err);
 
 #endif

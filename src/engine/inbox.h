@@ -60,6 +60,8 @@ struct lr_msg {
 		struct {
 			enum lr_report what;
 			char id[LR_ID_SIZE];
+			int64_t task_rev; /* of the tasks/<id> the job was for */
+			bool started;     /* LET_GO: the step had started */
 			lr_task_state state;
 			int64_t step, attempt, fence;
 			char *text;      /* step name, error or reason (owned) */

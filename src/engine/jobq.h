@@ -25,6 +25,8 @@ struct lr_job {
 	bool fresh;         /* never claimed as far as the loop knows */
 	int64_t create_rev; /* of tasks/<id>, as the loop knows it */
 	int64_t lease;      /* the lease to claim it on */
+	bool started;       /* a claim of ours is to be taken up again, and its
+	                       step started under it already */
 	/* Tasks whose specs the worker reads along with its own, for the
 	 * loop's cache (owned). */
 	char (*prefetch)[LR_ID_SIZE];

@@ -108,6 +108,7 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 {
 	void *u = r->cb_user;
 	const char *id = m->u.report.id;
+	int64_t rev = m->u.report.task_rev;
 	switch (m->u.report.what) {
 	case LR_REP_CLAIMED:
 		if (r->cb.claimed != NULL)
@@ -119,18 +120,18 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 			r->cb.step_committed(u, id, m->u.report.step, m->u.report.text);
 		return;
 	case LR_REP_FINISHED:
-		lr_view_settle(r, id, true, 0);
+		lr_view_settle(r, id, rev, true, 0, false);
 		if (r->cb.task_done != NULL)
 			r->cb.task_done(u, id, m->u.report.state, m->u.report.text);
 		break;
 	case LR_REP_LET_GO:
-		lr_view_settle(r, id, false, 0);
+		lr_view_settle(r, id, rev, false, 0, m->u.report.started);
 		break;
 	case LR_REP_LOST:
-		lr_view_settle(r, id, false, m->u.report.fence);
+		lr_view_settle(r, id, rev, false, m->u.report.fence, false);
 		break;
 	case LR_REP_GONE:
-		lr_view_settle(r, id, true, 0);
+		lr_view_settle(r, id, rev, true, 0, false);
 		break;
 	}
 	r->busy--;
@@ -172,7 +173,8 @@ static void dispatch(lr_runner *r)
 		if (e == NULL)
 			return;
 		struct lr_job job = { .fresh = e->fresh, .create_rev = e->create_rev,
-		                      .lease = lease };
+		                      .lease = lease, .started = e->adopt_started };
+		e->adopt_started = false;
 		snprintf(job.id, sizeof(job.id), "%s", e->id);
 		lr_taskset_take_spec(&r->set, e, &job.spec, &job.spec_len);
 		e->fresh = false; /* whatever happens next, it may have a checkpoint */
@@ -180,7 +182,7 @@ static void dispatch(lr_runner *r)
 			add_prefetch(r, &job);
 		if (!lr_jobq_push(&r->jobs, &job)) {
 			lr_job_clear(&job); /* cannot happen: busy < cap */
-			lr_view_settle(r, e->id, false, 0);
+			lr_view_settle(r, e->id, 0, false, 0, false);
 			return;
 		}
 		lr_taskset_set_state(&r->set, e, LR_ENTRY_LOCAL);
@@ -191,7 +193,7 @@ static void dispatch(lr_runner *r)
 static void taken_back(void *user, const struct lr_job *job)
 {
 	lr_runner *r = user;
-	lr_view_settle(r, job->id, false, 0);
+	lr_view_settle(r, job->id, job->create_rev, false, 0, job->started);
 	r->busy--;
 }
 

@@ -98,6 +98,8 @@ struct lr_runner {
 	lr_watcher *watchers[LR_DIR_COUNT];
 	struct lr_watch_ctx wctx[LR_DIR_COUNT];
 	lr_taskset set;
+	int64_t view_rev;       /* the revision the task set was read at:
+	                           watch events up to it are already in */
 	size_t spec_avg;        /* running mean of spec sizes seen */
 	lr_rng rng;
 	int busy;               /* jobs handed out, not reported back */
@@ -127,10 +129,13 @@ int lr_view_load(lr_runner *r, lr_err *err);
 void lr_view_stop(lr_runner *r);
 /* Apply one LR_MSG_WATCH or LR_MSG_PREFETCHED message to the task set. */
 void lr_view_apply(lr_runner *r, const struct lr_msg *m);
-/* A task the loop handed out is back: put it where the watch says it is
- * (gone: the task is finished or no longer exists). claim_rev > 0: a
- * worker saw another runner's claim of that revision. */
-void lr_view_settle(lr_runner *r, const char *id, bool gone, int64_t claim_rev);
+/* A task the loop handed out is back (job for the tasks/<id> created at
+ * task_rev): put it where the watch says it is. gone: that task is
+ * finished or no longer exists. claim_rev > 0: a worker saw another
+ * runner's claim of that revision. started: the worker had started its
+ * step (for a claim of ours that it let go of, to be taken up again). */
+void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
+                    int64_t claim_rev, bool started);
 
 /* ---- worker.c: the worker threads ---------------------------------------- */
 

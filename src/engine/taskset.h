@@ -24,6 +24,9 @@ typedef struct lr_entry {
 	bool fresh;           /* never claimed as far as we know: no checkpoint */
 	bool claim_present;   /* claims/<id> exists, by the latest event */
 	int64_t claim_ev_rev; /* revision of that latest claims/ event */
+	int64_t claim_lease;  /* the lease that claim hangs on */
+	bool adopt_started;   /* a claim of ours to take up again: its step
+	                         had started under it */
 	bool done_seen;       /* done/<id> exists */
 	char *spec;           /* spec text from the watch or a prefetch, or NULL */
 	bool prefetched;      /* its spec was asked for in a prefetch once */

@@ -18,6 +18,23 @@
 static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
                                                      LR_K_CANCEL };
 
+/* ---- claims ------------------------------------------------------------------ */
+
+/* Put an entry that is not handed out where its claim says: claimed by
+ * another runner, or pending. A claim on our own current lease that no
+ * worker of ours runs (a worker let go of it while the lease lived on, or
+ * a claim whose reply was lost) is ours: pending, to be taken up again by
+ * a worker, which adopts it instead of racing for it. */
+static void place(lr_runner *r, lr_entry *e)
+{
+	if (e->state == LR_ENTRY_LOCAL)
+		return;
+	bool ours = e->claim_present && e->claim_lease != 0 &&
+	            e->claim_lease == atomic_load(&r->lease);
+	bool claimed = e->claim_present && !ours;
+	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
+}
+
 /* ---- reading the keys ---------------------------------------------------- */
 
 struct load {
@@ -50,9 +67,9 @@ static int page_claim(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	if (e != NULL) {
 		e->claim_present = true;
 		e->claim_ev_rev = kv->mod_rev;
+		e->claim_lease = kv->lease;
 		e->fresh = false;
-		if (e->state == LR_ENTRY_PENDING)
-			lr_taskset_set_state(&l->r->set, e, LR_ENTRY_CLAIMED);
+		place(l->r, e);
 	}
 	return 0;
 }
@@ -65,6 +82,18 @@ static int page_done(void *user, const lr_kv *kv, const char *id, lr_err *err)
 		lr_taskset_remove(&l->r->set, e);
 	else if (e != NULL)
 		e->done_seen = true;
+	return 0;
+}
+
+/* A cancel request read at load: only a task a worker of ours runs needs
+ * it now (claimers read cancel/ themselves). One put while the watches
+ * were down is seen here. */
+static int page_cancel(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	lr_entry *e = loaded_entry(l, id, false, 0);
+	if (e != NULL && e->state == LR_ENTRY_LOCAL)
+		lr_workers_signal(l->r, id, LR_STOP_CANCEL);
 	return 0;
 }
 
@@ -89,6 +118,7 @@ int lr_view_load(lr_runner *r, lr_err *err)
 	int64_t rev = 0;
 	static const struct { const char *kind; lr_walk_fn fn; } reads[] = {
 		{ LR_K_TASKS, page_task }, { LR_K_CLAIMS, page_claim }, { LR_K_DONE, page_done },
+		{ LR_K_CANCEL, page_cancel },
 	};
 	struct load l = { .r = r };
 	int rc = 0;
@@ -102,6 +132,8 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
 		              "skipped %zu keys under %s whose names are not task ids",
 		              l.skipped, lr_client_prefix(r->client));
+	if (rc == 0)
+		r->view_rev = rev;
 	/* Each watcher: the keys from one directory through another. */
 	static const struct { enum lr_dir dir; const char *first, *last; } watched[] = {
 		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_TASKS },
@@ -252,11 +284,25 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 			lr_taskset_remove(&r->set, e);
 		return;
 	}
+	if (e != NULL && e->create_rev < m->u.watch.create_rev &&
+	    e->state != LR_ENTRY_LOCAL) {
+		/* The task was purged and submitted again, and the events of
+		 * the old one's end are late (another watcher): a new task. */
+		lr_taskset_remove(&r->set, e);
+		e = NULL;
+	}
 	if (e == NULL) {
 		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
 		                   LR_ENTRY_PENDING);
 		if (e == NULL)
 			return;
+		e->fresh = m->u.watch.version == 1;
+	} else if (e->state == LR_ENTRY_LOCAL && e->create_rev < m->u.watch.create_rev) {
+		/* Submitted again while a worker still reports on the old one:
+		 * lr_view_settle tells the two apart by this revision. */
+		e->create_rev = m->u.watch.create_rev;
+		e->done_seen = false;
+		e->claim_present = false;
 		e->fresh = m->u.watch.version == 1;
 	} else {
 		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
@@ -280,19 +326,25 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	}
 	e->claim_present = !deleted;
 	e->claim_ev_rev = m->u.watch.mod_rev;
-	if (!deleted) {
+	e->claim_lease = deleted ? 0 : m->u.watch.lease;
+	if (!deleted)
 		e->fresh = false;
-		if (e->state == LR_ENTRY_PENDING)
-			lr_taskset_set_state(&r->set, e, LR_ENTRY_CLAIMED);
-	} else if (e->state == LR_ENTRY_CLAIMED && !e->done_seen) {
-		/* Its holder let go or its lease expired: take over. */
-		lr_taskset_set_state(&r->set, e, LR_ENTRY_PENDING);
-	}
+	/* Deleted: its holder let go or its lease expired: take over. */
+	if (!e->done_seen)
+		place(r, e);
 }
 
 static void apply_watch(lr_runner *r, const struct lr_msg *m)
 {
+	/* Queued before the last re-read, which already shows it. */
+	if (m->u.watch.mod_rev <= r->view_rev)
+		return;
 	lr_entry *e = lr_taskset_find(&r->set, m->u.watch.id);
+	/* About an older task of the same id (purged since): each directory
+	 * has its own watcher, so such events may come after the new task's
+	 * creation. */
+	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->create_rev)
+		return;
 	switch (m->u.watch.dir) {
 	case LR_DIR_TASKS:
 		apply_task(r, e, m);
@@ -344,15 +396,31 @@ void lr_view_apply(lr_runner *r, const struct lr_msg *m)
 		apply_prefetched(r, m);
 }
 
-void lr_view_settle(lr_runner *r, const char *id, bool gone, int64_t claim_rev)
+void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
+                    int64_t claim_rev, bool started)
 {
 	lr_entry *e = lr_taskset_find(&r->set, id);
 	if (e == NULL)
 		return;
-	if (gone || e->done_seen) {
+	/* A task submitted again under the same id meanwhile is a new one:
+	 * what the worker says of the old one does not apply to it. */
+	bool same = task_rev == 0 || e->create_rev == task_rev;
+	if (same && (gone || e->done_seen)) {
 		lr_taskset_remove(&r->set, e);
 		return;
 	}
-	bool claimed = e->claim_present || (claim_rev > 0 && e->claim_ev_rev < claim_rev);
-	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
+	if (!same) {
+		lr_taskset_set_state(&r->set, e, LR_ENTRY_CLAIMED); /* off LOCAL */
+		place(r, e);
+		return;
+	}
+	/* Another runner's claim the worker saw and the watch did not yet. */
+	if (claim_rev > 0 && e->claim_ev_rev < claim_rev) {
+		e->claim_present = true;
+		e->claim_ev_rev = claim_rev;
+		e->claim_lease = 0;
+	}
+	e->adopt_started = started;
+	lr_taskset_set_state(&r->set, e, LR_ENTRY_CLAIMED); /* off LOCAL */
+	place(r, e);
 }

@@ -1,6 +1,14 @@
 /* worker.c - one worker: claims the task the loop handed it, runs its steps
  * through their handlers, commits each (fenced), retries failed attempts
  * with backoff, and ends, releases or drops the task.
+ *
+ * A worker never walks away from a claim it may still hold: a fenced write
+ * whose outcome is open is sent again (its compares tell whether the first
+ * applied) until it settles or the lease deadline passes, and a task it
+ * still lets go of on a live lease is taken up again by this runner
+ * (view.c). `attempt` counts starts of the step and nothing else: every
+ * release gives back a start that was counted but did not happen.
+ *
  * Runs on its own thread; takes jobs from the job queue, talks to the loop
  * only through the inbox, and counts what it does in the runner's
  * statistics (atomics). */
@@ -12,6 +20,16 @@
 #include "base/error.h"
 #include "engine/runner_int.h"
 #include "records/spec.h"
+
+/* One task in the hands of a worker. */
+struct hold {
+	struct lr_worker *w;
+	lr_runner *r;
+	const struct lr_job *job;
+	lr_claimant who;
+	lr_claimed_task t;       /* filled by the claim */
+	lr_backoff write_retry;  /* between tries of one write */
+};
 
 /* Count what a report says in the runner's statistics. */
 static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
@@ -37,12 +55,19 @@ static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
 	}
 }
 
-static void report(struct lr_worker *w, enum lr_report rep, const char *id,
-                   lr_task_state st, int64_t step, int64_t attempt, int64_t fence,
-                   const char *text)
+struct report {
+	lr_task_state state;
+	int64_t step, attempt, fence;
+	const char *text;
+};
+
+static void report(struct hold *h, enum lr_report rep, const struct report *what)
 {
-	lr_runner *r = w->r;
-	count(&r->stats, rep, st);
+	static const struct report nothing;
+	lr_runner *r = h->r;
+	if (what == NULL)
+		what = &nothing;
+	count(&r->stats, rep, what->state);
 	/* The loop only passes these on to callbacks: without one, spare it
 	 * a wake-up per claim and per step. */
 	bool progress = rep == LR_REP_CLAIMED || rep == LR_REP_COMMITTED;
@@ -56,64 +81,100 @@ static void report(struct lr_worker *w, enum lr_report rep, const char *id,
 	 * need not refill the queue before it runs low. */
 	m->lazy = !progress && lr_jobq_waiting(&r->jobs) >= 2;
 	m->u.report.what = rep;
-	snprintf(m->u.report.id, sizeof(m->u.report.id), "%s", id);
-	m->u.report.state = st;
-	m->u.report.step = step;
-	m->u.report.attempt = attempt;
-	m->u.report.fence = fence;
-	m->u.report.text = text != NULL ? strdup(text) : NULL;
+	snprintf(m->u.report.id, sizeof(m->u.report.id), "%s", h->job->id);
+	m->u.report.task_rev = h->job->create_rev;
+	m->u.report.started = h->t.started;
+	m->u.report.state = what->state;
+	m->u.report.step = what->step;
+	m->u.report.attempt = what->attempt;
+	m->u.report.fence = what->fence;
+	m->u.report.text = what->text != NULL ? strdup(what->text) : NULL;
 	lr_inbox_post(&r->inbox, m);
 }
 
-static void log_err(struct lr_worker *w, const lr_claimed_task *h, const lr_err *e)
+static void log_err(struct hold *h, const lr_err *e)
 {
-	lr_runner_log(w->r, e->code == LR_ELEASE ? LR_LOG_WARN : LR_LOG_ERROR, h->id,
+	lr_runner_log(h->r, e->code == LR_ELEASE ? LR_LOG_WARN : LR_LOG_ERROR, h->job->id,
 	              NULL, -1, "%s", e->msg);
 }
 
-/* End the task with st; reports and logs. */
-static void finish(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
-                   lr_task_state st, const char *error, json_t *state)
+/* A write of the task failed for good (after its retries): the claim is
+ * gone, or the lease deadline passed while etcd did not answer. Let the
+ * loop know; if the claim lives on with our lease, the loop has it taken
+ * up again. */
+static void write_failed(struct hold *h, const lr_err *e)
 {
+	log_err(h, e);
+	report(h, LR_REP_LET_GO, NULL);
+}
+
+/* lr_claimant.again: a write's outcome is open. Wait, then send it again,
+ * as long as the lease may still be ours and no shutdown ended the grace
+ * period. */
+static bool write_again(void *user, int code)
+{
+	struct hold *h = user;
+	int64_t deadline = lr_runner_deadline(h->r, h->who.lease);
+	int64_t now = lr_mono_ms();
+	if (deadline <= now || atomic_load(&h->w->stop.why) == LR_STOP_SHUTDOWN ||
+	    atomic_load(&h->w->stop.why) == LR_STOP_LEASE)
+		return false;
+	int64_t wait = lr_backoff_next(&h->write_retry, &h->w->rng);
+	if (wait > deadline - now)
+		wait = deadline - now;
+	lr_runner_log(h->r, LR_LOG_WARN, h->job->id, NULL, -1,
+	              "etcd did not settle a write (%s): sending it again in %lld ms",
+	              lr_strerror(code), (long long)wait);
+	lr_sleep_ms(wait);
+	return lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms();
+}
+
+/* End the task with st; reports and logs. */
+static void finish(struct hold *h, lr_task_state st, const char *error, json_t *state)
+{
+	lr_claimed_task *t = &h->t;
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
-	if (lr_finish(who, h, st, error, state, &e) != 0) {
-		log_err(w, h, &e);
-		report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
+	if (lr_finish(&h->who, t, st, error, state, &e) != 0) {
+		write_failed(h, &e);
 		return;
 	}
-	lr_hist_record(&w->r->stats.completion, lr_mono_us() - t0);
-	lr_runner_log(w->r, st == LR_TASK_SUCCEEDED ? LR_LOG_INFO : LR_LOG_WARN, h->id, NULL, -1,
+	lr_hist_record(&h->r->stats.completion, lr_mono_us() - t0);
+	lr_runner_log(h->r, st == LR_TASK_SUCCEEDED ? LR_LOG_INFO : LR_LOG_WARN, t->id, NULL, -1,
 	              "task %s%s%s", lr_task_state_name(st), error ? ": " : "", error ? error : "");
-	report(w, LR_REP_FINISHED, h->id, st, h->next_step, h->attempt, h->fence, error);
+	struct report what = { .state = st, .step = t->next_step, .attempt = t->attempt,
+	                       .fence = t->fence, .text = error };
+	report(h, LR_REP_FINISHED, &what);
 }
 
 /* The step stopped because of `why`: act on it. interrupted: a step was
- * running (its attempt is given back on a graceful release). */
-static void stopped(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
-                    enum lr_stop_reason why, bool interrupted)
+ * running when the stop came. */
+static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 {
+	lr_claimed_task *t = &h->t;
 	lr_err e = {0};
 	switch (why) {
 	case LR_STOP_CANCEL:
-		finish(w, who, h, LR_TASK_CANCELLED, "cancelled on request", NULL);
+		finish(h, LR_TASK_CANCELLED, "cancelled on request", NULL);
 		return;
 	case LR_STOP_SHUTDOWN:
-		if (lr_release(who, h, interrupted, &e) != 0)
-			log_err(w, h, &e);
-		else
-			lr_runner_log(w->r, LR_LOG_INFO, h->id, NULL, -1,
-			              "released at step %lld on shutdown",
-			              (long long)h->next_step);
+		/* The count goes back by one unless it holds a start that ran
+		 * to its end (a failed attempt waiting for its retry). */
+		if (lr_release(&h->who, t, interrupted || !t->started, &e) != 0) {
+			write_failed(h, &e);
+			return;
+		}
+		lr_runner_log(h->r, LR_LOG_INFO, t->id, NULL, -1,
+		              "released at step %lld on shutdown", (long long)t->next_step);
 		break;
 	case LR_STOP_LEASE:
 	case LR_STOP_NONE:
-		lr_runner_log(w->r, LR_LOG_WARN, h->id, NULL, -1,
+		lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
 		              "dropped at step %lld: the lease is lost, nothing more is committed",
-		              (long long)h->next_step);
+		              (long long)t->next_step);
 		break;
 	}
-	report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
+	report(h, LR_REP_LET_GO, NULL);
 }
 
 enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease)
@@ -156,100 +217,133 @@ static char *failure_text(const lr_claimed_task *h, const char *name, int64_t at
 
 /* Commit a succeeded step, or end the task when it was the last. Returns
  * false when the task is no longer ours. */
-static bool commit(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h, json_t *state,
-                   const char *name)
+static bool commit(struct hold *h, json_t *state, const char *name)
 {
-	if (h->next_step + 1 == h->steps) {
-		finish(w, who, h, LR_TASK_SUCCEEDED, NULL, state);
+	lr_claimed_task *t = &h->t;
+	if (t->next_step + 1 == t->steps) {
+		finish(h, LR_TASK_SUCCEEDED, NULL, state);
 		return false;
 	}
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
-	int rc = lr_commit_step(who, h, state, &e);
-	if (rc != 0) {
-		log_err(w, h, &e);
-		report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
+	int rc = lr_commit_step(&h->who, t, state, &e);
+	if (rc == LR_ETOOLARGE) {
+		/* Sending it again cannot help: end the task with the error. */
+		char *why = failure_text(t, name, t->attempt, true, e.msg);
+		finish(h, LR_TASK_FAILED, why, NULL);
+		free(why);
 		return false;
 	}
-	lr_hist_record(&w->r->stats.commit, lr_mono_us() - t0);
-	report(w, LR_REP_COMMITTED, h->id, 0, h->next_step - 1, h->attempt, h->fence, name);
+	if (rc != 0) {
+		write_failed(h, &e);
+		return false;
+	}
+	lr_hist_record(&h->r->stats.commit, lr_mono_us() - t0);
+	struct report what = { .step = t->next_step - 1, .attempt = t->attempt,
+	                       .fence = t->fence, .text = name };
+	report(h, LR_REP_COMMITTED, &what);
 	return true;
 }
 
 /* Handle a failed attempt; returns true to run the step again. */
-static bool failed_attempt(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
-                           const char *name, lr_step_result res, const char *error)
+static bool failed_attempt(struct hold *h, const char *name, lr_step_result res,
+                           const char *error)
 {
-	lr_stats_inc(&w->r->stats.attempts_failed);
-	if (res == LR_STEP_FAIL || h->attempt >= h->max_attempts) {
-		char *why = failure_text(h, name, h->attempt, res == LR_STEP_FAIL, error);
-		finish(w, who, h, LR_TASK_FAILED, why, NULL);
+	lr_claimed_task *t = &h->t;
+	lr_stats_inc(&h->r->stats.attempts_failed);
+	if (res == LR_STEP_FAIL || t->attempt >= t->max_attempts) {
+		char *why = failure_text(t, name, t->attempt, res == LR_STEP_FAIL, error);
+		finish(h, LR_TASK_FAILED, why, NULL);
 		free(why);
 		return false;
 	}
-	int64_t wait = lr_retry_backoff_ms(lr_spec_backoff_ms(h->spec), h->attempt, &w->rng);
-	lr_runner_log(w->r, LR_LOG_WARN, h->id, name, h->next_step,
+	int64_t wait = lr_retry_backoff_ms(lr_spec_backoff_ms(t->spec), t->attempt, &h->w->rng);
+	lr_runner_log(h->r, LR_LOG_WARN, t->id, name, t->next_step,
 	              "attempt %lld of %lld failed: %s; retrying in %lld ms",
-	              (long long)h->attempt, (long long)h->max_attempts,
+	              (long long)t->attempt, (long long)t->max_attempts,
 	              error ? error : "no reason given", (long long)wait);
-	enum lr_stop_reason why = lr_worker_wait(w, who->lease, wait);
+	enum lr_stop_reason why = lr_worker_wait(h->w, h->who.lease, wait);
 	if (why != LR_STOP_NONE) {
-		stopped(w, who, h, why, false);
-		return false;
-	}
-	lr_err e = {0};
-	if (lr_bump_attempt(who, h, &e) != 0) {
-		log_err(w, h, &e);
-		report(w, LR_REP_LET_GO, h->id, 0, 0, 0, 0, NULL);
+		stopped(h, why, false);
 		return false;
 	}
 	return true;
 }
 
-static void run_steps(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h)
+/* Count the start about to happen, unless the count already holds it.
+ * False when the task is no longer ours to run. */
+static bool count_start(struct hold *h, const char *name)
 {
-	while (h->next_step < h->steps) {
-		enum lr_stop_reason why = lr_worker_stop_reason(w, who->lease);
+	lr_claimed_task *t = &h->t;
+	if (!t->started)
+		return true;
+	if (t->attempt >= t->max_attempts) {
+		char why[LR_ID_SIZE + 128];
+		snprintf(why, sizeof(why), "step %s started %lld times without finishing", name,
+		         (long long)t->attempt);
+		finish(h, LR_TASK_FAILED, why, NULL);
+		return false;
+	}
+	lr_err e = {0};
+	if (lr_bump_attempt(&h->who, t, &e) != 0) {
+		write_failed(h, &e);
+		return false;
+	}
+	return true;
+}
+
+/* Run step next_step once; false when the task is no longer ours. */
+static bool run_step(struct hold *h)
+{
+	lr_claimed_task *t = &h->t;
+	const char *name = lr_spec_step_name(t->spec, (size_t)t->next_step);
+	const struct lr_handler *hd = lr_runner_handler(h->r, name);
+	if (hd == NULL) {
+		char *msg = NULL;
+		if (asprintf(&msg, "step %s (%lld): no handler for this step", name,
+		             (long long)t->next_step) < 0)
+			msg = NULL;
+		finish(h, LR_TASK_FAILED, msg, NULL);
+		free(msg);
+		return false;
+	}
+	if (!count_start(h, name))
+		return false;
+	lr_runner_log(h->r, LR_LOG_INFO, t->id, name, t->next_step,
+	              "step %lld/%lld started (attempt %lld, fence %lld)",
+	              (long long)t->next_step + 1, (long long)t->steps,
+	              (long long)t->attempt, (long long)t->fence);
+	t->started = true;
+	json_t *state = NULL;
+	char *error = NULL;
+	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error);
+	enum lr_stop_reason why = lr_worker_stop_reason(h->w, h->who.lease);
+	bool go_on;
+	if (why != LR_STOP_NONE) {
+		/* Whatever the handler returned, nothing is committed. */
+		stopped(h, why, true);
+		go_on = false;
+	} else if (res == LR_STEP_OK) {
+		go_on = commit(h, state, name);
+	} else {
+		go_on = failed_attempt(h, name, res, error);
+	}
+	json_decref(state);
+	free(error);
+	return go_on;
+}
+
+static void run_steps(struct hold *h)
+{
+	while (h->t.next_step < h->t.steps) {
+		enum lr_stop_reason why = lr_worker_stop_reason(h->w, h->who.lease);
+		if (why == LR_STOP_NONE && atomic_load(&h->r->draining))
+			why = LR_STOP_SHUTDOWN;
 		if (why != LR_STOP_NONE) {
-			stopped(w, who, h, why, false);
+			stopped(h, why, false);
 			return;
 		}
-		if (atomic_load(&w->r->draining)) {
-			stopped(w, who, h, LR_STOP_SHUTDOWN, false);
-			return;
-		}
-		const char *name = lr_spec_step_name(h->spec, (size_t)h->next_step);
-		const struct lr_handler *hd = lr_runner_handler(w->r, name);
-		if (hd == NULL) {
-			char *msg = NULL;
-			if (asprintf(&msg, "step %s (%lld): no handler for this step", name,
-			             (long long)h->next_step) < 0)
-				msg = NULL;
-			finish(w, who, h, LR_TASK_FAILED, msg, NULL);
-			free(msg);
-			return;
-		}
-		lr_runner_log(w->r, LR_LOG_INFO, h->id, name, h->next_step,
-		              "step %lld/%lld started (attempt %lld, fence %lld)",
-		              (long long)h->next_step + 1, (long long)h->steps,
-		              (long long)h->attempt, (long long)h->fence);
-		json_t *state = NULL;
-		char *error = NULL;
-		lr_step_result res = lr_step_run(w, who, h, hd, &state, &error);
-		why = lr_worker_stop_reason(w, who->lease);
-		bool go_on;
-		if (why != LR_STOP_NONE) {
-			/* Whatever the handler returned, nothing is committed. */
-			stopped(w, who, h, why, true);
-			go_on = false;
-		} else if (res == LR_STEP_OK) {
-			go_on = commit(w, who, h, state, name);
-		} else {
-			go_on = failed_attempt(w, who, h, name, res, error);
-		}
-		json_decref(state);
-		free(error);
-		if (!go_on)
+		if (!run_step(h))
 			return;
 	}
 }
@@ -296,9 +390,10 @@ out:
 static void run_job(struct lr_worker *w, struct lr_job *job)
 {
 	lr_runner *r = w->r;
-	lr_claimant who = { .client = r->client, .runner = r->name, .lease = job->lease };
-	lr_claimed_task h;
-	memset(&h, 0, sizeof(h));
+	struct hold h = { .w = w, .r = r, .job = job };
+	h.who = (lr_claimant){ .client = r->client, .runner = r->name, .lease = job->lease,
+	                       .again = write_again, .again_user = &h };
+	lr_backoff_init(&h.write_retry, 200, 5000);
 	enum lr_claim_outcome oc;
 	lr_task_state ended = LR_TASK_FAILED;
 	char ended_error[700] = "";
@@ -306,42 +401,52 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	int64_t t0 = lr_mono_us();
 	if (job->n_prefetch > 0 && job->spec == NULL)
 		prefetch(w, job);
-	int rc = lr_claim(&who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
-	                  &h, &oc, &ended, ended_error, sizeof(ended_error), &e);
-	if (rc == 0 && oc == LR_CLAIM_WON)
-		lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
+	int rc = lr_claim(&h.who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
+	                  &h.t, &oc, &ended, ended_error, sizeof(ended_error), &e);
 	if (rc != 0) {
+		/* The loop learns from the watch whether the claim applied;
+		 * if it did, the task is taken up again. */
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "%s", e.msg);
-		lr_worker_wait(w, who.lease, 500); /* do not spin while etcd is down */
-		report(w, LR_REP_LET_GO, job->id, 0, 0, 0, 0, NULL);
+		lr_worker_wait(w, h.who.lease, 500); /* do not spin while etcd is down */
+		report(&h, LR_REP_LET_GO, NULL);
 		return;
 	}
 	switch (oc) {
-	case LR_CLAIM_LOST:
+	case LR_CLAIM_LOST: {
 		/* fence: the winner's claim revision, so that the loop can tell
 		 * whether its watch has seen that claim yet. */
-		report(w, LR_REP_LOST, job->id, 0, 0, 0, h.fence, NULL);
+		struct report what = { .fence = h.t.fence };
+		report(&h, LR_REP_LOST, &what);
 		return;
+	}
 	case LR_CLAIM_GONE:
-		report(w, LR_REP_GONE, job->id, 0, 0, 0, 0, NULL);
+		report(&h, LR_REP_GONE, NULL);
 		return;
-	case LR_CLAIM_ENDED:
+	case LR_CLAIM_ENDED: {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "task %s: %s",
 		              lr_task_state_name(ended), ended_error);
-		report(w, LR_REP_FINISHED, job->id, ended, 0, 0, 0, ended_error);
+		struct report what = { .state = ended, .text = ended_error };
+		report(&h, LR_REP_FINISHED, &what);
 		return;
+	}
 	case LR_CLAIM_WON:
 		break;
 	}
-	lr_runner_log(r, LR_LOG_INFO, h.id, NULL, -1,
-	              "claimed at step %lld/%lld, attempt %lld, fence %lld",
-	              (long long)h.next_step, (long long)h.steps, (long long)h.attempt,
-	              (long long)h.fence);
-	report(w, LR_REP_CLAIMED, h.id, 0, h.next_step, h.attempt, h.fence, NULL);
-	if (h.cancel_requested)
+	lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
+	lr_claimed_task *t = &h.t;
+	if (t->adopted)
+		t->started = job->started;
+	lr_runner_log(r, LR_LOG_INFO, t->id, NULL, -1,
+	              "%s at step %lld/%lld, attempt %lld, fence %lld",
+	              t->adopted ? "taken up again (a claim of ours)" : "claimed",
+	              (long long)t->next_step, (long long)t->steps, (long long)t->attempt,
+	              (long long)t->fence);
+	struct report what = { .step = t->next_step, .attempt = t->attempt, .fence = t->fence };
+	report(&h, LR_REP_CLAIMED, &what);
+	if (t->cancel_requested)
 		lr_stop_request(&w->stop, LR_STOP_CANCEL);
-	run_steps(w, &who, &h);
-	lr_claimed_task_clear(&h);
+	run_steps(&h);
+	lr_claimed_task_clear(t);
 }
 
 static void *worker_main(void *arg)

@@ -403,6 +403,40 @@ TEST(records_below_the_log_level_never_reach_the_sink)
 	lr_client_close(c);
 }
 
+/* ---- purge and submit again -------------------------------------------------- */
+
+static atomic_int again_runs;
+
+static lr_step_result count_run(lr_step *s, void *user)
+{
+	again_runs++;
+	return LR_STEP_OK;
+}
+
+/* Each directory has its own watcher: the end of the purged task can reach
+ * the runner after the new task with the same id. The new one must run. */
+TEST(a_task_purged_and_submitted_again_at_once_runs_again)
+{
+	lr_client *c = hosted_client("/api-again/");
+	again_runs = 0;
+	struct hosted h;
+	hosted_new(&h, c, "again", 2);
+	CHECK_OK(lr_runner_handle(h.r, NULL, count_run, NULL), &err);
+	hosted_start(&h);
+	for (int round = 0; round < 15; round++) {
+		char spec[128];
+		snprintf(spec, sizeof(spec),
+		         "{\"id\":\"same\",\"steps\":[{\"name\":\"a\",\"run\":\"%d\"}]}", round);
+		hosted_submit(c, spec);
+		CHECK_INT(hosted_wait_done(c, "same", 10000), ==, LR_TASK_SUCCEEDED);
+		size_t purged = 0;
+		CHECK_OK(lr_purge(c, 0, -1, &purged, &err), &err);
+		CHECK_INT(purged, ==, 1);
+	}
+	CHECK_INT(again_runs, ==, 15);
+	hosted_end(&h);
+	lr_client_close(c);
+}
 
 TEST_LIST(
 	TEST_CASE(two_runners_in_one_process_share_the_work_without_global_state),
@@ -412,5 +446,6 @@ TEST_LIST(
 	TEST_CASE(guarded_update_by_8_writers_loses_no_increment),
 	TEST_CASE(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale),
 	TEST_CASE(records_below_the_log_level_never_reach_the_sink),
+	TEST_CASE(a_task_purged_and_submitted_again_at_once_runs_again),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)

@@ -1,6 +1,8 @@
 /* test_chaos.c - four `leaserun worker` processes on a three-member etcd
  * cluster, for about 30 s under random SIGKILL, SIGSTOP/SIGCONT and graceful
- * restarts of runners, with the etcd leader killed and restarted once.
+ * restarts of runners, with the etcd leader killed and restarted once; and
+ * again with etcd members paused (SIGSTOP) for seconds at a time instead,
+ * the leader among them, while the runners keep their leases.
  * Afterwards every task has succeeded, every committed step ran to its end
  * under the claim that committed it, and etcd's history shows no claim
  * overwritten and no write outside the live claim.
@@ -82,6 +84,9 @@ struct chaos {
 	int failures;            /* runners that exited on their own or badly */
 	bool closing;            /* the final stop: no more restarts */
 	int down_member;         /* the etcd member killed, -1 when all run */
+	bool pause_members;      /* pause etcd members instead of killing one */
+	int paused_member;       /* the etcd member paused, -1 when none */
+	int member_pauses;
 };
 
 static void note(struct chaos *ch, const char *fmt, const char *name)
@@ -258,6 +263,28 @@ static void restart_member(struct chaos *ch)
 	ch->down_member = -1;
 }
 
+/* SIGSTOP a member, the leader as often as any, for seconds: it keeps
+ * its connections but answers nothing. */
+static void pause_member(struct chaos *ch)
+{
+	int m = (int)rnd_between(0, 2);
+	int leader = etcdh_leader(cluster);
+	char what[64];
+	snprintf(what, sizeof(what), "%d (%s)%s", m, etcdh_endpoint(cluster, m),
+	         m == leader ? ", the leader" : "");
+	note(ch, "SIGSTOP etcd member %s", what);
+	CHECK_INT(etcdh_pause(cluster, m), ==, 0);
+	ch->paused_member = m;
+	ch->member_pauses++;
+}
+
+static void resume_member(struct chaos *ch)
+{
+	note(ch, "SIGCONT etcd member %s", etcdh_endpoint(cluster, ch->paused_member));
+	CHECK_INT(etcdh_resume(cluster, ch->paused_member), ==, 0);
+	ch->paused_member = -1;
+}
+
 /* ---- tasks -------------------------------------------------------------- */
 
 static void task_id(int t, char id[16])
@@ -328,6 +355,7 @@ static void run_chaos(struct chaos *ch)
 	int64_t leader_kill_at = ch->start + rnd_between(8000, 16000);
 	int64_t member_back_at = 0;
 	bool leader_killed = false;
+	int64_t next_pause = ch->start + rnd_between(1000, 4000);
 	int64_t next_strike = ch->start + rnd_between(300, 1200);
 	int next_task = EARLY_TASKS;
 	for (;;) {
@@ -344,7 +372,15 @@ static void run_chaos(struct chaos *ch)
 		                              (TASKS - EARLY_TASKS);
 		if (next_task < TASKS && now >= due)
 			submit_task(ch, next_task++);
-		if (!leader_killed && now >= leader_kill_at) {
+		if (ch->pause_members && ch->paused_member < 0 && now >= next_pause) {
+			pause_member(ch);
+			member_back_at = now + rnd_between(2000, 6000);
+		}
+		if (ch->paused_member >= 0 && now >= member_back_at) {
+			resume_member(ch);
+			next_pause = now + rnd_between(1000, 4000);
+		}
+		if (!ch->pause_members && !leader_killed && now >= leader_kill_at) {
 			kill_leader(ch);
 			leader_killed = ch->down_member >= 0;
 			member_back_at = now + rnd_between(2000, 5000);
@@ -357,7 +393,9 @@ static void run_chaos(struct chaos *ch)
 		submit_task(ch, next_task++);
 	if (ch->down_member >= 0)
 		restart_member(ch);
-	CHECK(leader_killed);
+	if (ch->paused_member >= 0)
+		resume_member(ch);
+	CHECK(leader_killed || ch->pause_members);
 }
 
 /* ---- the check ---------------------------------------------------------- */
@@ -429,13 +467,15 @@ static void check_steps_ran(const struct ledger *l, bool ran[TASKS][STEPS])
 		}
 }
 
-TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
+static void chaos_run(const char *name, bool pause_members)
 {
 	pick_seed();
 	static struct chaos ch;
 	memset(&ch, 0, sizeof(ch));
 	ch.down_member = -1;
-	fleet_init(&ch.f, etcdh_endpoints(cluster), "chaos");
+	ch.paused_member = -1;
+	ch.pause_members = pause_members;
+	fleet_init(&ch.f, etcdh_endpoints(cluster), name);
 	for (int i = 0; i < RUNNERS; i++)
 		slot_spawn(&ch, i, true);
 	for (int t = 0; t < EARLY_TASKS; t++)
@@ -465,7 +505,8 @@ TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
 	memset(ran, 0, sizeof(ran));
 	tally_marks(&ch, &l, &starts, &ends, ran);
 	printf("# kills %d, pauses %d, graceful restarts %d, restarts %d, etcd leader "
-	       "kills 1, submit retries %d\n", ch.kills, ch.pauses, ch.stops, ch.restarts,
+	       "kills %d, etcd member pauses %d, submit retries %d\n", ch.kills, ch.pauses,
+	       ch.stops, ch.restarts, pause_members ? 0 : 1, ch.member_pauses,
 	       ch.submit_retries);
 	printf("# claims %zu, step executions %zu (%zu reached their end), re-executions "
 	       "%zu, commits %zu, violations %zu\n", rep.claims, starts, ends,
@@ -483,6 +524,16 @@ TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
 	fleet_destroy(&ch.f);
 }
 
+TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
+{
+	chaos_run("chaos", false);
+}
+
+TEST(every_task_succeeds_while_etcd_members_pause_for_seconds)
+{
+	chaos_run("chaos-pause", true);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 3 };
@@ -493,5 +544,6 @@ static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
 	TEST_CASE(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos),
+	TEST_CASE(every_task_succeeds_while_etcd_members_pause_for_seconds),
 );
 TEST_MAIN(setup, teardown)
