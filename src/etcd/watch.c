@@ -73,7 +73,6 @@ static int send_create(lr_watch *w, lr_watcher *wr)
 		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)end };
 	cr.start_revision = wr->next_rev;
 	cr.prev_kv = (wr->flags & LR_WATCH_PREV_KV) != 0;
-	cr.progress_notify = (wr->flags & LR_WATCH_PROGRESS_NOTIFY) != 0;
 	cr.watch_id = wr->id;
 	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
 	req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
@@ -380,12 +379,4 @@ void lr_watcher_cancel(lr_watcher *wr)
 		pthread_cond_wait(&w->cond, &w->mu);
 	pthread_mutex_unlock(&w->mu);
 	free_watcher(wr);
-}
-
-int64_t lr_watcher_next_rev(lr_watcher *wr)
-{
-	pthread_mutex_lock(&wr->w->mu);
-	int64_t r = wr->next_rev;
-	pthread_mutex_unlock(&wr->w->mu);
-	return r;
 }
