@@ -1,5 +1,6 @@
 /* kv.c - etcd KV calls and the txn builder.
- * Any thread; a lr_txn is used by one thread at a time. */
+ * Any thread; a lr_txn is used by one thread at a time. No locks of its own:
+ * calls block in lr_etcd_unary (unary.c). */
 #include "etcd/kv.h"
 
 #include <stdlib.h>

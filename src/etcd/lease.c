@@ -3,8 +3,8 @@
  * Threads: grant/revoke/ttl block their caller. The keepalive's stream
  * callbacks (opened, message, closed, tick) run on the client's stream
  * thread; add/remove/deadline run on any thread. k->mu guards the lease
- * table; it is taken before the transport's lock, never after, and is not
- * held while a lost-lease callback runs. */
+ * table; it is taken before the stream thread's lock, never after, and is
+ * not held while a lost-lease callback runs. */
 #include "etcd/lease.h"
 
 #include <pthread.h>
@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/stream.h"
 
 struct lease {
 	int64_t id;
@@ -29,7 +30,6 @@ struct lease {
 };
 
 struct lr_keepalive {
-	lr_etcd *client;
 	lr_stream *stream;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -236,10 +236,9 @@ int lr_keepalive_new(lr_etcd *c, lr_keepalive **out, lr_err *err)
 	lr_keepalive *k = calloc(1, sizeof(*k));
 	if (k == NULL)
 		return lr_err_set(err, LR_ENOMEM, "keepalive: out of memory");
-	k->client = c;
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_cond_init(&k->cond, NULL);
-	int rc = lr_stream_add(c, "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
+	int rc = lr_stream_add(lr_etcd_streams(c), "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
 	                       &k->stream, err);
 	if (rc != 0) {
 		pthread_cond_destroy(&k->cond);
@@ -294,7 +293,7 @@ void lr_keepalive_remove(lr_keepalive *k, int64_t id)
 		unlink_lease(k, l);
 		free(l);
 	}
-	while (k->delivering == id && !lr_etcd_on_stream_thread(k->client))
+	while (k->delivering == id && !lr_stream_on_thread(k->stream))
 		pthread_cond_wait(&k->cond, &k->mu);
 	pthread_mutex_unlock(&k->mu);
 }
