@@ -57,8 +57,9 @@ int lr__authenticate(lr_etcd *c, lr_err *err)
 	req.name = c->user;
 	req.password = c->password != NULL ? c->password : "";
 	grpc_slice bytes = lr__pack_slice(&req.base);
+	lr_call_slot *slot = lr__call_slot(c->stats, M_AUTHENTICATE, false);
 	struct lr_attempt r;
-	lr__unary_attempt(c, M_AUTHENTICATE, bytes,
+	lr__unary_attempt(c, slot, M_AUTHENTICATE, bytes,
 	                  lr__deadline_in_ms(c->call_timeout_ms), NULL, &r);
 	grpc_slice_unref(bytes);
 	int rc = 0;
@@ -92,6 +93,7 @@ int lr__authenticate(lr_etcd *c, lr_err *err)
 	pthread_mutex_unlock(&c->mu);
 	etcdserverpb__authenticate_response__free_unpacked(resp, NULL);
 out:
+	lr__call_count_result(slot, rc);
 	free(r.data);
 	return rc;
 }

@@ -1,4 +1,5 @@
-/* lease.c - lease calls and the keepalive service.
+/* lease.c - lease calls and the keepalive service, which times each
+ * renewal's round trip for the client's call counts.
  *
  * Threads: grant/revoke/ttl block their caller. The keepalive's stream
  * callbacks (opened, message, closed, tick) run on the client's stream
@@ -24,6 +25,7 @@ struct lease {
 	int64_t deadline;  /* monotonic ms */
 	int64_t next_send; /* when to renew next */
 	int64_t sent_at;   /* send time of the renewal in flight, 0: none */
+	int64_t sent_us;   /* the same in microseconds, for its round trip */
 	lr_lease_lost_fn fn;
 	void *user;
 	struct lease *next;
@@ -105,8 +107,10 @@ static void send_renewal(lr_keepalive *k, struct lease *l, int64_t now)
 {
 	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	req.id = l->id;
-	if (lr_stream_send(k->stream, &req.base) == 0)
+	if (lr_stream_send(k->stream, &req.base) == 0) {
 		l->sent_at = now;
+		l->sent_us = lr_mono_us();
+	}
 }
 
 static struct lease *find(lr_keepalive *k, int64_t id)
@@ -161,6 +165,8 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 	int64_t now = lr_mono_ms();
 	pthread_mutex_lock(&k->mu);
 	struct lease *l = find(k, r->id);
+	if (l != NULL && l->sent_at != 0)
+		lr_stream_count_round_trip(k->stream, lr_mono_us() - l->sent_us);
 	if (l != NULL) {
 		if (r->ttl <= 0) {
 			lose(k, l, "etcd answered TTL 0: the lease expired or was revoked");

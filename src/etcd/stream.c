@@ -66,7 +66,9 @@ struct lr_stream {
 	const char *method;
 	const lr_stream_ops *ops;
 	void *owner;
+	lr_call_slot *stats;
 	struct scall *cur; /* NULL while down */
+	bool had_call;     /* a call was open before: the next one is a reopen */
 	int64_t reopen_at;
 	int64_t next_tick;
 	lr_backoff backoff;
@@ -77,6 +79,7 @@ struct lr_stream {
 
 struct lr_streams {
 	grpc_channel *channel;  /* borrowed */
+	lr_call_stats *stats;   /* borrowed */
 	lr_stream_auth auth;
 
 	pthread_mutex_t mu;
@@ -209,6 +212,9 @@ static void open_call(lr_streams *st, lr_stream *s)
 	}
 	arm_recv(sc);
 	s->cur = sc;
+	if (s->had_call)
+		lr__call_count_reopen(s->stats);
+	s->had_call = true;
 }
 
 /* ---- what owners call ------------------------------------------------------ */
@@ -286,6 +292,11 @@ static bool on_thread(const lr_streams *st)
 bool lr_stream_on_thread(const lr_stream *s)
 {
 	return on_thread(s->st);
+}
+
+void lr_stream_count_round_trip(lr_stream *s, int64_t us)
+{
+	lr__call_count_round_trip(s->stats, us);
 }
 
 /* The call cannot be freed meanwhile: this runs in its stream's message
@@ -486,6 +497,7 @@ int lr_stream_add(lr_streams *st, const char *method, const lr_stream_ops *ops,
 	s->method = method;
 	s->ops = ops;
 	s->owner = owner;
+	s->stats = lr__call_slot(st->stats, method, true);
 	lr_backoff_init(&s->backoff, LR_STREAM_BACKOFF_MIN_MS, LR_STREAM_BACKOFF_MAX_MS);
 	pthread_mutex_lock(&st->mu);
 	if (st->closing) {
@@ -527,14 +539,15 @@ void lr_stream_remove(lr_stream *s)
 
 /* ---- the thread started and stopped ---------------------------------------- */
 
-int lr__streams_start(grpc_channel *channel, const lr_stream_auth *auth,
-                      lr_streams **out, lr_err *err)
+int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
+                      const lr_stream_auth *auth, lr_streams **out, lr_err *err)
 {
 	*out = NULL;
 	lr_streams *st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
 	st->channel = channel;
+	st->stats = stats;
 	if (auth != NULL)
 		st->auth = *auth;
 	pthread_mutex_init(&st->mu, NULL);

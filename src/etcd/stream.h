@@ -12,6 +12,7 @@
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "etcd/callstats.h"
 #include "leaserun.h"
 
 typedef struct lr_streams lr_streams; /* the thread and its streams */
@@ -51,9 +52,10 @@ typedef struct lr_stream_auth {
 	int (*renew)(void *ctx, const char *sent);
 } lr_stream_auth;
 
-/* Start the stream thread on `channel` (borrowed, outlives the thread). */
-int lr__streams_start(grpc_channel *channel, const lr_stream_auth *auth,
-                      lr_streams **out, lr_err *err);
+/* Start the stream thread on `channel` (borrowed, outlives the thread).
+ * Reopened streams are counted in `stats` (borrowed, may be NULL). */
+int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
+                      const lr_stream_auth *auth, lr_streams **out, lr_err *err);
 /* Cancel every call, stop the thread (no stream callback runs after it
  * returns) and free the streams left. NULL is a no-op. */
 void lr__streams_stop(lr_streams *st);
@@ -84,6 +86,10 @@ void lr_stream_kick(lr_stream *s);
  * have the auth hooks renew it and start the call over. Only from s's own
  * `message` callback. */
 void lr_stream_renew_token(lr_stream *s);
+
+/* A request-to-reply round trip on s, timed by its owner, for the call
+ * statistics. Any thread. */
+void lr_stream_count_round_trip(lr_stream *s, int64_t us);
 
 /* True on the thread that runs s's callbacks. */
 bool lr_stream_on_thread(const lr_stream *s);

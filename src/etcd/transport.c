@@ -1,6 +1,6 @@
 /* transport.c - the etcd client handle: open (channel, stream thread, dial,
  * authenticate, in that order) and close, and what it hands out: its
- * endpoints and its stream thread.
+ * endpoints, its stream thread, its call counts.
  * Threads: open and close on the owner's thread; the getters on any. Locks
  * nothing itself (c->mu is initialised here, used by unary.c and auth.c). */
 #include "etcd/transport_int.h"
@@ -28,13 +28,14 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 	}
 	grpc_init();
 	int rc = 0;
-	if (o->user != NULL && (c->user == NULL || c->password == NULL))
+	c->stats = lr__call_stats_new();
+	if (c->stats == NULL || (o->user != NULL && (c->user == NULL || c->password == NULL)))
 		rc = lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
 	if (rc == 0)
 		rc = lr__channel_open(&c->chan, o, err);
 	if (rc == 0) {
 		lr_stream_auth auth = lr__stream_auth(c);
-		rc = lr__streams_start(c->chan.channel, &auth, &c->streams, err);
+		rc = lr__streams_start(c->chan.channel, c->stats, &auth, &c->streams, err);
 	}
 	if (rc == 0)
 		rc = lr__channel_dial(&c->chan, err);
@@ -60,6 +61,7 @@ void lr_etcd_close(lr_etcd *c)
 	}
 	free(c->user);
 	free(c->token);
+	lr__call_stats_free(c->stats);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	grpc_shutdown();
@@ -68,6 +70,11 @@ void lr_etcd_close(lr_etcd *c)
 const char *lr_etcd_endpoints(const lr_etcd *c)
 {
 	return c->chan.endpoints;
+}
+
+void lr_etcd_call_stats(lr_etcd *c, lr_etcd_call_stat_fn fn, void *user)
+{
+	lr__call_stats_each(c->stats, fn, user);
 }
 
 struct lr_streams *lr_etcd_streams(lr_etcd *c)

@@ -1,9 +1,9 @@
 /* transport.h - the etcd client handle: one gRPC channel to the cluster,
- * blocking unary calls with retries and etcd auth, and the stream thread
- * that leases and watches use.
+ * blocking unary calls with retries and etcd auth, the stream thread that
+ * leases and watches use, and counts of every call.
  *
  * Layers inside src/etcd/, each using only the ones before it: rpc.c
- * (gRPC helpers); channel.c (endpoints, TLS, dial, why a
+ * (gRPC helpers) and callstats.c; channel.c (endpoints, TLS, dial, why a
  * connection failed); stream.c (bidi streams on one thread); unary.c and
  * auth.c with this handle (transport.c); then kv.c, lease.c, watch.c,
  * which build requests and read replies. */
@@ -15,6 +15,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "etcd/callstats.h"
 #include "etcd/opts.h"
 #include "leaserun.h"
 
@@ -48,6 +49,14 @@ enum {
 int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc,
                   ProtobufCMessage **resp, int flags, lr_err *err);
+
+/* The client's call counts so far (callstats.h): fn(user, st) once per
+ * method called at least once, unary and stream, in the order first used,
+ * on the calling thread, before this returns. `st` and its strings are
+ * valid during that call only. Any thread, at any time while c is open;
+ * calls in flight keep counting meanwhile, so the figures of one method
+ * are not one instant. Cheap for the calls: they never wait for it. */
+void lr_etcd_call_stats(lr_etcd *c, lr_etcd_call_stat_fn fn, void *user);
 
 /* The client's stream thread, on which lease.c and watch.c open their
  * streams (stream.h). Borrowed; lives as long as c. */

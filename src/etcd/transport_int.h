@@ -10,6 +10,7 @@
 #include <grpc/grpc.h>
 
 #include "base/backoff.h"
+#include "etcd/callstats.h"
 #include "etcd/channel.h"
 #include "etcd/stream.h"
 #include "etcd/transport.h"
@@ -17,6 +18,7 @@
 struct lr_etcd {
 	lr_channel chan;
 	lr_streams *streams;
+	lr_call_stats *stats;
 	int64_t call_timeout_ms;
 	char *user, *password; /* etcd auth; user NULL for none */
 
@@ -36,8 +38,9 @@ struct lr_attempt {
 };
 
 /* One attempt of a unary call of `req` (packed) until `deadline`, sending
- * `token` (may be NULL). Any thread; blocks. The caller frees r->data. */
-void lr__unary_attempt(lr_etcd *c, const char *method,
+ * `token` (may be NULL), counted in `slot` (may be NULL). Any thread;
+ * blocks. The caller frees r->data. */
+void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
                        grpc_slice req, gpr_timespec deadline, const char *token,
                        struct lr_attempt *r);
 

@@ -6,7 +6,8 @@
  * stream thread's queue, which wakes its caller (stream.h); only attempts
  * made on the stream thread itself (a token renewed for a stream) block on
  * a queue of their own. c->mu guards the token and the retry jitter, and
- * is held only to read or draw them.
+ * is held only to read or draw them. Every attempt and call is counted in
+ * c->stats.
  *
  * Balancing: round_robin over every endpoint (channel.c), so a retried call
  * goes to another member when one is down. */
@@ -42,9 +43,11 @@ static void peer_of(grpc_call *call, char *buf, size_t size)
 	gpr_free(peer);
 }
 
-void lr__unary_attempt(lr_etcd *c, const char *method, grpc_slice req_bytes,
-                       gpr_timespec deadline, const char *token, struct lr_attempt *r)
+void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
+                       grpc_slice req_bytes, gpr_timespec deadline, const char *token,
+                       struct lr_attempt *r)
 {
+	int64_t t0 = lr_mono_us();
 	grpc_byte_buffer *req = lr__buffer_of(req_bytes);
 	lr_unary_wait w;
 	lr__unary_wait_begin(c->streams, &w);
@@ -111,6 +114,7 @@ void lr__unary_attempt(lr_etcd *c, const char *method, grpc_slice req_bytes,
 	grpc_metadata_array_destroy(&md_trail);
 	grpc_call_unref(call);
 	lr__unary_wait_end(&w);
+	lr__call_count_attempt(slot, lr_mono_us() - t0);
 }
 
 /* ---- the retry policy --------------------------------------------------- */
@@ -123,7 +127,7 @@ void lr__unary_attempt(lr_etcd *c, const char *method, grpc_slice req_bytes,
  *    is safe to repeat (!write), with backoff (none after a deadline, which
  *    took long enough), unless gRPC's text says TLS failed.
  * 0, or the error of a failed re-authentication (then *r holds no data). */
-static int attempts(lr_etcd *c, const char *method, grpc_slice req,
+static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_slice req,
                     bool write, struct lr_attempt *r, lr_err *err)
 {
 	int64_t deadline_ms = lr_mono_ms() + c->call_timeout_ms;
@@ -142,7 +146,7 @@ static int attempts(lr_etcd *c, const char *method, grpc_slice req,
 		char *token = lr__token_copy(c);
 		int64_t now = lr_mono_ms();
 		int64_t attempt_end = now + attempt_ms < deadline_ms ? now + attempt_ms : deadline_ms;
-		lr__unary_attempt(c, method, req, lr__mono_ms_to_timespec(attempt_end), token, r);
+		lr__unary_attempt(c, slot, method, req, lr__mono_ms_to_timespec(attempt_end), token, r);
 		free(token);
 		if (r->status == GRPC_STATUS_OK)
 			return 0;
@@ -220,9 +224,10 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                   ProtobufCMessage **resp, int flags, lr_err *err)
 {
 	bool write = (flags & LR_CALL_RETRY) == 0;
+	lr_call_slot *slot = lr__call_slot(c->stats, method, false);
 	grpc_slice bytes = lr__pack_slice(req);
 	struct lr_attempt r = { 0 };
-	int rc = attempts(c, method, bytes, write, &r, err);
+	int rc = attempts(c, slot, method, bytes, write, &r, err);
 	grpc_slice_unref(bytes);
 	if (rc != 0)
 		goto out;
@@ -236,5 +241,6 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 		                c->chan.endpoints, lr__method_short(method));
 out:
 	free(r.data);
+	lr__call_count_result(slot, rc);
 	return rc;
 }
