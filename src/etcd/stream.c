@@ -89,6 +89,7 @@ struct lr_streams {
 	pthread_t thread;
 	bool thread_started;
 	bool closing;
+	bool queue_down;        /* the thread left its loop: post nothing more */
 	lr_stream *streams;
 	int wakes_pending;
 	struct tag t_wake;
@@ -220,18 +221,24 @@ static void open_call(lr_streams *st, lr_stream *s)
 /* ---- what owners call ------------------------------------------------------ */
 
 /* Post an event on the queue so that the stream thread looks at its timers
- * and streams again. Any thread. */
+ * and streams again; st->mu held. Nothing once the thread is leaving: gRPC
+ * aborts on an event posted to a queue that is shut down. */
+static void wake_locked(lr_streams *st)
+{
+	if (st->queue_down || st->wakes_pending > 0)
+		return;
+	/* A connectivity watch whose deadline is now: the one portable way to
+	 * post an event onto a completion queue from outside. */
+	grpc_connectivity_state cs = grpc_channel_check_connectivity_state(st->channel, 0);
+	grpc_channel_watch_connectivity_state(st->channel, cs, gpr_now(GPR_CLOCK_MONOTONIC),
+	                                      st->cq, &st->t_wake);
+	st->wakes_pending++;
+}
+
 static void wake(lr_streams *st)
 {
 	pthread_mutex_lock(&st->mu);
-	if (st->cq != NULL && st->wakes_pending == 0) {
-		/* A connectivity watch whose deadline is now: the one portable way
-		 * to post an event onto a completion queue from outside. */
-		grpc_connectivity_state cs = grpc_channel_check_connectivity_state(st->channel, 0);
-		grpc_channel_watch_connectivity_state(st->channel, cs, gpr_now(GPR_CLOCK_MONOTONIC),
-		                                      st->cq, &st->t_wake);
-		st->wakes_pending++;
-	}
+	wake_locked(st);
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -469,6 +476,7 @@ static void *stream_thread(void *arg)
 		else if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
 	}
+	st->queue_down = true;
 	pthread_mutex_unlock(&st->mu);
 	/* Drain whatever is left (cancelled calls of removed streams). */
 	grpc_completion_queue_shutdown(st->cq);
@@ -572,8 +580,10 @@ void lr__streams_stop(lr_streams *st)
 		for (lr_stream *s = st->streams; s != NULL; s = s->next)
 			if (s->cur != NULL)
 				grpc_call_cancel(s->cur->call, NULL);
+		/* Under the same lock as `closing`: the thread cannot see one
+		 * without the other and leave before this event comes. */
+		wake_locked(st);
 		pthread_mutex_unlock(&st->mu);
-		wake(st);
 		pthread_join(st->thread, NULL);
 	}
 	while (st->streams != NULL) {
