@@ -1,6 +1,7 @@
 /* auth.c - etcd auth: Authenticate, the client's token, and getting a new
  * one when etcd refuses it, for unary calls (unary.c) and streams (through
- * the hooks stream.c calls).
+ * the hooks stream.c calls). One of the three parts of the client handle,
+ * with unary.c and transport.c (transport_int.h).
  * Threads: any; a token renewed for a stream is fetched on the stream
  * thread. c->mu guards the token; it is taken after the streams' lock
  * (the `token` hook runs under it), never before, and never held across a

@@ -1,6 +1,8 @@
 /* unary.c - blocking unary calls, in three parts: one attempt; the retry
  * policy (which statuses are retried, backoff, deadline, token refresh,
  * lost write replies as LR_EAMBIGUOUS); and the failure in words.
+ * With auth.c and transport.c, one of the three parts of the client handle
+ * (their shared struct is in transport_int.h).
  *
  * Threads: any number of threads call at once. An attempt completes on the
  * stream thread's queue, which wakes its caller (stream.h); only attempts
