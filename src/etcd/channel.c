@@ -1,8 +1,10 @@
 /* channel.c - the gRPC channel to etcd: endpoints parsed and resolved,
  * TLS credentials, the dial within the dial timeout, and why a connection
  * failed, in words (TLS verdicts in particular).
- * Called from lr_etcd_open and from failing unary calls; any thread. */
-#include "etcd/transport_int.h"
+ * Threads: opened and dialled by lr_etcd_open's caller; failures described
+ * for failing unary calls on any thread. Takes no lock: what it reads is
+ * set before the client is handed out. */
+#include "etcd/channel.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,11 +17,13 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
-#include "rpc.pb-c.h"
-
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/readall.h"
+#include "etcd/rpc.h"
+
+#define LR_DIAL_POLL_MS 100   /* look at a failing channel's reason */
+#define LR_TLS_LIKELY_MS 1000 /* of failures that read like TLS ones */
 
 /* ---- why a connection failed ---------------------------------------------
  *
@@ -62,7 +66,7 @@ static const char *failure_reason(const char *details, char *addr, size_t size)
 
 /* Whether `reason` (one failed connection) is a TLS failure, and why in
  * words that say what to do about it. */
-static enum tls_verdict tls_diagnose(const lr_etcd *c, const char *reason,
+static enum tls_verdict tls_diagnose(const lr_channel *c, const char *reason,
                                      char *why, size_t size)
 {
 	const char *p = strstr(reason, "Peer name ");
@@ -106,7 +110,7 @@ static enum tls_verdict tls_diagnose(const lr_etcd *c, const char *reason,
 /* The reason gRPC gives for the channel's failed connections, into buf
  * ("" when it gives none): a call that does not wait for a connection fails
  * at once with it while the channel is in TRANSIENT_FAILURE. */
-void lr__connect_failure(lr_etcd *c, char *buf, size_t size)
+void lr__connect_failure(lr_channel *c, char *buf, size_t size)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	grpc_call *call = grpc_channel_create_call(
@@ -144,8 +148,8 @@ void lr__connect_failure(lr_etcd *c, char *buf, size_t size)
 /* "etcd <addr>: TLS failed: <why>" for a TLS failure in gRPC's text
  * `details`; 0 (err untouched) when it is none, or only likely one and
  * `sure_only`. */
-int lr__tls_error(lr_etcd *c, const char *details, const char *method,
-                     bool sure_only, lr_err *err)
+int lr__tls_error(const lr_channel *c, const char *details, const char *method,
+                  bool sure_only, lr_err *err)
 {
 	char addr[128], why[320];
 	const char *reason = failure_reason(details, addr, sizeof(addr));
@@ -159,8 +163,8 @@ int lr__tls_error(lr_etcd *c, const char *details, const char *method,
 
 /* "no endpoint reachable" with the last reason gRPC gave (if any), and a
  * hint when a plain connection was closed by what may be a TLS port. */
-int lr__unreachable_error(lr_etcd *c, const char *method, const char *last,
-                             int64_t waited_ms, int code, lr_err *err)
+int lr__unreachable_error(const lr_channel *c, const char *method, const char *last,
+                          int64_t waited_ms, int code, lr_err *err)
 {
 	char addr[128];
 	const char *reason = last[0] ? failure_reason(last, addr, sizeof(addr)) : "";
@@ -172,31 +176,32 @@ int lr__unreachable_error(lr_etcd *c, const char *method, const char *last,
 	                  plain_closed ? "; if the server expects TLS, give --cacert" : "");
 }
 
-/* What to do about a refusal by etcd's access control, for messages:
- * " (...)" or "". */
-void lr__auth_hint(const lr_etcd *c, int code, const char *details,
-                      char *buf, size_t size)
+/* ---- endpoints and channel ---------------------------------------------- */
+
+/* The endpoint without its "http://" or "https://" (both are allowed, as
+ * etcdctl allows them; TLS follows from "https://" or the TLS options). */
+static const char *strip_scheme(const char *ep)
 {
-	buf[0] = '\0';
-	if (code == LR_EAUTH && strstr(details, "user name is empty") != NULL)
-		snprintf(buf, size, " (etcd has authentication enabled: give --user)");
-	else if (code == LR_EPERM && c->user != NULL)
-		snprintf(buf, size, " (etcd user %.60s has no role granting this on "
-		         "these keys)", c->user);
+	if (strncmp(ep, "http://", 7) == 0)
+		return ep + 7;
+	if (strncmp(ep, "https://", 8) == 0)
+		return ep + 8;
+	return ep;
 }
 
-/* ---- endpoints and channel ---------------------------------------------- */
+/* Whether the options ask for TLS. */
+static bool wants_tls(const lr_etcd_opts *o)
+{
+	return o->cacert != NULL || o->cert != NULL ||
+	       strstr(o->endpoints, "https://") != NULL;
+}
 
 /* Append "addr:port" for one endpoint to the target list. Literal addresses
  * are used as they are; names are resolved once, here. */
 static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
                         bool first, lr_err *err)
 {
-	const char *s = ep;
-	if (strncmp(s, "http://", 7) == 0)
-		s += 7;
-	else if (strncmp(s, "https://", 8) == 0)
-		s += 8;
+	const char *s = strip_scheme(ep);
 	const char *colon = strrchr(s, ':');
 	if (colon == NULL || colon == s || colon[1] == '\0')
 		return lr_err_set(err, LR_EINVAL,
@@ -263,7 +268,8 @@ static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
 	return 0;
 }
 
-int lr__build_target(const char *endpoints, char **out, lr_err *err)
+/* The endpoint list as gRPC's target ("ipv4:a:p,b:p"), into *out. */
+static int build_target(const char *endpoints, char **out, lr_err *err)
 {
 	if (endpoints == NULL || endpoints[0] == '\0')
 		return lr_err_set(err, LR_EINVAL, "endpoints: the list is empty");
@@ -323,9 +329,7 @@ static char *read_file(const char *path, lr_err *err, const char *what)
 static int make_credentials(const lr_etcd_opts *o, grpc_channel_credentials **out,
                             lr_err *err)
 {
-	bool tls = o->cacert != NULL || o->cert != NULL ||
-	           strstr(o->endpoints, "https://") != NULL;
-	if (!tls) {
+	if (!wants_tls(o)) {
 		*out = grpc_insecure_credentials_create();
 		return 0;
 	}
@@ -361,11 +365,7 @@ out:
 /* The host of the first endpoint ("https://[::1]:2379,..." -> "::1"). */
 static bool first_host(const char *endpoints, char *buf, size_t size)
 {
-	const char *s = endpoints + strspn(endpoints, " ");
-	if (strncmp(s, "http://", 7) == 0)
-		s += 7;
-	else if (strncmp(s, "https://", 8) == 0)
-		s += 8;
+	const char *s = strip_scheme(endpoints + strspn(endpoints, " "));
 	size_t len = strcspn(s, ",");
 	const char *colon = memrchr(s, ':', len);
 	if (colon != NULL)
@@ -381,7 +381,8 @@ static bool first_host(const char *endpoints, char *buf, size_t size)
 	return true;
 }
 
-int lr__create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
+/* The channel to c->target, with TLS credentials when asked for. */
+static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 {
 	grpc_channel_credentials *creds = NULL;
 	int rc = make_credentials(o, &creds, err);
@@ -437,13 +438,41 @@ int lr__create_channel(lr_etcd *c, const lr_etcd_opts *o, lr_err *err)
 	return 0;
 }
 
+int lr__channel_open(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->endpoints = strdup(o->endpoints);
+	c->dial_timeout_ms = (int64_t)((o->dial_timeout_s > 0 ? o->dial_timeout_s : 5.0) * 1000);
+	c->tls = wants_tls(o);
+	c->has_cacert = o->cacert != NULL;
+	c->client_cert = o->cert != NULL;
+	if (o->tls_server_name != NULL)
+		c->tls_server_name = strdup(o->tls_server_name);
+	if (c->endpoints == NULL || (o->tls_server_name != NULL && c->tls_server_name == NULL))
+		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
+	int rc = build_target(o->endpoints, &c->target, err);
+	if (rc == 0)
+		rc = create_channel(c, o, err);
+	return rc;
+}
+
+void lr__channel_close(lr_channel *c)
+{
+	if (c->channel != NULL)
+		grpc_channel_destroy(c->channel);
+	free(c->tls_server_name);
+	free(c->target);
+	free(c->endpoints);
+	memset(c, 0, sizeof(*c));
+}
+
 /* Wait until some endpoint is connected, at most the dial timeout. A TLS
  * failure ends the wait at once when gRPC's reason is certain (unknown CA,
  * name mismatch), and after LR_TLS_LIKELY_MS of failed connections that all
  * read like one (a refused client certificate reads as a dropped
  * connection). A channel in TRANSIENT_FAILURE stays there through its
  * reconnects, so its reason is polled. */
-int lr__dial(lr_etcd *c, lr_err *err)
+int lr__channel_dial(lr_channel *c, lr_err *err)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
 	int64_t end = lr_mono_ms() + c->dial_timeout_ms;

@@ -1,5 +1,6 @@
 /* kv.c - etcd KV calls and the txn builder.
- * Any thread; a lr_txn is used by one thread at a time. */
+ * Any thread; a lr_txn is used by one thread at a time. No locks of its own:
+ * calls block in lr_etcd_unary (unary.c). */
 #include "etcd/kv.h"
 
 #include <stdlib.h>
@@ -42,14 +43,12 @@ size_t lr_prefix_end(const char *prefix, char *out)
 
 size_t lr_range_end(const char *key, int flags, char *buf)
 {
-	if (flags & LR_KEY_PREFIX) {
-		size_t n = lr_prefix_end(key, buf);
-		if (n > 0)
-			return n;
-	} else if (!(flags & LR_KEY_FROM)) {
+	if (!(flags & LR_KEY_PREFIX))
 		return 0;
-	}
-	buf[0] = '\0'; /* "\0": every key from here on */
+	size_t n = lr_prefix_end(key, buf);
+	if (n > 0)
+		return n;
+	buf[0] = '\0'; /* "\0": every key from here on (a prefix of 0xff bytes) */
 	return 1;
 }
 

@@ -29,7 +29,6 @@ char *lr_kv_value_dup(const lr_kv *kv);
 /* Key flags. */
 enum {
 	LR_KEY_PREFIX = 1 << 0,    /* the key is a prefix: every key under it */
-	LR_KEY_FROM = 1 << 1,      /* every key >= key (range_end "\0") */
 	LR_RANGE_KEYS_ONLY = 1 << 2,
 	LR_RANGE_COUNT_ONLY = 1 << 3,
 	LR_RANGE_SERIALIZABLE = 1 << 4,
@@ -130,8 +129,8 @@ const ProtobufCMessage *lr_txn_request(const lr_txn *t);
  * kv->key.len + 1 bytes); the value is borrowed from kv. */
 void lr_kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf);
 
-/* The range_end etcd needs for key with flags (LR_KEY_PREFIX, LR_KEY_FROM)
- * into buf (strlen(key) + 1 bytes); returns its length, 0 for none. */
+/* The range_end etcd needs for key with flags (LR_KEY_PREFIX) into buf
+ * (strlen(key) + 1 bytes); returns its length, 0 for none. */
 size_t lr_range_end(const char *key, int flags, char *buf);
 
 /* The end of the range of keys that start with prefix: prefix with its last

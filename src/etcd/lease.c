@@ -1,10 +1,11 @@
-/* lease.c - lease calls and the keepalive service.
+/* lease.c - lease calls and the keepalive service, which times each
+ * renewal's round trip for the client's call counts.
  *
  * Threads: grant/revoke/ttl block their caller. The keepalive's stream
  * callbacks (opened, message, closed, tick) run on the client's stream
  * thread; add/remove/deadline run on any thread. k->mu guards the lease
- * table; it is taken before the transport's lock, never after, and is not
- * held while a lost-lease callback runs. */
+ * table; it is taken before the stream thread's lock, never after, and is
+ * not held while a lost-lease callback runs. */
 #include "etcd/lease.h"
 
 #include <pthread.h>
@@ -16,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/stream.h"
 
 struct lease {
 	int64_t id;
@@ -23,13 +25,13 @@ struct lease {
 	int64_t deadline;  /* monotonic ms */
 	int64_t next_send; /* when to renew next */
 	int64_t sent_at;   /* send time of the renewal in flight, 0: none */
+	int64_t sent_us;   /* the same in microseconds, for its round trip */
 	lr_lease_lost_fn fn;
 	void *user;
 	struct lease *next;
 };
 
 struct lr_keepalive {
-	lr_etcd *client;
 	lr_stream *stream;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -105,8 +107,10 @@ static void send_renewal(lr_keepalive *k, struct lease *l, int64_t now)
 {
 	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	req.id = l->id;
-	if (lr_stream_send(k->stream, &req.base) == 0)
+	if (lr_stream_send(k->stream, &req.base) == 0) {
 		l->sent_at = now;
+		l->sent_us = lr_mono_us();
+	}
 }
 
 static struct lease *find(lr_keepalive *k, int64_t id)
@@ -161,6 +165,8 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 	int64_t now = lr_mono_ms();
 	pthread_mutex_lock(&k->mu);
 	struct lease *l = find(k, r->id);
+	if (l != NULL && l->sent_at != 0)
+		lr_stream_count_round_trip(k->stream, lr_mono_us() - l->sent_us);
 	if (l != NULL) {
 		if (r->ttl <= 0) {
 			lose(k, l, "etcd answered TTL 0: the lease expired or was revoked");
@@ -236,10 +242,9 @@ int lr_keepalive_new(lr_etcd *c, lr_keepalive **out, lr_err *err)
 	lr_keepalive *k = calloc(1, sizeof(*k));
 	if (k == NULL)
 		return lr_err_set(err, LR_ENOMEM, "keepalive: out of memory");
-	k->client = c;
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_cond_init(&k->cond, NULL);
-	int rc = lr_stream_add(c, "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
+	int rc = lr_stream_add(lr_etcd_streams(c), "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
 	                       &k->stream, err);
 	if (rc != 0) {
 		pthread_cond_destroy(&k->cond);
@@ -294,7 +299,7 @@ void lr_keepalive_remove(lr_keepalive *k, int64_t id)
 		unlink_lease(k, l);
 		free(l);
 	}
-	while (k->delivering == id && !lr_etcd_on_stream_thread(k->client))
+	while (k->delivering == id && !lr_stream_on_thread(k->stream))
 		pthread_cond_wait(&k->cond, &k->mu);
 	pthread_mutex_unlock(&k->mu);
 }

@@ -1,27 +1,100 @@
-/* stream.c - the stream thread: one completion queue per client, served by
- * one thread that sleeps in grpc_completion_queue_next until an event or
- * the earliest timer a stream owner asked for (an idle client uses no CPU).
- * It serves the long-lived bidi streams (LeaseKeepAlive, Watch) and
- * completes the unary calls other threads start on its queue: a caller
- * then sleeps on a semaphore instead of each caller polling gRPC on a queue
- * of its own, which cost a handful of thread hand-offs per call.
+/* stream.c - bidi streams on one thread: the stream thread of a client
+ * serves the long-lived streams (LeaseKeepAlive, Watch) and completes the
+ * unary calls other threads start on its queue: a caller then sleeps on a
+ * semaphore instead of each caller polling gRPC on a queue of its own,
+ * which cost a handful of thread hand-offs per call.
  *
- * Locking: c->mu guards the stream table, each stream's send queue and each
- * call's bookkeeping. It is never held while an owner callback runs. Owner
- * callbacks run on the stream thread only, one at a time. Streams carry the
- * `hasleader` metadata so that a member cut off from the leader refuses them. */
-#include "etcd/transport_int.h"
+ * Locking: st->mu guards the stream table, each stream's send queue and
+ * each call's bookkeeping. It is never held while an owner callback or an
+ * auth hook runs (except `token`, which only copies). Owner callbacks run
+ * on the stream thread only, one at a time. Streams carry the `hasleader`
+ * metadata so that a member cut off from the leader refuses them. */
+#include "etcd/stream.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <grpc/support/alloc.h>
 
-#include "rpc.pb-c.h"
-
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/rpc.h"
+
+#define LR_STREAM_BACKOFF_MIN_MS 50
+#define LR_STREAM_BACKOFF_MAX_MS 2000
+
+enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE, TAG_UNARY };
+
+struct scall;
+
+/* What the stream thread's queue hands back; lr_unary_wait starts with the
+ * same int. */
+struct tag {
+	int kind; /* enum tag_kind */
+	struct scall *call;
+};
+
+struct sendq {
+	grpc_byte_buffer *buf;
+	struct sendq *next;
+};
+
+/* One gRPC call of a stream; a stream has a new one after every failure.
+ * Freed once every batch started on it has completed. */
+struct scall {
+	lr_stream *stream; /* NULL once the stream was removed */
+	grpc_call *call;
+	struct tag t_start, t_send, t_recv, t_status;
+	int outstanding;
+	bool send_busy;
+	bool ended;
+	grpc_byte_buffer *send_buf;
+	grpc_byte_buffer *recv_buf;
+	grpc_metadata_array md_in, md_trail;
+	grpc_status_code status;
+	grpc_slice details;
+	const char *error_string;
+	grpc_metadata md_out[2];
+	char *token; /* copy sent as metadata; never changes */
+};
+
+struct lr_stream {
+	lr_streams *st;
+	const char *method;
+	const lr_stream_ops *ops;
+	void *owner;
+	lr_call_slot *stats;
+	struct scall *cur; /* NULL while down */
+	bool had_call;     /* a call was open before: the next one is a reopen */
+	int64_t reopen_at;
+	int64_t next_tick;
+	lr_backoff backoff;
+	struct sendq *q_head, *q_tail;
+	bool removed;
+	lr_stream *next;
+};
+
+struct lr_streams {
+	grpc_channel *channel;  /* borrowed */
+	lr_call_stats *stats;   /* borrowed */
+	lr_stream_auth auth;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cond;    /* in_callback went back to NULL */
+	lr_rng rng;             /* reopen jitter, under mu */
+	grpc_completion_queue *cq;
+	pthread_t thread;
+	bool thread_started;
+	bool closing;
+	bool queue_down;        /* the thread left its loop: post nothing more */
+	lr_stream *streams;
+	int wakes_pending;
+	struct tag t_wake;
+	lr_stream *in_callback; /* stream whose owner runs now */
+};
 
 static void free_sendq(lr_stream *s)
 {
@@ -34,9 +107,9 @@ static void free_sendq(lr_stream *s)
 	s->q_tail = NULL;
 }
 
-/* ---- streams ------------------------------------------------------------ */
+/* ---- one call of a stream ------------------------------------------------ */
 
-/* Start a batch on a stream call and count it; c->mu held. */
+/* Start a batch on a stream call and count it; st->mu held. */
 static bool start_ops(struct scall *sc, grpc_op *ops, size_t n, struct tag *t)
 {
 	if (grpc_call_start_batch(sc->call, ops, n, t, NULL) != GRPC_CALL_OK)
@@ -45,7 +118,7 @@ static bool start_ops(struct scall *sc, grpc_op *ops, size_t n, struct tag *t)
 	return true;
 }
 
-/* Send the next queued message if none is in flight; c->mu held. */
+/* Send the next queued message if none is in flight; st->mu held. */
 static void pump_send(lr_stream *s)
 {
 	struct scall *sc = s->cur;
@@ -94,8 +167,8 @@ static void free_scall(struct scall *sc)
 	free(sc);
 }
 
-/* Open a new call for s; c->mu held. On failure s stays down. */
-static void open_call(lr_etcd *c, lr_stream *s)
+/* Open a new call for s; st->mu held. On failure s stays down. */
+static void open_call(lr_streams *st, lr_stream *s)
 {
 	struct scall *sc = calloc(1, sizeof(*sc));
 	if (sc == NULL)
@@ -108,33 +181,28 @@ static void open_call(lr_etcd *c, lr_stream *s)
 	grpc_metadata_array_init(&sc->md_in);
 	grpc_metadata_array_init(&sc->md_trail);
 	sc->details = grpc_empty_slice();
-	sc->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+	sc->call = grpc_channel_create_call(st->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq,
 	                                    grpc_slice_from_static_string(s->method), NULL,
 	                                    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	size_t nmd = 0;
-	sc->md_out[nmd].key = grpc_slice_from_static_string("hasleader");
-	sc->md_out[nmd].value = grpc_slice_from_static_string("true");
-	nmd++;
-	if (c->token != NULL) {
-		sc->token = strdup(c->token);
-		sc->md_out[nmd].key = grpc_slice_from_static_string("token");
-		sc->md_out[nmd].value = grpc_slice_from_static_string(sc->token);
-		nmd++;
-	}
+	lr__metadata(&sc->md_out[nmd++], "hasleader", "true");
+	sc->token = st->auth.token != NULL ? st->auth.token(st->auth.ctx) : NULL;
+	if (sc->token != NULL)
+		lr__metadata(&sc->md_out[nmd++], "token", sc->token);
 	grpc_op ops[2];
 	memset(ops, 0, sizeof(ops));
 	lr__op_send_metadata(&ops[0], sc->md_out, nmd);
 	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
 	ops[1].data.recv_initial_metadata.recv_initial_metadata = &sc->md_in;
 	bool ok = start_ops(sc, ops, 2, &sc->t_start);
-	grpc_op st;
-	memset(&st, 0, sizeof(st));
-	st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	st.data.recv_status_on_client.trailing_metadata = &sc->md_trail;
-	st.data.recv_status_on_client.status = &sc->status;
-	st.data.recv_status_on_client.status_details = &sc->details;
-	st.data.recv_status_on_client.error_string = &sc->error_string;
-	ok = ok && start_ops(sc, &st, 1, &sc->t_status);
+	grpc_op op;
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	op.data.recv_status_on_client.trailing_metadata = &sc->md_trail;
+	op.data.recv_status_on_client.status = &sc->status;
+	op.data.recv_status_on_client.status_details = &sc->details;
+	op.data.recv_status_on_client.error_string = &sc->error_string;
+	ok = ok && start_ops(sc, &op, 1, &sc->t_status);
 	if (!ok) {
 		/* Nothing was accepted that could complete: give up this try. */
 		grpc_call_cancel(sc->call, NULL);
@@ -145,11 +213,38 @@ static void open_call(lr_etcd *c, lr_stream *s)
 	}
 	arm_recv(sc);
 	s->cur = sc;
+	if (s->had_call)
+		lr__call_count_reopen(s->stats);
+	s->had_call = true;
+}
+
+/* ---- what owners call ------------------------------------------------------ */
+
+/* Post an event on the queue so that the stream thread looks at its timers
+ * and streams again; st->mu held. Nothing once the thread is leaving: gRPC
+ * aborts on an event posted to a queue that is shut down. */
+static void wake_locked(lr_streams *st)
+{
+	if (st->queue_down || st->wakes_pending > 0)
+		return;
+	/* A connectivity watch whose deadline is now: the one portable way to
+	 * post an event onto a completion queue from outside. */
+	grpc_connectivity_state cs = grpc_channel_check_connectivity_state(st->channel, 0);
+	grpc_channel_watch_connectivity_state(st->channel, cs, gpr_now(GPR_CLOCK_MONOTONIC),
+	                                      st->cq, &st->t_wake);
+	st->wakes_pending++;
+}
+
+static void wake(lr_streams *st)
+{
+	pthread_mutex_lock(&st->mu);
+	wake_locked(st);
+	pthread_mutex_unlock(&st->mu);
 }
 
 int lr_stream_send(lr_stream *s, const ProtobufCMessage *msg)
 {
-	lr_etcd *c = s->client;
+	lr_streams *st = s->st;
 	grpc_byte_buffer *bb = lr__pack(msg);
 	struct sendq *q = malloc(sizeof(*q));
 	if (bb == NULL || q == NULL) {
@@ -160,9 +255,9 @@ int lr_stream_send(lr_stream *s, const ProtobufCMessage *msg)
 	}
 	q->buf = bb;
 	q->next = NULL;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&st->mu);
 	if (s->cur == NULL || s->cur->ended || s->removed) {
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&st->mu);
 		grpc_byte_buffer_destroy(bb);
 		free(q);
 		return LR_EUNAVAILABLE;
@@ -173,99 +268,100 @@ int lr_stream_send(lr_stream *s, const ProtobufCMessage *msg)
 		s->q_head = q;
 	s->q_tail = q;
 	pump_send(s);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&st->mu);
 	return 0;
 }
 
 void lr_stream_reset(lr_stream *s, const char *why)
 {
 	(void)why;
-	lr_etcd *c = s->client;
-	pthread_mutex_lock(&c->mu);
+	lr_streams *st = s->st;
+	pthread_mutex_lock(&st->mu);
 	if (s->cur != NULL && !s->cur->ended)
 		grpc_call_cancel(s->cur->call, NULL);
-	pthread_mutex_unlock(&c->mu);
-}
-
-void lr_etcd_wake(lr_etcd *c)
-{
-	pthread_mutex_lock(&c->mu);
-	if (c->cq != NULL && c->wakes_pending == 0) {
-		/* A connectivity watch whose deadline is now: the one portable way
-		 * to post an event onto a completion queue from outside. */
-		grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 0);
-		grpc_channel_watch_connectivity_state(c->channel, st, gpr_now(GPR_CLOCK_MONOTONIC),
-		                                      c->cq, &c->t_wake);
-		c->wakes_pending++;
-	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&st->mu);
 }
 
 void lr_stream_kick(lr_stream *s)
 {
-	lr_etcd *c = s->client;
-	pthread_mutex_lock(&c->mu);
+	lr_streams *st = s->st;
+	pthread_mutex_lock(&st->mu);
 	s->next_tick = 0;
-	pthread_mutex_unlock(&c->mu);
-	lr_etcd_wake(c);
+	pthread_mutex_unlock(&st->mu);
+	wake(st);
 }
 
-bool lr_etcd_on_stream_thread(const lr_etcd *c)
+static bool on_thread(const lr_streams *st)
 {
-	return c->thread_started && pthread_equal(pthread_self(), c->thread);
+	return st->thread_started && pthread_equal(pthread_self(), st->thread);
 }
 
-/* etcd 3.4 checks a Watch stream's token on every watch create, not when
- * the stream opens, and refuses a create with an expired token in a reply
- * (watch id -1, canceled, the reason as text) while the stream stays open.
- * That reply, once the stream's token expired: say so. */
-static bool watch_token_refused(const lr_stream *s, const uint8_t *data, size_t len)
+bool lr_stream_on_thread(const lr_stream *s)
 {
-	if (strcmp(s->method, "/etcdserverpb.Watch/Watch") != 0 ||
-	    !lr__token_refused_text((const char *)data, len))
-		return false; /* the cheap test first: events pass here */
-	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
-	bool refused = r != NULL && r->canceled && r->cancel_reason != NULL &&
-	               lr__token_refused_text(r->cancel_reason, strlen(r->cancel_reason));
-	if (r != NULL)
-		etcdserverpb__watch_response__free_unpacked(r, NULL);
-	return refused;
+	return on_thread(s->st);
 }
 
-/* A stream call carried a token that etcd no longer takes: get a new one,
- * unless another call already did, and end the call so that the stream
- * opens again with it (its owner then re-sends what the server must know).
- * c->mu held; released during Authenticate. The call cannot be freed
- * meanwhile: its status is still outstanding. */
-static void renew_stream_token(lr_etcd *c, struct scall *sc)
+void lr_stream_count_round_trip(lr_stream *s, int64_t us)
 {
-	bool same = sc->token == NULL || c->token == NULL ||
-	            strcmp(sc->token, c->token) == 0;
-	int rc = 0;
-	if (same) {
-		pthread_mutex_unlock(&c->mu);
-		rc = lr__authenticate(c, NULL);
-		pthread_mutex_lock(&c->mu);
-	}
+	lr__call_count_round_trip(s->stats, us);
+}
+
+/* The call cannot be freed meanwhile: this runs in its stream's message
+ * callback, on the stream thread, and the call's status is outstanding. */
+void lr_stream_renew_token(lr_stream *s)
+{
+	lr_streams *st = s->st;
+	pthread_mutex_lock(&st->mu);
+	struct scall *sc = s->cur;
+	bool live = sc != NULL && !sc->ended && st->auth.renew != NULL;
+	pthread_mutex_unlock(&st->mu);
+	if (!live)
+		return;
+	int rc = st->auth.renew(st->auth.ctx, sc->token);
+	pthread_mutex_lock(&st->mu);
+	/* sc->stream is NULL once the owner removed the stream. */
 	if (rc == 0 && sc->stream != NULL && !sc->ended)
 		grpc_call_cancel(sc->call, NULL);
+	pthread_mutex_unlock(&st->mu);
 }
 
-/* Run an owner callback with the lock released; c->mu held on entry/exit. */
-#define OWNER_CALL(c, s, expr)                                                \
+/* ---- the stream thread ----------------------------------------------------- */
+
+/* Run a callback for s (its owner's, or an auth hook for its call) with the
+ * lock released; st->mu held on entry and exit. lr_stream_remove waits for
+ * it to return. */
+#define OWNER_CALL(st, s, expr)                                               \
 	do {                                                                  \
-		(c)->in_callback = (s);                                       \
-		pthread_mutex_unlock(&(c)->mu);                               \
+		(st)->in_callback = (s);                                      \
+		pthread_mutex_unlock(&(st)->mu);                              \
 		expr;                                                         \
-		pthread_mutex_lock(&(c)->mu);                                 \
-		(c)->in_callback = NULL;                                      \
-		pthread_cond_broadcast(&(c)->cond);                           \
+		pthread_mutex_lock(&(st)->mu);                                \
+		(st)->in_callback = NULL;                                     \
+		pthread_cond_broadcast(&(st)->cond);                          \
 	} while (0)
 
-static void on_event(lr_etcd *c, struct tag *t, bool ok)
+/* The current call of s ended; st->mu held, released while the auth hook
+ * and the owner run. */
+static void call_ended(lr_streams *st, lr_stream *s, struct scall *sc)
+{
+	s->cur = NULL;
+	free_sendq(s);
+	char why[256];
+	lr__status_text(sc->details, sc->error_string, "stream ended", why, sizeof(why));
+	int code = lr__status_code(sc->status, why, false);
+	if (st->auth.call_ended != NULL) {
+		OWNER_CALL(st, s, st->auth.call_ended(st->auth.ctx, sc->token, sc->status, why));
+		if (s->removed)
+			return; /* while the hook ran */
+	}
+	s->reopen_at = lr_mono_ms() + lr_backoff_next(&s->backoff, &st->rng);
+	OWNER_CALL(st, s, s->ops->closed(s->owner, code, why));
+}
+
+static void on_event(lr_streams *st, struct tag *t, bool ok)
 {
 	if (t->kind == TAG_WAKE) {
-		c->wakes_pending--;
+		st->wakes_pending--;
 		return;
 	}
 	struct scall *sc = t->call;
@@ -290,43 +386,21 @@ static void on_event(lr_etcd *c, struct tag *t, bool ok)
 			sc->recv_buf = NULL;
 			if (current && !sc->ended)
 				arm_recv(sc);
-			bool refused = urc == 0 && current && c->user != NULL &&
-			               watch_token_refused(s, data, len);
 			if (urc == 0 && current)
-				OWNER_CALL(c, s, s->ops->message(s->owner, data, len));
+				OWNER_CALL(st, s, s->ops->message(s->owner, data, len));
 			free(data);
-			/* sc->stream is NULL once the owner removed the stream. */
-			if (refused && sc->stream != NULL)
-				renew_stream_token(c, sc);
 		}
 		break;
-	case TAG_STATUS: {
+	case TAG_STATUS:
 		sc->ended = true;
-		if (current) {
-			s->cur = NULL;
-			free_sendq(s);
-			char *d = grpc_slice_to_c_string(sc->details);
-			char why[256];
-			snprintf(why, sizeof(why), "%s", d[0] ? d
-			         : sc->error_string ? sc->error_string : "stream ended");
-			gpr_free(d);
-			int code = lr__status_code(sc->status, why, false);
-			if (lr__token_expired(sc->status, why) && c->user != NULL) {
-				pthread_mutex_unlock(&c->mu);
-				lr__authenticate(c, NULL);
-				pthread_mutex_lock(&c->mu);
-			}
-			s->reopen_at = lr_mono_ms() + lr_backoff_next(&s->backoff, &c->rng);
-			OWNER_CALL(c, s, s->ops->closed(s->owner, code, why));
-		}
+		if (current)
+			call_ended(st, s, sc);
 		break;
-	}
 	case TAG_START:
 		if (ok && current)
 			lr_backoff_reset(&s->backoff);
 		break;
-	case TAG_WAKE:
-	case TAG_UNARY: /* handled before: never here */
+	default: /* TAG_WAKE and TAG_UNARY are handled before */
 		break;
 	}
 	if (sc->outstanding == 0 && sc->ended)
@@ -336,45 +410,53 @@ static void on_event(lr_etcd *c, struct tag *t, bool ok)
 /* A unary call's batch completed: wake its caller. */
 static bool unary_done(void *tag)
 {
-	if (((struct tag *)tag)->kind != TAG_UNARY)
+	if (*(int *)tag != TAG_UNARY)
 		return false;
-	sem_post(&((struct unary_wait *)tag)->done);
+	sem_post(&((lr_unary_wait *)tag)->done);
 	return true;
+}
+
+/* Open what is down and due, run what timers are due; the time of the next
+ * one. st->mu held. */
+static int64_t visit_streams(lr_streams *st)
+{
+	int64_t now = lr_mono_ms();
+	int64_t next = INT64_MAX;
+	for (lr_stream *s = st->streams; s != NULL; s = s->next) {
+		if (s->removed)
+			continue;
+		if (s->cur == NULL && !st->closing && now >= s->reopen_at) {
+			open_call(st, s);
+			if (s->cur != NULL)
+				OWNER_CALL(st, s, s->ops->opened(s->owner, s));
+			else
+				s->reopen_at = now + lr_backoff_next(&s->backoff, &st->rng);
+		}
+		if (s->cur == NULL && s->reopen_at < next)
+			next = s->reopen_at;
+		if (!st->closing && s->next_tick <= now) {
+			int64_t when = INT64_MAX;
+			OWNER_CALL(st, s, when = s->ops->tick(s->owner, lr_mono_ms()));
+			s->next_tick = when;
+		}
+		if (s->next_tick < next)
+			next = s->next_tick;
+	}
+	return next;
 }
 
 static void *stream_thread(void *arg)
 {
-	lr_etcd *c = arg;
-	pthread_mutex_lock(&c->mu);
+	lr_streams *st = arg;
+	pthread_mutex_lock(&st->mu);
 	for (;;) {
-		int64_t now = lr_mono_ms();
-		int64_t next = INT64_MAX;
-		bool calls_left = c->wakes_pending > 0;
-		for (lr_stream *s = c->streams; s != NULL; s = s->next) {
-			if (s->removed)
-				continue;
-			if (s->cur == NULL && !c->closing && now >= s->reopen_at) {
-				open_call(c, s);
-				if (s->cur != NULL)
-					OWNER_CALL(c, s, s->ops->opened(s->owner, s));
-				else
-					s->reopen_at = now + lr_backoff_next(&s->backoff, &c->rng);
-			}
-			if (s->cur == NULL && s->reopen_at < next)
-				next = s->reopen_at;
-			if (!c->closing && s->next_tick <= now) {
-				int64_t when = INT64_MAX;
-				OWNER_CALL(c, s, when = s->ops->tick(s->owner, lr_mono_ms()));
-				s->next_tick = when;
-			}
-			if (s->next_tick < next)
-				next = s->next_tick;
-		}
+		bool calls_left = st->wakes_pending > 0;
+		int64_t next = visit_streams(st);
 		/* Closing: wait for the cancelled calls' statuses; whatever else
 		 * is left drains after the queue's shutdown below. */
-		if (c->closing) {
+		if (st->closing) {
 			bool open_calls = false;
-			for (lr_stream *s = c->streams; s != NULL; s = s->next)
+			for (lr_stream *s = st->streams; s != NULL; s = s->next)
 				if (s->cur != NULL)
 					open_calls = true;
 			if (!open_calls && !calls_left)
@@ -382,63 +464,67 @@ static void *stream_thread(void *arg)
 		}
 		gpr_timespec dl = next == INT64_MAX ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
 		                                    : lr__mono_ms_to_timespec(next);
-		pthread_mutex_unlock(&c->mu);
-		grpc_event ev = grpc_completion_queue_next(c->cq, dl, NULL);
+		pthread_mutex_unlock(&st->mu);
+		grpc_event ev = grpc_completion_queue_next(st->cq, dl, NULL);
 		if (ev.type == GRPC_OP_COMPLETE && unary_done(ev.tag)) {
-			pthread_mutex_lock(&c->mu);
+			pthread_mutex_lock(&st->mu);
 			continue;
 		}
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&st->mu);
 		if (ev.type == GRPC_OP_COMPLETE)
-			on_event(c, ev.tag, ev.success != 0);
+			on_event(st, ev.tag, ev.success != 0);
 		else if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
 	}
-	pthread_mutex_unlock(&c->mu);
+	st->queue_down = true;
+	pthread_mutex_unlock(&st->mu);
 	/* Drain whatever is left (cancelled calls of removed streams). */
-	grpc_completion_queue_shutdown(c->cq);
+	grpc_completion_queue_shutdown(st->cq);
 	for (;;) {
-		grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		grpc_event ev = grpc_completion_queue_next(st->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 		if (ev.type == GRPC_QUEUE_SHUTDOWN)
 			break;
 		if (unary_done(ev.tag))
 			continue;
-		pthread_mutex_lock(&c->mu);
-		on_event(c, ev.tag, ev.success != 0);
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_lock(&st->mu);
+		on_event(st, ev.tag, ev.success != 0);
+		pthread_mutex_unlock(&st->mu);
 	}
 	return NULL;
 }
 
-int lr_stream_add(lr_etcd *c, const char *method, const lr_stream_ops *ops,
+/* ---- streams added and removed --------------------------------------------- */
+
+int lr_stream_add(lr_streams *st, const char *method, const lr_stream_ops *ops,
                   void *owner, lr_stream **out, lr_err *err)
 {
 	lr_stream *s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
-	s->client = c;
+	s->st = st;
 	s->method = method;
 	s->ops = ops;
 	s->owner = owner;
+	s->stats = lr__call_slot(st->stats, method, true);
 	lr_backoff_init(&s->backoff, LR_STREAM_BACKOFF_MIN_MS, LR_STREAM_BACKOFF_MAX_MS);
-	pthread_mutex_lock(&c->mu);
-	if (c->closing) {
-		pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&st->mu);
+	if (st->closing) {
+		pthread_mutex_unlock(&st->mu);
 		free(s);
 		return lr_err_set(err, LR_ECLOSED, "etcd: client is closing");
 	}
-	s->next = c->streams;
-	c->streams = s;
-	pthread_mutex_unlock(&c->mu);
-	lr_etcd_wake(c);
+	s->next = st->streams;
+	st->streams = s;
+	pthread_mutex_unlock(&st->mu);
+	wake(st);
 	*out = s;
 	return 0;
 }
 
 void lr_stream_remove(lr_stream *s)
 {
-	lr_etcd *c = s->client;
-	pthread_mutex_lock(&c->mu);
+	lr_streams *st = s->st;
+	pthread_mutex_lock(&st->mu);
 	s->removed = true;
 	if (s->cur != NULL) {
 		grpc_call_cancel(s->cur->call, NULL);
@@ -447,47 +533,107 @@ void lr_stream_remove(lr_stream *s)
 			free_scall(s->cur);
 		s->cur = NULL;
 	}
-	while (c->in_callback == s && !lr_etcd_on_stream_thread(c))
-		pthread_cond_wait(&c->cond, &c->mu);
-	for (lr_stream **pp = &c->streams; *pp != NULL; pp = &(*pp)->next)
+	while (st->in_callback == s && !on_thread(st))
+		pthread_cond_wait(&st->cond, &st->mu);
+	for (lr_stream **pp = &st->streams; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
 			break;
 		}
 	free_sendq(s);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&st->mu);
 	free(s);
 }
 
-int lr__stream_thread_start(lr_etcd *c, lr_err *err)
+/* ---- the thread started and stopped ---------------------------------------- */
+
+int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
+                      const lr_stream_auth *auth, lr_streams **out, lr_err *err)
 {
-	c->cq = grpc_completion_queue_create_for_next(NULL);
-	if (pthread_create(&c->thread, NULL, stream_thread, c) != 0)
+	*out = NULL;
+	lr_streams *st = calloc(1, sizeof(*st));
+	if (st == NULL)
+		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
+	st->channel = channel;
+	st->stats = stats;
+	if (auth != NULL)
+		st->auth = *auth;
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cond, NULL);
+	lr_rng_init(&st->rng, NULL);
+	st->t_wake.kind = TAG_WAKE;
+	st->cq = grpc_completion_queue_create_for_next(NULL);
+	*out = st; /* stopped by lr__streams_stop, started or not */
+	if (pthread_create(&st->thread, NULL, stream_thread, st) != 0)
 		return lr_err_set(err, LR_ESYS, "etcd: cannot start the stream thread");
-	c->thread_started = true;
+	st->thread_started = true;
 	return 0;
 }
 
-/* Stop the stream thread (cancelling every call and draining its queue)
- * and free the streams left; lr_etcd_close's part. */
-void lr__streams_close(lr_etcd *c)
+void lr__streams_stop(lr_streams *st)
 {
-	if (c->thread_started) {
-		pthread_mutex_lock(&c->mu);
-		c->closing = true;
-		for (lr_stream *s = c->streams; s != NULL; s = s->next)
+	if (st == NULL)
+		return;
+	if (st->thread_started) {
+		pthread_mutex_lock(&st->mu);
+		st->closing = true;
+		for (lr_stream *s = st->streams; s != NULL; s = s->next)
 			if (s->cur != NULL)
 				grpc_call_cancel(s->cur->call, NULL);
-		pthread_mutex_unlock(&c->mu);
-		lr_etcd_wake(c);
-		pthread_join(c->thread, NULL);
+		/* Under the same lock as `closing`: the thread cannot see one
+		 * without the other and leave before this event comes. */
+		wake_locked(st);
+		pthread_mutex_unlock(&st->mu);
+		pthread_join(st->thread, NULL);
 	}
-	while (c->streams != NULL) {
-		lr_stream *s = c->streams;
-		c->streams = s->next;
+	while (st->streams != NULL) {
+		lr_stream *s = st->streams;
+		st->streams = s->next;
 		free_sendq(s);
 		free(s);
 	}
-	if (c->cq != NULL)
-		grpc_completion_queue_destroy(c->cq);
+	if (st->cq != NULL && !st->thread_started) {
+		grpc_completion_queue_shutdown(st->cq); /* the thread's part */
+		while (grpc_completion_queue_next(st->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
+		                                  NULL).type != GRPC_QUEUE_SHUTDOWN)
+			;
+	}
+	if (st->cq != NULL)
+		grpc_completion_queue_destroy(st->cq);
+	pthread_cond_destroy(&st->cond);
+	pthread_mutex_destroy(&st->mu);
+	free(st);
+}
+
+/* ---- unary calls completed by the stream thread ---------------------------- */
+
+void lr__unary_wait_begin(lr_streams *st, lr_unary_wait *w)
+{
+	w->tag_kind = TAG_UNARY;
+	w->shared = st != NULL && st->thread_started && !on_thread(st);
+	if (w->shared) {
+		sem_init(&w->done, 0, 0);
+		w->cq = st->cq;
+	} else {
+		w->cq = grpc_completion_queue_create_for_pluck(NULL);
+	}
+}
+
+void lr__unary_wait(lr_unary_wait *w)
+{
+	if (w->shared)
+		while (sem_wait(&w->done) != 0)
+			;
+	else
+		grpc_completion_queue_pluck(w->cq, w, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+}
+
+void lr__unary_wait_end(lr_unary_wait *w)
+{
+	if (w->shared) {
+		sem_destroy(&w->done);
+	} else {
+		grpc_completion_queue_shutdown(w->cq);
+		grpc_completion_queue_destroy(w->cq);
+	}
 }

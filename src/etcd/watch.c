@@ -1,10 +1,11 @@
-/* watch.c - many watchers on one Watch stream.
+/* watch.c - many watchers on one Watch stream: requests built and replies
+ * read here, including etcd's refusal of the stream's token.
  *
  * Threads: stream callbacks run on the client's stream thread; add/cancel on
  * any thread. w->mu guards the watcher table; it is taken before the
- * transport's lock and released while a watcher's callback runs. Watch ids
- * are chosen here (etcd >= 3.4 accepts them), so a re-created watcher keeps
- * its id across reconnects. */
+ * stream thread's lock and released while a watcher's callback runs. Watch
+ * ids are chosen here (etcd >= 3.4 accepts them), so a re-created watcher
+ * keeps its id across reconnects. */
 #include "etcd/watch.h"
 
 #include <pthread.h>
@@ -15,6 +16,8 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/auth.h"
+#include "etcd/stream.h"
 
 enum wstate {
 	W_UNSENT,  /* to be created when the stream is (re)opened */
@@ -45,7 +48,6 @@ struct lr_watcher {
 #define LR_WATCH_SILENCE_MS 3000
 
 struct lr_watch {
-	lr_etcd *client;
 	lr_stream *stream;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -73,7 +75,6 @@ static int send_create(lr_watch *w, lr_watcher *wr)
 		cr.range_end = (ProtobufCBinaryData){ n, (uint8_t *)end };
 	cr.start_revision = wr->next_rev;
 	cr.prev_kv = (wr->flags & LR_WATCH_PREV_KV) != 0;
-	cr.progress_notify = (wr->flags & LR_WATCH_PROGRESS_NOTIFY) != 0;
 	cr.watch_id = wr->id;
 	Etcdserverpb__WatchRequest req = ETCDSERVERPB__WATCH_REQUEST__INIT;
 	req.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
@@ -218,12 +219,24 @@ static void deliver(lr_watch *w, lr_watcher *wr, const lr_watch_batch *b)
 	pthread_cond_broadcast(&w->cond);
 }
 
+/* etcd 3.4 checks a Watch stream's token on every watch create, not when
+ * the stream opens, and refuses a create with an expired token in a reply
+ * (watch id -1, canceled, the reason as text) while the stream stays open.
+ * Then the stream must start over with a new token: the watchers are
+ * created again when it reopens. */
+static bool token_refused(const Etcdserverpb__WatchResponse *r)
+{
+	return r->canceled && r->cancel_reason != NULL &&
+	       lr__token_refused_text(r->cancel_reason, strlen(r->cancel_reason));
+}
+
 static void w_message(void *owner, const uint8_t *data, size_t len)
 {
 	lr_watch *w = owner;
 	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
 	if (r == NULL)
 		return;
+	bool refused = token_refused(r);
 	int64_t rev = r->header != NULL ? r->header->revision : 0;
 	lr_watch_event *ev = NULL;
 	char *keys = NULL;
@@ -272,6 +285,8 @@ out:
 	free(ev);
 	free(keys);
 	etcdserverpb__watch_response__free_unpacked(r, NULL);
+	if (refused)
+		lr_stream_renew_token(w->stream);
 }
 
 static const lr_stream_ops watch_ops = {
@@ -286,11 +301,10 @@ int lr_watch_new(lr_etcd *c, lr_watch **out, lr_err *err)
 	lr_watch *w = calloc(1, sizeof(*w));
 	if (w == NULL)
 		return lr_err_set(err, LR_ENOMEM, "watch: out of memory");
-	w->client = c;
 	w->next_id = 1;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	int rc = lr_stream_add(c, "/etcdserverpb.Watch/Watch", &watch_ops, w, &w->stream, err);
+	int rc = lr_stream_add(lr_etcd_streams(c), "/etcdserverpb.Watch/Watch", &watch_ops, w, &w->stream, err);
 	if (rc != 0) {
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->mu);
@@ -376,16 +390,8 @@ void lr_watcher_cancel(lr_watcher *wr)
 		}
 	if (wr->state == W_PENDING || wr->state == W_ACTIVE)
 		send_cancel(w, wr->id);
-	while (w->delivering == wr && !lr_etcd_on_stream_thread(w->client))
+	while (w->delivering == wr && !lr_stream_on_thread(w->stream))
 		pthread_cond_wait(&w->cond, &w->mu);
 	pthread_mutex_unlock(&w->mu);
 	free_watcher(wr);
-}
-
-int64_t lr_watcher_next_rev(lr_watcher *wr)
-{
-	pthread_mutex_lock(&wr->w->mu);
-	int64_t r = wr->next_rev;
-	pthread_mutex_unlock(&wr->w->mu);
-	return r;
 }

@@ -47,7 +47,6 @@ typedef void (*lr_watch_fn)(void *user, const lr_watch_batch *b);
 /* Watcher flags (with LR_KEY_PREFIX from kv.h). */
 enum {
 	LR_WATCH_PREV_KV = 1 << 8,
-	LR_WATCH_PROGRESS_NOTIFY = 1 << 9,
 };
 
 /* A watch service with its own Watch stream on c; freed by lr_watch_free
@@ -69,8 +68,5 @@ int lr_watch_add_range(lr_watch *w, const char *key, const char *end, int flags,
 /* Stop watching; no callback of this watcher runs after it returns (unless
  * called from that callback). */
 void lr_watcher_cancel(lr_watcher *wr);
-
-/* The next revision this watcher expects (last delivered + 1). */
-int64_t lr_watcher_next_rev(lr_watcher *wr);
 
 #endif

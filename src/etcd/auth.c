@@ -1,0 +1,140 @@
+/* auth.c - etcd auth: Authenticate, the client's token, and getting a new
+ * one when etcd refuses it, for unary calls (unary.c) and streams (through
+ * the hooks stream.c calls). One of the three parts of the client handle,
+ * with unary.c and transport.c (transport_int.h).
+ * Threads: any; a token renewed for a stream is fetched on the stream
+ * thread. c->mu guards the token; it is taken after the streams' lock
+ * (the `token` hook runs under it), never before, and never held across a
+ * call. */
+#include "etcd/auth.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc.pb-c.h"
+
+#include "base/error.h"
+#include "etcd/rpc.h"
+#include "etcd/transport_int.h"
+
+#define M_AUTHENTICATE "/etcdserverpb.Auth/Authenticate"
+
+/* etcd's words for "this token will not do, get another one". */
+static const char *const token_refusals[] = {
+	"invalid auth token",
+	"revision of auth store is old",
+	"user name is empty",
+	NULL,
+};
+
+bool lr__token_refused_text(const char *text, size_t len)
+{
+	for (size_t i = 0; token_refusals[i] != NULL; i++)
+		if (memmem(text, len, token_refusals[i], strlen(token_refusals[i])) != NULL)
+			return true;
+	return false;
+}
+
+bool lr__token_expired(grpc_status_code st, const char *details)
+{
+	return (st == GRPC_STATUS_INVALID_ARGUMENT ||
+	        st == GRPC_STATUS_UNAUTHENTICATED) &&
+	       lr__token_refused_text(details, strlen(details));
+}
+
+char *lr__token_copy(lr_etcd *c)
+{
+	if (c->user == NULL)
+		return NULL;
+	pthread_mutex_lock(&c->mu);
+	char *t = c->token != NULL ? strdup(c->token) : NULL;
+	pthread_mutex_unlock(&c->mu);
+	return t;
+}
+
+int lr__authenticate(lr_etcd *c, lr_err *err)
+{
+	Etcdserverpb__AuthenticateRequest req = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+	req.name = c->user;
+	req.password = c->password != NULL ? c->password : "";
+	grpc_slice bytes = lr__pack_slice(&req.base);
+	lr_call_slot *slot = lr__call_slot(c->stats, M_AUTHENTICATE, false);
+	struct lr_attempt r;
+	lr__unary_attempt(c, slot, M_AUTHENTICATE, bytes,
+	                  lr__deadline_in_ms(c->call_timeout_ms), NULL, &r);
+	grpc_slice_unref(bytes);
+	int rc = 0;
+	if (r.status == GRPC_STATUS_FAILED_PRECONDITION &&
+	    strstr(r.details, "authentication is not enabled") != NULL) {
+		/* As etcd's own client does: without auth, no token is needed. */
+		goto out;
+	}
+	if (r.status != GRPC_STATUS_OK) {
+		rc = lr__status_code(r.status, r.details, false);
+		if (rc == LR_EETCD)
+			rc = LR_EAUTH;
+		if (rc == LR_ETLS && lr__tls_error(&c->chan, r.details, M_AUTHENTICATE, false, err) != 0)
+			goto out;
+		/* Never echo the password; name the user only. */
+		lr_err_set(err, rc, "etcd %s (Auth/Authenticate): authentication as "
+		           "etcd user %s failed: %s", r.peer[0] ? r.peer : c->chan.endpoints,
+		           c->user, r.details);
+		goto out;
+	}
+	Etcdserverpb__AuthenticateResponse *resp =
+	    etcdserverpb__authenticate_response__unpack(NULL, r.len, r.data);
+	if (resp == NULL) {
+		rc = lr_err_set(err, LR_EETCD, "etcd %s (Auth/Authenticate): malformed reply",
+		                c->chan.endpoints);
+		goto out;
+	}
+	pthread_mutex_lock(&c->mu);
+	free(c->token);
+	c->token = strdup(resp->token);
+	pthread_mutex_unlock(&c->mu);
+	etcdserverpb__authenticate_response__free_unpacked(resp, NULL);
+out:
+	lr__call_count_result(slot, rc);
+	free(r.data);
+	return rc;
+}
+
+/* ---- hooks for the stream thread ------------------------------------------ */
+
+static char *stream_token(void *ctx)
+{
+	return lr__token_copy(ctx);
+}
+
+static void stream_call_ended(void *ctx, const char *sent, grpc_status_code st,
+                              const char *details)
+{
+	lr_etcd *c = ctx;
+	if (c->user != NULL && lr__token_expired(st, details))
+		lr__authenticate(c, NULL);
+}
+
+/* etcd 3.4 checks a Watch stream's token on every watch create, not when
+ * the stream opens, and refuses a create with an expired token in a reply
+ * while the stream stays open: get a new token, unless another call did
+ * already. */
+static int stream_renew(void *ctx, const char *sent)
+{
+	lr_etcd *c = ctx;
+	if (c->user == NULL)
+		return -1;
+	pthread_mutex_lock(&c->mu);
+	bool same = sent == NULL || c->token == NULL || strcmp(sent, c->token) == 0;
+	pthread_mutex_unlock(&c->mu);
+	return same ? lr__authenticate(c, NULL) : 0;
+}
+
+lr_stream_auth lr__stream_auth(lr_etcd *c)
+{
+	return (lr_stream_auth){
+		.ctx = c,
+		.token = stream_token,
+		.call_ended = stream_call_ended,
+		.renew = stream_renew,
+	};
+}

@@ -1,0 +1,135 @@
+/* rpc.c - plain gRPC helpers of the etcd client: deadlines, byte buffers,
+ * metadata, statuses as library codes. No state, no locks: any thread. */
+#include "etcd/rpc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/alloc.h>
+
+#include "base/clock.h"
+#include "leaserun.h"
+
+gpr_timespec lr__deadline_in_ms(int64_t ms)
+{
+	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+	                    gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+gpr_timespec lr__mono_ms_to_timespec(int64_t at_ms)
+{
+	int64_t now = lr_mono_ms();
+	return lr__deadline_in_ms(at_ms > now ? at_ms - now : 0);
+}
+
+const char *lr__method_short(const char *method)
+{
+	const char *dot = strchr(method, '.');
+	return dot != NULL ? dot + 1 : method;
+}
+
+grpc_slice lr__pack_slice(const ProtobufCMessage *msg)
+{
+	size_t n = protobuf_c_message_get_packed_size(msg);
+	grpc_slice s = grpc_slice_malloc(n);
+	protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
+	return s;
+}
+
+grpc_byte_buffer *lr__buffer_of(grpc_slice bytes)
+{
+	return grpc_raw_byte_buffer_create(&bytes, 1);
+}
+
+grpc_byte_buffer *lr__pack(const ProtobufCMessage *msg)
+{
+	grpc_slice slice = lr__pack_slice(msg);
+	grpc_byte_buffer *bb = lr__buffer_of(slice);
+	grpc_slice_unref(slice);
+	return bb;
+}
+
+int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len)
+{
+	grpc_byte_buffer_reader r;
+	if (!grpc_byte_buffer_reader_init(&r, bb))
+		return -1;
+	grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+	grpc_byte_buffer_reader_destroy(&r);
+	*len = GRPC_SLICE_LENGTH(s);
+	*out = malloc(*len ? *len : 1);
+	if (*out == NULL) {
+		grpc_slice_unref(s);
+		return -1;
+	}
+	memcpy(*out, GRPC_SLICE_START_PTR(s), *len);
+	grpc_slice_unref(s);
+	return 0;
+}
+
+void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n)
+{
+	op->op = GRPC_OP_SEND_INITIAL_METADATA;
+	/* Wait for a connection instead of failing at once while members
+	 * restart; the call's deadline still bounds the wait. */
+	op->flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
+	            GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
+	op->data.send_initial_metadata.count = n;
+	op->data.send_initial_metadata.metadata = md;
+}
+
+void lr__metadata(grpc_metadata *md, const char *key, const char *value)
+{
+	md->key = grpc_slice_from_static_string(key);
+	md->value = grpc_slice_from_static_string(value);
+}
+
+void lr__status_text(grpc_slice details, const char *error_string, const char *dflt,
+                     char *buf, size_t size)
+{
+	char *d = grpc_slice_to_c_string(details);
+	snprintf(buf, size, "%s", d[0] ? d : error_string != NULL ? error_string : dflt);
+	gpr_free(d);
+}
+
+int lr__status_code(grpc_status_code st, const char *details, bool write)
+{
+	switch (st) {
+	case GRPC_STATUS_OK:
+		return LR_OK;
+	case GRPC_STATUS_UNAVAILABLE:
+		if (strstr(details, "ssl") != NULL || strstr(details, "SSL") != NULL ||
+		    strstr(details, "handshake") != NULL ||
+		    strstr(details, "certificate") != NULL)
+			return LR_ETLS;
+		return write ? LR_EAMBIGUOUS : LR_EUNAVAILABLE;
+	case GRPC_STATUS_DEADLINE_EXCEEDED:
+		return write ? LR_EAMBIGUOUS : LR_ETIMEDOUT;
+	case GRPC_STATUS_PERMISSION_DENIED:
+		return LR_EPERM;
+	case GRPC_STATUS_UNAUTHENTICATED:
+		return LR_EAUTH;
+	case GRPC_STATUS_RESOURCE_EXHAUSTED:
+		return LR_ETOOLARGE;
+	case GRPC_STATUS_NOT_FOUND:
+		if (strstr(details, "lease not found") != NULL)
+			return LR_ELEASE;
+		return LR_EETCD;
+	case GRPC_STATUS_INVALID_ARGUMENT:
+		if (strstr(details, "too large") != NULL)
+			return LR_ETOOLARGE;
+		if (strstr(details, "user name is empty") != NULL ||
+		    strstr(details, "authentication failed") != NULL ||
+		    strstr(details, "invalid auth token") != NULL)
+			return LR_EAUTH;
+		return LR_EETCD;
+	case GRPC_STATUS_FAILED_PRECONDITION:
+		if (strstr(details, "permission denied") != NULL)
+			return LR_EPERM;
+		return LR_EETCD;
+	default:
+		return LR_EETCD;
+	}
+}

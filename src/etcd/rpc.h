@@ -1,0 +1,48 @@
+/* rpc.h - plain gRPC helpers under every part of the etcd client:
+ * deadlines, messages in byte buffers, initial metadata, statuses as
+ * library codes. No state of their own: any thread. Internal to src/etcd/. */
+#ifndef LR_ETCD_RPC_H
+#define LR_ETCD_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <grpc/support/time.h>
+#include <protobuf-c/protobuf-c.h>
+
+/* Deadlines on gRPC's monotonic clock: in ms from now, or at a lr_mono_ms()
+ * time. */
+gpr_timespec lr__deadline_in_ms(int64_t ms);
+gpr_timespec lr__mono_ms_to_timespec(int64_t at_ms);
+
+/* "/etcdserverpb.KV/Range" -> "KV/Range", for messages and statistics. */
+const char *lr__method_short(const char *method);
+
+/* msg serialised into a new slice (one reference, the caller unrefs it):
+ * what a call that may be attempted several times keeps. */
+grpc_slice lr__pack_slice(const ProtobufCMessage *msg);
+/* A byte buffer for one send of `bytes`. gRPC takes the bytes out of a
+ * buffer it sends, so every attempt needs a buffer of its own. */
+grpc_byte_buffer *lr__buffer_of(grpc_slice bytes);
+/* A byte buffer holding msg (the caller destroys it). */
+grpc_byte_buffer *lr__pack(const ProtobufCMessage *msg);
+/* Flatten a received buffer; *out is malloc'd (caller frees). 0 or -1. */
+int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len);
+
+/* op = SEND_INITIAL_METADATA of md[n], waiting for a connection. */
+void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n);
+/* md = key: value, both strings that outlive the call. */
+void lr__metadata(grpc_metadata *md, const char *key, const char *value);
+
+/* A finished call's status text into buf: gRPC's details, else its error
+ * string, else `dflt`. */
+void lr__status_text(grpc_slice details, const char *error_string, const char *dflt,
+                     char *buf, size_t size);
+/* A gRPC status as a library code; `write` marks calls whose effect may
+ * have happened although the reply was lost. */
+int lr__status_code(grpc_status_code st, const char *details, bool write);
+
+#endif
