@@ -2,6 +2,7 @@
  * error code, and the one-line messages on stderr. Main thread. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -21,10 +22,27 @@ int cli_exit_code(int code)
 	}
 }
 
+/* The library names its options as lr_client_opts fields; a person at the
+ * command line knows them as flags: "lr_client_opts.tls_server_name" is
+ * printed as "--tls-server-name". */
+static void print_with_flags(FILE *f, const char *msg)
+{
+	static const char field[] = "lr_client_opts.";
+	const char *p = msg;
+	for (const char *at; (at = strstr(p, field)) != NULL;) {
+		fwrite(p, 1, (size_t)(at - p), f);
+		fputs("--", f);
+		for (p = at + sizeof(field) - 1; *p == '_' || (*p >= 'a' && *p <= 'z'); p++)
+			fputc(*p == '_' ? '-' : *p, f);
+	}
+	fputs(p, f);
+}
+
 int cli_fail(const lr_err *err)
 {
-	fprintf(stderr, "leaserun: %s\n",
-	        err->msg[0] != '\0' ? err->msg : lr_strerror(err->code));
+	fputs("leaserun: ", stderr);
+	print_with_flags(stderr, err->msg[0] != '\0' ? err->msg : lr_strerror(err->code));
+	fputc('\n', stderr);
 	return cli_exit_code(err->code);
 }
 

@@ -76,16 +76,16 @@ static enum tls_verdict tls_diagnose(const lr_channel *c, const char *reason,
 		         "the server's certificate is not valid for the name %.*s "
 		         "(%s)", (int)strcspn(p, " "), p,
 		         c->tls_server_name != NULL
-		             ? "check --tls-server-name"
-		             : "give --tls-server-name with a name the certificate holds");
+		             ? "check lr_client_opts.tls_server_name"
+		             : "give lr_client_opts.tls_server_name with a name the certificate holds");
 		return TLS_SURE;
 	}
 	if (strstr(reason, "certificate verify failed") != NULL) {
 		snprintf(why, size,
 		         "the server's certificate was not verified: it is not signed "
 		         "by %s, or it has expired (certificate verify failed)",
-		         c->has_cacert ? "the CA of --cacert"
-		                       : "a CA this system trusts (give --cacert)");
+		         c->has_cacert ? "the CA of lr_client_opts.cacert"
+		                       : "a CA this system trusts (give lr_client_opts.cacert)");
 		return TLS_SURE;
 	}
 	if (strstr(reason, "andshake") != NULL || strstr(reason, "SSL") != NULL ||
@@ -100,8 +100,8 @@ static enum tls_verdict tls_diagnose(const lr_channel *c, const char *reason,
 		         "the server closed the connection in the TLS handshake: %s, "
 		         "or it does not serve TLS on this port",
 		         c->client_cert
-		             ? "it did not accept the client certificate of --cert"
-		             : "it requires a client certificate (give --cert and --key)");
+		             ? "it did not accept the client certificate of lr_client_opts.cert"
+		             : "it requires a client certificate (give lr_client_opts.cert and lr_client_opts.key)");
 		return TLS_LIKELY;
 	}
 	return TLS_NO;
@@ -173,7 +173,7 @@ int lr__unreachable_error(const lr_channel *c, const char *method, const char *l
 	                  c->endpoints, method ? " (" : "", method ? lr__method_short(method) : "",
 	                  method ? ")" : "", (double)waited_ms / 1000.0,
 	                  reason[0] ? " (last error: " : "", reason, reason[0] ? ")" : "",
-	                  plain_closed ? "; if the server expects TLS, give --cacert" : "");
+	                  plain_closed ? "; if the server expects TLS, give lr_client_opts.cacert" : "");
 }
 
 /* ---- endpoints and channel ---------------------------------------------- */
@@ -335,14 +335,14 @@ static int make_credentials(const lr_etcd_opts *o, grpc_channel_credentials **ou
 	}
 	if ((o->cert == NULL) != (o->key == NULL))
 		return lr_err_set(err, LR_EINVAL,
-		                  "TLS: --cert and --key must be given together");
+		                  "TLS: lr_client_opts.cert and lr_client_opts.key must be given together");
 	char *ca = NULL, *cert = NULL, *key = NULL;
 	int rc = 0;
-	if (o->cacert != NULL && (ca = read_file(o->cacert, err, "--cacert")) == NULL)
+	if (o->cacert != NULL && (ca = read_file(o->cacert, err, "lr_client_opts.cacert")) == NULL)
 		return err ? err->code : LR_EINVAL;
 	if (o->cert != NULL) {
-		cert = read_file(o->cert, err, "--cert");
-		key = cert != NULL ? read_file(o->key, err, "--key") : NULL;
+		cert = read_file(o->cert, err, "lr_client_opts.cert");
+		key = cert != NULL ? read_file(o->key, err, "lr_client_opts.key") : NULL;
 		if (key == NULL) {
 			rc = err ? err->code : LR_EINVAL;
 			goto out;

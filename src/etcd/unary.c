@@ -183,7 +183,7 @@ static void auth_hint(const lr_etcd *c, int code, const char *details, char *buf
 {
 	buf[0] = '\0';
 	if (code == LR_EAUTH && strstr(details, "user name is empty") != NULL)
-		snprintf(buf, size, " (etcd has authentication enabled: give --user)");
+		snprintf(buf, size, " (etcd has authentication enabled: give lr_client_opts.user)");
 	else if (code == LR_EPERM && c->user != NULL)
 		snprintf(buf, size, " (etcd user %.60s has no role granting this on "
 		         "these keys)", c->user);

@@ -95,7 +95,7 @@ TEST(tls_with_an_unrelated_ca_fails_at_once_saying_the_certificate_was_not_verif
 	const char *ep = etcdh_endpoint(tls_cluster, 0);
 	struct open_result r = try_open(ep, certs.other_ca, NULL, NULL, NULL);
 	check_refused(r, ep, "certificate was not verified", true);
-	CHECK_HAS(r.err.msg, "--cacert");
+	CHECK_HAS(r.err.msg, "lr_client_opts.cacert");
 }
 
 TEST(tls_checks_the_server_name_and_tls_server_name_overrides_it)
@@ -111,7 +111,7 @@ TEST(tls_checks_the_server_name_and_tls_server_name_overrides_it)
 	ep = etcdh_endpoint(mtls_cluster, 0);
 	r = try_open(ep, certs.ca, certs.client, certs.client_key, NULL);
 	check_refused(r, ep, "not valid for the name 127.0.0.1", true);
-	CHECK_HAS(r.err.msg, "--tls-server-name");
+	CHECK_HAS(r.err.msg, "lr_client_opts.tls_server_name");
 	r = try_open(ep, certs.ca, certs.client, certs.client_key, "etcd.test");
 	CHECK_OK(r.rc, &r.err);
 }
@@ -122,7 +122,7 @@ TEST(a_plain_client_on_a_tls_port_is_told_to_give_a_ca)
 	struct open_result r = try_open(ep, NULL, NULL, NULL, NULL);
 	CHECK_INT(r.rc, ==, LR_EUNAVAILABLE);
 	CHECK_HAS(r.err.msg, ep);
-	CHECK_HAS(r.err.msg, "--cacert");
+	CHECK_HAS(r.err.msg, "lr_client_opts.cacert");
 }
 
 TEST(several_endpoints_share_one_checked_name)
@@ -141,7 +141,7 @@ TEST(mtls_without_a_client_certificate_fails_saying_one_is_required)
 	const char *ep = etcdh_endpoint(mtls_cluster, 0);
 	struct open_result r = try_open(ep, certs.ca, NULL, NULL, "etcd.test");
 	check_refused(r, ep, "requires a client certificate", false);
-	CHECK_HAS(r.err.msg, "--cert");
+	CHECK_HAS(r.err.msg, "lr_client_opts.cert");
 }
 
 TEST(mtls_with_a_certificate_of_another_ca_fails_saying_it_was_not_accepted)
@@ -199,6 +199,9 @@ TEST(the_command_exits_1_with_the_tls_reason_and_the_endpoint)
 	CHECK_HAS(r.err, tls_ep);
 	CHECK_HAS(r.err, "TLS failed");
 	CHECK_HAS(r.err, "certificate was not verified");
+	/* The library names its option; the command names its flag. */
+	CHECK_HAS(r.err, "the CA of --cacert");
+	CHECK(strstr(r.err, "lr_client_opts") == NULL);
 	CHECK(r.took_ms < 2000);
 	proc_result_free(&r);
 
