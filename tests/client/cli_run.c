@@ -2,6 +2,7 @@
  * main thread only. */
 #include "cli_run.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,18 +82,22 @@ void cli_start(proc_bg *p, const char *log_path, const char *const *args)
 	proc_start(p, argv, run_env(&e), log_path);
 }
 
-int cli_tmpdir_make(void)
+int cli_setup(void)
 {
+	signal(SIGPIPE, SIG_IGN); /* a child that exits before reading */
 	snprintf(cli_tmpdir, sizeof(cli_tmpdir), "/tmp/leaserun-cli-XXXXXX");
-	return mkdtemp(cli_tmpdir) != NULL ? 0 : -1;
+	if (mkdtemp(cli_tmpdir) == NULL)
+		return -1;
+	return cluster_up(1, NULL);
 }
 
-void cli_tmpdir_remove(void)
+void cli_teardown(void)
 {
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cli_tmpdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", cli_tmpdir);
+	cluster_down();
 }
 
 const char *cli_write_file(const char *name, const char *content)

@@ -30,11 +30,13 @@ void cli_start(proc_bg *p, const char *log_path, const char *const *args);
 #define RUN(...) cli_run(NULL, __VA_ARGS__, (char *)NULL)
 #define RUN_STDIN(input, ...) cli_run(input, __VA_ARGS__, (char *)NULL)
 
-/* The private temporary directory, made by cli_tmpdir_make (0 on success)
- * and removed with what is in it by cli_tmpdir_remove. */
+/* The private temporary directory, made by cli_setup. */
 extern char cli_tmpdir[64];
-int cli_tmpdir_make(void);
-void cli_tmpdir_remove(void);
+
+/* Set-up of a test program that runs the command: the temporary directory
+ * and one etcd member (0 on success); cli_teardown removes both. */
+int cli_setup(void);
+void cli_teardown(void);
 
 /* The path of a file in cli_tmpdir, made with the given content. The path
  * is valid until the eighth call after this one. */

@@ -454,18 +454,4 @@ TEST_LIST(
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 );
 
-static int setup(void)
-{
-	signal(SIGPIPE, SIG_IGN); /* a child that exits before reading */
-	if (cli_tmpdir_make() != 0)
-		return -1;
-	return cluster_up(1, NULL);
-}
-
-static void teardown(void)
-{
-	cli_tmpdir_remove();
-	cluster_down();
-}
-
-TEST_MAIN(setup, teardown)
+TEST_MAIN(cli_setup, cli_teardown)
