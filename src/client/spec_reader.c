@@ -58,7 +58,7 @@ static int append(lr_spec_reader *r, const char *p, size_t n)
 	size_t was = r->size;
 
 	r->size += n;
-	if (r->size > LR_SPEC_MAX_BYTES)
+	if (n == 0 || r->size > LR_SPEC_MAX_BYTES)
 		return 0;
 	if (r->size > r->cap) {
 		size_t cap = r->cap > 0 ? r->cap : 4096;

@@ -237,7 +237,8 @@ static void place(struct bulk *b, const struct slot *s)
 		b->bytes += s->bytes;
 		pthread_cond_signal(&b->queued);
 	} else {
-		at->state = SLOT_QUEUED; /* finish() marks it done */
+		/* Rejected before sending: done at once (out of memory
+		 * stops the submit there). */
 		finish(b, at);
 	}
 	pthread_mutex_unlock(&b->mu);
