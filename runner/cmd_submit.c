@@ -2,11 +2,13 @@
  * (one spec a file, or JSON Lines), store them, print their ids in input
  * order. Main thread; lr_submit_many calls back on it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/readall.h"
@@ -113,7 +115,7 @@ struct bulk_input {
 	const char *const *paths;
 	int n_paths, at;
 	lr_spec_format format;
-	FILE *f;           /* the input being read; NULL between inputs */
+	int fd;            /* the input being read; -1 between inputs */
 	const char *name;  /* its name in messages */
 	lr_spec_reader reader;
 	char error[400];   /* an input that cannot be opened */
@@ -124,9 +126,9 @@ struct bulk_input {
 static void close_input(struct bulk_input *in)
 {
 	lr_spec_reader_free(&in->reader);
-	if (in->f != stdin)
-		fclose(in->f);
-	in->f = NULL;
+	if (in->fd != STDIN_FILENO)
+		close(in->fd);
+	in->fd = -1;
 }
 
 /* The next input's stream, or an item saying why it cannot be read. */
@@ -136,22 +138,21 @@ static int open_input(struct bulk_input *in, lr_submit_item *item, lr_err *err)
 	bool use_stdin = strcmp(path, "-") == 0;
 
 	in->name = use_stdin ? "<stdin>" : path;
-	errno = 0;
-	FILE *f = use_stdin ? stdin : fopen(path, "r");
-	if (f == NULL) {
+	int fd = use_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
 		snprintf(in->error, sizeof(in->error), "cannot read %s: %s", path,
 		         strerror(errno));
 		item->origin = path;
 		item->error = in->error;
 		return 1;
 	}
-	if (lr_spec_reader_init(&in->reader, f, in->name, in->format) != 0) {
+	if (lr_spec_reader_init(&in->reader, fd, in->name, in->format) != 0) {
 		if (!use_stdin)
-			fclose(f);
+			close(fd);
 		return lr_err_set(err, LR_ENOMEM, "reading %s: out of memory",
 		                  in->name);
 	}
-	in->f = f;
+	in->fd = fd;
 	return 0;
 }
 
@@ -161,7 +162,7 @@ static int next_spec(void *user, lr_submit_item *item, lr_err *err)
 	struct bulk_input *in = user;
 
 	for (;;) {
-		if (in->f == NULL) {
+		if (in->fd < 0) {
 			if (in->at == in->n_paths)
 				return 0;
 			int rc = open_input(in, item, err);
@@ -201,6 +202,7 @@ static int submit_many(const cli_common *common, const char *const *paths,
 		.paths = n_paths > 0 ? paths : from_stdin,
 		.n_paths = n_paths > 0 ? n_paths : 1,
 		.format = format,
+		.fd = -1,
 	};
 	lr_submit_opts opts = { .in_flight = (int)in_flight };
 	lr_submit_summary sum;
@@ -211,7 +213,7 @@ static int submit_many(const cli_common *common, const char *const *paths,
 	if (rc != CLI_CONTINUE)
 		return rc;
 	rc = lr_submit_many(c, &opts, next_spec, print_outcome, &in, &sum, &err);
-	if (in.f != NULL)
+	if (in.fd >= 0)
 		close_input(&in);
 	lr_client_close(c);
 	if (rc != 0)

@@ -5,17 +5,19 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/spec.h"
 
 #define CHUNK_SIZE (64 * 1024)
 
-int lr_spec_reader_init(lr_spec_reader *r, FILE *f, const char *name,
+int lr_spec_reader_init(lr_spec_reader *r, int fd, const char *name,
                         lr_spec_format format)
 {
 	memset(r, 0, sizeof(*r));
-	r->f = f;
+	r->fd = fd;
 	r->name = name;
 	r->format = format;
 	r->chunk = malloc(CHUNK_SIZE);
@@ -37,18 +39,18 @@ void lr_spec_reader_free(lr_spec_reader *r)
  * stream, or -1 when reading failed (errno set). */
 static int fill(lr_spec_reader *r)
 {
+	ssize_t n;
+
 	if (r->chunk_at < r->chunk_len)
 		return 1;
-	r->chunk_at = 0;
-	r->chunk_len = fread(r->chunk, 1, CHUNK_SIZE, r->f);
-	if (r->chunk_len > 0)
-		return 1;
-	if (ferror(r->f)) {
-		if (errno == 0)
-			errno = EIO;
+	do
+		n = read(r->fd, r->chunk, CHUNK_SIZE);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
 		return -1;
-	}
-	return 0;
+	r->chunk_at = 0;
+	r->chunk_len = (size_t)n;
+	return n > 0 ? 1 : 0;
 }
 
 /* Append n bytes of the current spec. Only the first LR_SPEC_MAX_BYTES are

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "leaserun.h"
 
@@ -17,7 +16,7 @@ typedef enum lr_spec_format {
 } lr_spec_format;
 
 typedef struct lr_spec_reader {
-	FILE *f;           /* borrowed */
+	int fd;            /* borrowed */
 	const char *name;  /* for origins and messages; borrowed */
 	lr_spec_format format;
 	char *chunk;       /* what was read from f and not yet taken */
@@ -32,9 +31,11 @@ typedef struct lr_spec_reader {
 	char error[400];   /* why the current spec cannot be submitted */
 } lr_spec_reader;
 
-/* A reader of f named name ("tasks.jsonl", "<stdin>"). Both are borrowed
- * and must outlive the reader. Returns 0, or -1 (errno ENOMEM). */
-int lr_spec_reader_init(lr_spec_reader *r, FILE *f, const char *name,
+/* A reader of fd named name ("tasks.jsonl", "<stdin>"). Both are borrowed
+ * and must outlive the reader. It reads with read(2), taking what is there:
+ * a spec is handed on as soon as its line has arrived, also from a pipe
+ * fed slowly. Returns 0, or -1 (errno ENOMEM). */
+int lr_spec_reader_init(lr_spec_reader *r, int fd, const char *name,
                         lr_spec_format format);
 void lr_spec_reader_free(lr_spec_reader *r);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "client/spec_reader.h"
@@ -13,31 +14,30 @@
 #include "records/spec.h"
 #include "test.h"
 
-/* A reader over a copy of text (len bytes) in memory. */
+/* A reader over text (len bytes) in a memory file. */
 struct mem_input {
-	FILE *f;
-	char *copy;
+	int fd;
 	lr_spec_reader r;
 };
 
 static void open_mem(struct mem_input *m, const char *text, size_t len,
                      lr_spec_format format)
 {
-	m->copy = malloc(len + 1);
-	CHECK(m->copy != NULL);
-	memcpy(m->copy, text, len);
-	/* fmemopen of 0 bytes fails on some libcs: an empty stream is
-	 * /dev/null instead. */
-	m->f = len > 0 ? fmemopen(m->copy, len, "r") : fopen("/dev/null", "r");
-	CHECK(m->f != NULL);
-	CHECK_INT(lr_spec_reader_init(&m->r, m->f, "in.jsonl", format), ==, 0);
+	m->fd = memfd_create("spec-input", MFD_CLOEXEC);
+	CHECK(m->fd >= 0);
+	for (size_t done = 0; done < len;) {
+		ssize_t n = write(m->fd, text + done, len - done);
+		CHECK(n > 0);
+		done += (size_t)n;
+	}
+	CHECK(lseek(m->fd, 0, SEEK_SET) == 0);
+	CHECK_INT(lr_spec_reader_init(&m->r, m->fd, "in.jsonl", format), ==, 0);
 }
 
 static void close_mem(struct mem_input *m)
 {
 	lr_spec_reader_free(&m->r);
-	fclose(m->f);
-	free(m->copy);
+	close(m->fd);
 }
 
 /* The next item must be text `want` from origin `origin`. */
@@ -212,10 +212,10 @@ TEST(whole_stream_over_1_mib_is_rejected_by_size)
 TEST(read_failure_ends_the_stream_with_an_item_naming_it)
 {
 	/* Reading a directory fails with EISDIR. */
-	FILE *f = fopen(".", "r");
-	CHECK(f != NULL);
+	int fd = open(".", O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
 	lr_spec_reader r;
-	CHECK_INT(lr_spec_reader_init(&r, f, "somedir", LR_SPEC_LINES), ==, 0);
+	CHECK_INT(lr_spec_reader_init(&r, fd, "somedir", LR_SPEC_LINES), ==, 0);
 	lr_submit_item item;
 	CHECK_INT(lr_spec_reader_next(&r, &item), ==, 1);
 	CHECK(item.error != NULL);
@@ -223,7 +223,30 @@ TEST(read_failure_ends_the_stream_with_an_item_naming_it)
 	CHECK_STR(item.origin, "somedir:1");
 	CHECK_INT(lr_spec_reader_next(&r, &item), ==, 0);
 	lr_spec_reader_free(&r);
-	fclose(f);
+	close(fd);
+}
+
+/* A line is handed on as soon as it has arrived: the reader does not wait
+ * for more of a pipe that is still open. */
+TEST(jsonl_from_a_pipe_gives_each_line_as_it_arrives)
+{
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	lr_spec_reader r;
+	CHECK_INT(lr_spec_reader_init(&r, p[0], "<stdin>", LR_SPEC_LINES), ==, 0);
+	lr_submit_item item;
+	static const char first[] = "{\"a\":1}\n{\"b\"", rest[] = ":2}\n";
+	CHECK(write(p[1], first, strlen(first)) == (ssize_t)strlen(first));
+	CHECK_INT(lr_spec_reader_next(&r, &item), ==, 1);
+	CHECK_STR(item.origin, "<stdin>:1");
+	CHECK(write(p[1], rest, strlen(rest)) == (ssize_t)strlen(rest));
+	CHECK_INT(lr_spec_reader_next(&r, &item), ==, 1);
+	CHECK_STR(item.origin, "<stdin>:2");
+	CHECK_INT(item.len, ==, 7);
+	close(p[1]);
+	CHECK_INT(lr_spec_reader_next(&r, &item), ==, 0);
+	lr_spec_reader_free(&r);
+	close(p[0]);
 }
 
 /* The exit status of a bulk submit is its worst outcome: an etcd or
@@ -258,6 +281,7 @@ TEST_LIST(
 	TEST_CASE(whole_stream_is_one_spec_newlines_and_all),
 	TEST_CASE(whole_stream_over_1_mib_is_rejected_by_size),
 	TEST_CASE(read_failure_ends_the_stream_with_an_item_naming_it),
+	TEST_CASE(jsonl_from_a_pipe_gives_each_line_as_it_arrives),
 	TEST_CASE(outcomes_rank_etcd_errors_then_invalid_then_taken_id_then_ok),
 );
 
