@@ -219,7 +219,7 @@ static int submit_many(const cli_common *common, const char *const *paths,
 	if (rc != 0)
 		fprintf(stderr, "leaserun: submit stopped: %s; %" PRIu64 " specs "
 		        "read were not sent and the rest of the input was not "
-		        "read (submitting it again is safe)\n",
+		        "read (submitting it again is safe for specs with an id)\n",
 		        err.msg[0] != '\0' ? err.msg : lr_strerror(rc), in.not_sent);
 	int worst = sum.worst;
 	if (fflush(stdout) != 0 || in.write_failed) {
