@@ -1,26 +1,42 @@
-/* cmd_submit.c - `leaserun submit`: read a spec from a file or standard
- * input, validate it, store it, print its id. Main thread. */
+/* cmd_submit.c - `leaserun submit`: read specs from files or standard input
+ * (one spec a file, or JSON Lines), store them, print their ids in input
+ * order. Main thread; lr_submit_many calls back on it. */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/error.h"
 #include "base/readall.h"
+#include "client/spec_reader.h"
+#include "client/submit.h"
 #include "options.h"
 #include "records/spec.h"
 
 static const char usage[] =
-    "Usage: leaserun submit [FILE|-] [--id ID]\n"
+    "Usage: leaserun submit [FILE|-]... [--jsonl] [--id ID] [--in-flight N]\n"
     "\n"
-    "Validate a task spec (JSON) and store it; prints the task's id.\n"
-    "Without FILE, or with '-', the spec is read from standard input.\n"
-    "Submitting a spec identical to the stored one is a success, so a\n"
-    "submit may be retried.\n"
+    "Validate task specs (JSON) and store them; prints the id of each task\n"
+    "stored, one a line, in input order. Each FILE holds one spec; with\n"
+    "--jsonl each holds JSON Lines, one spec a line. Without FILE, or with\n"
+    "'-', specs are read from standard input. Submitting a spec identical\n"
+    "to the stored one is a success, so a submit may be retried (specs\n"
+    "without an id get a new one each time). With several specs, each is\n"
+    "stored or rejected on its own: a rejected spec prints a message naming\n"
+    "its file or line and nothing on standard output.\n"
     "\n"
-    "  --id ID   the task's id, when the spec does not have one\n"
+    "  --jsonl          the input is JSON Lines: one spec a line\n"
+    "  --id ID          the task's id, when the spec does not have one\n"
+    "                   (one spec only: not with several files or --jsonl)\n"
+    "  --in-flight N    creates sent at once (1-256, default 16)\n"
     "\n"
-    "Exit status: 0 stored (or identical), 2 invalid spec or unreadable\n"
-    "file, 3 the id exists with a different spec, 1 etcd error.\n";
+    "Exit status, the worst outcome of any spec: 1 etcd error (the submit\n"
+    "stops; running it again is safe), else 2 invalid spec or unreadable\n"
+    "file, else 3 an id exists with a different spec, else 0.\n";
 
 static int read_spec(const char *path, char **text, size_t *len)
 {
@@ -57,30 +73,24 @@ static int validate(const char *name, const char *text, size_t len,
 	return cli_exit_code(err.code);
 }
 
-int cmd_submit(int argc, char **argv)
+/* One spec from one file (or standard input), as submit always did. */
+static int submit_one(const cli_common *common, const char *path,
+                      const char *id)
 {
-	const char *id = NULL;
-	const cli_flag flags[] = { { "id", &id, NULL }, { NULL, NULL, NULL } };
-	const cli_cmd cmd = { "submit", usage, flags, 1 };
-	cli_common common = { 0 };
-	const char *args[1];
-	int nargs = 0, created = 0;
 	char *text = NULL;
 	size_t len = 0;
 	json_t *spec = NULL;
 	lr_client *c = NULL;
 	char out_id[LR_ID_SIZE];
+	int created = 0;
 	lr_err err = { 0 };
 
-	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
-	const char *path = nargs > 0 ? args[0] : "-";
-	if (rc == CLI_CONTINUE)
-		rc = read_spec(path, &text, &len);
+	int rc = read_spec(path, &text, &len);
 	if (rc == CLI_CONTINUE)
 		rc = validate(strcmp(path, "-") == 0 ? "<stdin>" : path, text, len,
 		              id, &spec);
 	if (rc == CLI_CONTINUE)
-		rc = cli_open(&common, &c);
+		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)
 		goto cleanup;
 	/* The normalised spec carries its id, generated or not. */
@@ -94,5 +104,163 @@ cleanup:
 	lr_client_close(c);
 	json_decref(spec);
 	free(text);
+	return rc;
+}
+
+/* ---- many specs ------------------------------------------------------- */
+
+/* The inputs of a bulk submit, read one after the other, and what the
+ * outcomes told. */
+struct bulk_input {
+	const char *const *paths;
+	int n_paths, at;
+	lr_spec_format format;
+	int fd;            /* the input being read; -1 between inputs */
+	const char *name;  /* its name in messages */
+	lr_spec_reader reader;
+	char error[400];   /* an input that cannot be opened */
+	uint64_t not_sent; /* specs read but not sent after an etcd error */
+	bool write_failed; /* standard output could not take an id */
+};
+
+static void close_input(struct bulk_input *in)
+{
+	lr_spec_reader_free(&in->reader);
+	if (in->fd != STDIN_FILENO)
+		close(in->fd);
+	in->fd = -1;
+}
+
+/* The next input's stream, or an item saying why it cannot be read. */
+static int open_input(struct bulk_input *in, lr_submit_item *item, lr_err *err)
+{
+	const char *path = in->paths[in->at++];
+	bool use_stdin = strcmp(path, "-") == 0;
+
+	in->name = use_stdin ? "<stdin>" : path;
+	int fd = use_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(in->error, sizeof(in->error), "cannot read %s: %s", path,
+		         strerror(errno));
+		item->origin = path;
+		item->error = in->error;
+		return 1;
+	}
+	if (lr_spec_reader_init(&in->reader, fd, in->name, in->format) != 0) {
+		if (!use_stdin)
+			close(fd);
+		return lr_err_set(err, LR_ENOMEM, "reading %s: out of memory",
+		                  in->name);
+	}
+	in->fd = fd;
+	return 0;
+}
+
+/* lr_submit_input_fn over every input in turn. */
+static int next_spec(void *user, lr_submit_item *item, lr_err *err)
+{
+	struct bulk_input *in = user;
+
+	for (;;) {
+		if (in->fd < 0) {
+			if (in->at == in->n_paths)
+				return 0;
+			int rc = open_input(in, item, err);
+			if (rc != 0)
+				return rc;
+		}
+		int rc = lr_spec_reader_next(&in->reader, item);
+		if (rc == 1)
+			return 1;
+		close_input(in);
+		if (rc < 0)
+			return lr_err_set(err, LR_ENOMEM, "reading %s: out of memory",
+			                  in->name);
+	}
+}
+
+/* lr_submit_outcome_fn: the id on stdout, or the reason on stderr. */
+static void print_outcome(void *user, const lr_submit_outcome *o)
+{
+	struct bulk_input *in = user;
+
+	if (o->code == LR_OK) {
+		if (printf("%s\n", o->id) < 0)
+			in->write_failed = true;
+	} else if (o->code == LR_ECANCELLED) {
+		in->not_sent++;
+	} else {
+		fprintf(stderr, "leaserun: %s: %s\n", o->origin, o->msg);
+	}
+}
+
+static int submit_many(const cli_common *common, const char *const *paths,
+                       int n_paths, lr_spec_format format, long in_flight)
+{
+	static const char *const from_stdin[] = { "-" };
+	struct bulk_input in = {
+		.paths = n_paths > 0 ? paths : from_stdin,
+		.n_paths = n_paths > 0 ? n_paths : 1,
+		.format = format,
+		.fd = -1,
+	};
+	lr_submit_opts opts = { .in_flight = (int)in_flight };
+	lr_submit_summary sum;
+	lr_client *c = NULL;
+	lr_err err = { 0 };
+
+	int rc = cli_open(common, &c);
+	if (rc != CLI_CONTINUE)
+		return rc;
+	rc = lr_submit_many(c, &opts, next_spec, print_outcome, &in, &sum, &err);
+	if (in.fd >= 0)
+		close_input(&in);
+	lr_client_close(c);
+	if (rc != 0)
+		fprintf(stderr, "leaserun: submit stopped: %s; %" PRIu64 " specs "
+		        "read were not sent and the rest of the input was not "
+		        "read (submitting it again is safe for specs with an id)\n",
+		        err.msg[0] != '\0' ? err.msg : lr_strerror(rc), in.not_sent);
+	int worst = sum.worst;
+	if (fflush(stdout) != 0 || in.write_failed) {
+		fprintf(stderr, "leaserun: writing the ids: %s\n", strerror(errno));
+		worst = lr_submit_worse(worst, LR_ESYS);
+	}
+	return cli_exit_code(worst);
+}
+
+int cmd_submit(int argc, char **argv)
+{
+	const char *id = NULL, *in_flight_s = NULL;
+	int jsonl = 0;
+	const cli_flag flags[] = {
+		{ "id", &id, NULL },
+		{ "jsonl", NULL, &jsonl },
+		{ "in-flight", &in_flight_s, NULL },
+		{ NULL, NULL, NULL },
+	};
+	const cli_cmd cmd = { "submit", usage, flags, argc };
+	cli_common common = { 0 };
+	const char **args = calloc((size_t)argc + 1, sizeof(*args));
+	long in_flight = 16;
+	int nargs = 0;
+
+	if (args == NULL) {
+		fputs("leaserun: out of memory\n", stderr);
+		return EXIT_RUNTIME;
+	}
+	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
+	if (rc == CLI_CONTINUE && in_flight_s != NULL)
+		rc = cli_int("--in-flight", in_flight_s, 1, 256, &in_flight);
+	bool many = jsonl || nargs > 1;
+	if (rc == CLI_CONTINUE && many && id != NULL)
+		rc = cli_usage_error("submit: --id names one task: it cannot be "
+		                     "used with several files or --jsonl");
+	if (rc == CLI_CONTINUE && !many)
+		rc = submit_one(&common, nargs > 0 ? args[0] : "-", id);
+	else if (rc == CLI_CONTINUE)
+		rc = submit_many(&common, args, nargs,
+		                 jsonl ? LR_SPEC_LINES : LR_SPEC_WHOLE, in_flight);
+	free(args);
 	return rc;
 }

@@ -14,7 +14,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "submit", cmd_submit, "validate and store a task; prints its id" },
+	{ "submit", cmd_submit, "validate and store tasks; prints their ids" },
 	{ "worker", cmd_worker, "run a runner until SIGTERM/SIGINT" },
 	{ "status", cmd_status, "tasks with state, step, attempt and runner" },
 	{ "cancel", cmd_cancel, "cancel a pending or running task" },

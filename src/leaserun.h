@@ -124,6 +124,101 @@ LR_API int lr_submit_text(lr_client *c, const char *text, size_t len,
 LR_API int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
                    char id_out[LR_ID_SIZE], int *created, lr_err *err);
 
+/* ---- many tasks at once ---------------------------------------------------
+ *
+ * lr_submit_many stores a stream of specs with many creates in flight on
+ * the client's one connection. Each spec is still its own guarded create
+ * with its own outcome, exactly as lr_submit_text: valid specs are stored
+ * even when others are rejected, an identical resubmit is a success, and
+ * no outcome depends on another spec's. Specs are read as they are needed
+ * and at most about 16 MiB of them are held at once, so any length of
+ * input runs in bounded memory.
+ *
+ * Threads: input and outcome run on the caller's thread, inside
+ * lr_submit_many, one at a time and never at once; the creates run on
+ * threads of lr_submit_many's own, all joined before it returns. */
+
+/* One spec handed to lr_submit_many. Every pointer is borrowed and must
+ * stay valid until input is called again (the library copies what it
+ * keeps). */
+typedef struct lr_submit_item {
+	const char *text;   /* the spec as JSON text; need not be NUL-terminated */
+	size_t len;         /* at most 1 MiB, as for lr_submit_text */
+	const char *origin; /* where it came from, for messages, e.g.
+	                       "tasks.jsonl:17"; may be NULL */
+	const char *error;  /* not NULL: the input could not give this spec
+	                       (e.g. an unreadable file); it is rejected with
+	                       LR_EINVAL and this message, and text is ignored */
+} lr_submit_item;
+
+/* Supplies the next spec: fills *item and returns 1; returns 0 at the end
+ * of the input; or returns a negative LR_E* code (err filled) to stop, in
+ * which case lr_submit_many reads nothing more, finishes the creates it has
+ * started and returns that code. item and err are zeroed before the call. */
+typedef int (*lr_submit_input_fn)(void *user, lr_submit_item *item, lr_err *err);
+
+/* What became of one spec. Strings are borrowed for the call only. */
+typedef struct lr_submit_outcome {
+	uint64_t index;     /* 0-based position in the input */
+	const char *origin; /* the item's origin; "" when it had none */
+	const char *id;     /* the task's id (given or generated); "" when the
+	                       spec was rejected before an id was known */
+	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_EEXIST (the
+	                       id holds a different spec, including one stored
+	                       earlier in the same input); LR_ECANCELLED (not
+	                       sent: the submit was stopping); or an etcd error */
+	int created;        /* LR_OK: 1 a new task; 0 the identical spec was
+	                       already stored */
+	const char *msg;    /* why, when code != LR_OK (without the origin);
+	                       "" otherwise */
+} lr_submit_outcome;
+
+/* Called once for every item taken from the input, in input order. */
+typedef void (*lr_submit_outcome_fn)(void *user, const lr_submit_outcome *o);
+
+typedef struct lr_submit_opts {
+	int in_flight;      /* creates in flight at once, each on a thread of
+	                       its own; default 16, at most 256 */
+} lr_submit_opts;
+
+/* Counts of one lr_submit_many. worst is the worst code met, in this
+ * order: any etcd or runtime error (including the code that stopped the
+ * submit) > LR_EINVAL > LR_EEXIST > LR_OK. An error of the cluster comes
+ * first because it is the only outcome that the same submit, run again,
+ * can change (and it may be run again safely: what was stored is an
+ * identical resubmit); an invalid spec comes before a taken id as single
+ * submit finds it first, before asking etcd. */
+typedef struct lr_submit_summary {
+	uint64_t items;       /* taken from the input: the sum of the next five */
+	uint64_t created;     /* new tasks */
+	uint64_t identical;   /* already stored with the same spec */
+	uint64_t invalid;     /* LR_EINVAL */
+	uint64_t conflicting; /* LR_EEXIST */
+	uint64_t failed;      /* etcd errors and specs not sent (LR_ECANCELLED) */
+	int worst;
+} lr_submit_summary;
+
+/* Take specs from input and store each, calling outcome once per item in
+ * input order. A spec without an id gets a generated one (so submitting it
+ * again makes another task); a spec whose id appears earlier in the input
+ * is sent only after that one's create has finished, so the earlier one
+ * wins and the later is an identical resubmit or LR_EEXIST.
+ * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ETOOLARGE)
+ * stops the submit: no more input is read, specs read but not yet sent get
+ * LR_ECANCELLED, creates in flight finish with their own outcomes, and the
+ * call returns that error (its message in err). A create whose reply was
+ * lost is retried within the call timeout; the retry's compare reads the
+ * stored spec, so a lost reply is never taken for a success.
+ * opts may be NULL; summary (may be NULL) is filled in any case.
+ * Returns 0 when the whole input was taken (whatever the outcomes: see
+ * summary->worst); the input's code, or the etcd error that stopped it;
+ * LR_EINVAL for bad opts, LR_ENOMEM or LR_ESYS (no thread could start),
+ * before any input is read. */
+LR_API int lr_submit_many(lr_client *c, const lr_submit_opts *opts,
+                          lr_submit_input_fn input,
+                          lr_submit_outcome_fn outcome, void *user,
+                          lr_submit_summary *summary, lr_err *err);
+
 typedef enum lr_task_state {
 	LR_TASK_PENDING = 0,
 	LR_TASK_RUNNING = 1,

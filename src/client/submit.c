@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "client/client.h"
+#include "client/submit.h"
 #include "etcd/kv.h"
 #include "records/spec.h"
 
@@ -14,8 +14,8 @@
  * canonical) are this very submit retried, or the same spec sent twice:
  * both are a success, which is what makes the txn safe to retry when a
  * reply is lost. */
-static int store(lr_client *c, const char *id, const char *value,
-                 int *created, lr_err *err)
+int lr_submit_store(lr_client *c, const char *id, const char *value,
+                    int *created, lr_err *err)
 {
 	char key[LR_KEY_SIZE];
 	size_t len = strlen(value);
@@ -56,19 +56,37 @@ cleanup:
 	return rc;
 }
 
-/* Store a normalised spec (borrowed) and report its id. */
-static int submit_normalised(lr_client *c, const json_t *norm,
-                             char id_out[LR_ID_SIZE], int *created,
-                             lr_err *err)
+/* The id and canonical value of a normalised spec (borrowed). */
+static int encode(const json_t *norm, char id[LR_ID_SIZE], char **value,
+                  lr_err *err)
 {
-	const char *id = lr_spec_id(norm);
-	char *value = lr_spec_encode(norm);
-	int was_created = 0;
-	int rc;
-
-	if (value == NULL)
+	snprintf(id, LR_ID_SIZE, "%s", lr_spec_id(norm));
+	*value = lr_spec_encode(norm);
+	if (*value == NULL)
 		return lr_err_set(err, LR_ENOMEM, "submit %s: out of memory", id);
-	rc = store(c, id, value, &was_created, err);
+	return 0;
+}
+
+int lr_submit_prepare(const char *text, size_t len, const char *id_override,
+                      char id[LR_ID_SIZE], char **value, lr_err *err)
+{
+	json_t *norm = NULL;
+	int rc = lr_spec_parse_with_id(text, len, id_override, &norm, err);
+
+	if (rc != 0)
+		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
+	rc = encode(norm, id, value, err);
+	json_decref(norm);
+	return rc;
+}
+
+/* Store what lr_submit_prepare or encode made, and free it. */
+static int store_prepared(lr_client *c, const char *id, char *value,
+                          char id_out[LR_ID_SIZE], int *created, lr_err *err)
+{
+	int was_created = 0;
+	int rc = lr_submit_store(c, id, value, &was_created, err);
+
 	free(value);
 	if (rc != 0)
 		return rc;
@@ -82,20 +100,21 @@ int lr_submit_text(lr_client *c, const char *text, size_t len,
                    const char *id_override, char id_out[LR_ID_SIZE],
                    int *created, lr_err *err)
 {
-	json_t *norm = NULL;
+	char id[LR_ID_SIZE];
+	char *value = NULL;
 	int rc;
 
-	rc = lr_spec_parse_with_id(text, len, id_override, &norm, err);
+	rc = lr_submit_prepare(text, len, id_override, id, &value, err);
 	if (rc != 0)
-		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
-	rc = submit_normalised(c, norm, id_out, created, err);
-	json_decref(norm);
-	return rc;
+		return rc;
+	return store_prepared(c, id, value, id_out, created, err);
 }
 
 int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
                    char id_out[LR_ID_SIZE], int *created, lr_err *err)
 {
+	char id[LR_ID_SIZE];
+	char *value = NULL;
 	json_t *norm = NULL;
 	int rc;
 
@@ -104,7 +123,9 @@ int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
 	rc = lr_spec_validate((json_t *)spec, id_override, &norm, err);
 	if (rc != 0)
 		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
-	rc = submit_normalised(c, norm, id_out, created, err);
+	rc = encode(norm, id, &value, err);
 	json_decref(norm);
-	return rc;
+	if (rc != 0)
+		return rc;
+	return store_prepared(c, id, value, id_out, created, err);
 }

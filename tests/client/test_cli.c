@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,68 +16,9 @@
 #include <jansson.h>
 
 #include "base/clock.h"
-#include "fixture.h"
-#include "proc.h"
+#include "cli_run.h"
 #include "records/record.h"
 #include "test.h"
-
-/* The environment a run gets: the cluster and the prefix of the test. */
-static char env_endpoints[512], env_prefix[300];
-/* Credentials in the environment of a run; NULL: unset. */
-static const char *env_user, *env_password;
-
-static void use_client(lr_client *c)
-{
-	snprintf(env_endpoints, sizeof(env_endpoints), "%s",
-	         etcdh_endpoints(cluster));
-	snprintf(env_prefix, sizeof(env_prefix), "%s", lr_client_prefix(c));
-}
-
-/* Run leaserun with the arguments (NULL-terminated) and input on stdin,
- * against the test's cluster and prefix, with the credentials the test set. */
-static proc_result run_in(const char *input, ...)
-{
-	char endpoints[600], prefix[320], user[300], password[300];
-	const char *env[5];
-	int n = 0;
-	snprintf(endpoints, sizeof(endpoints), "LEASERUN_ENDPOINTS=%s", env_endpoints);
-	snprintf(prefix, sizeof(prefix), "LEASERUN_PREFIX=%s", env_prefix);
-	env[n++] = endpoints;
-	env[n++] = prefix;
-	if (env_user != NULL) {
-		snprintf(user, sizeof(user), "LEASERUN_USER=%s", env_user);
-		env[n++] = user;
-	}
-	if (env_password != NULL) {
-		snprintf(password, sizeof(password), "LEASERUN_PASSWORD=%s", env_password);
-		env[n++] = password;
-	}
-	env[n] = NULL;
-	va_list ap;
-	va_start(ap, input);
-	proc_result r = proc_cli_v(env, input, ap);
-	va_end(ap);
-	fprintf(stderr, "   leaserun -> %d\n   stdout: %.300s   stderr: %.300s\n",
-	        r.status, r.out, r.err);
-	return r;
-}
-
-#define RUN(...) run_in(NULL, __VA_ARGS__, (char *)NULL)
-#define RUN_STDIN(input, ...) run_in(input, __VA_ARGS__, (char *)NULL)
-
-/* A file with the given content in a private temporary directory. */
-static char tmpdir[64];
-
-static const char *write_file(const char *name, const char *content)
-{
-	static char path[128];
-	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-	FILE *f = fopen(path, "w");
-	CHECK(f != NULL);
-	fputs(content, f);
-	fclose(f);
-	return path;
-}
 
 static const char spec_a[] =
     "{\"id\":\"a\",\"steps\":[{\"name\":\"one\",\"run\":\"true\"},"
@@ -89,8 +29,8 @@ static const char spec_a[] =
 TEST(submit_prints_the_id_and_an_identical_resubmit_is_a_success)
 {
 	lr_client *c = fixture_client("cli_submit");
-	use_client(c);
-	const char *path = write_file("a.json", spec_a);
+	cli_use_client(c);
+	const char *path = cli_write_file("a.json", spec_a);
 	proc_result r = RUN("submit", path);
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "a\n");
@@ -106,7 +46,7 @@ TEST(submit_prints_the_id_and_an_identical_resubmit_is_a_success)
 TEST(submit_reads_standard_input_and_takes_an_id)
 {
 	lr_client *c = fixture_client("cli_stdin");
-	use_client(c);
+	cli_use_client(c);
 	const char *spec = "{\"steps\":[{\"name\":\"x\",\"run\":\"true\"}]}";
 	proc_result r = RUN_STDIN(spec, "submit", "-", "--id", "from-flag");
 	CHECK_INT(r.status, ==, 0);
@@ -127,7 +67,7 @@ TEST(submit_reads_standard_input_and_takes_an_id)
 TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
 {
 	lr_client *c = fixture_client("cli_exists");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN_STDIN(spec_a, "submit");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
@@ -157,7 +97,7 @@ static void check_rejected(lr_client *c, const char *spec, const char *want)
 TEST(submit_rejects_invalid_specs_and_stores_nothing)
 {
 	lr_client *c = fixture_client("cli_invalid");
-	use_client(c);
+	cli_use_client(c);
 	check_rejected(c, "{\"steps\": [\n  {\"name\": \"a\" \"run\": \"b\"}]}",
 	               "line 2, column");
 	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],\"retries\":3}",
@@ -180,7 +120,7 @@ TEST(submit_rejects_invalid_specs_and_stores_nothing)
 TEST(submit_rejects_a_spec_over_1_mib_and_over_1000_steps)
 {
 	lr_client *c = fixture_client("cli_limits");
-	use_client(c);
+	cli_use_client(c);
 	size_t big = (1 << 20) + 100;
 	char *huge = malloc(big + 64);
 	CHECK(huge != NULL);
@@ -198,16 +138,16 @@ TEST(submit_rejects_a_spec_over_1_mib_and_over_1000_steps)
 TEST(submit_of_an_unreadable_file_exits_2_naming_it)
 {
 	lr_client *c = fixture_client("cli_unreadable");
-	use_client(c);
+	cli_use_client(c);
 	char missing[128];
-	snprintf(missing, sizeof(missing), "%s/no-such.json", tmpdir);
+	snprintf(missing, sizeof(missing), "%s/no-such.json", cli_tmpdir);
 	proc_result r = RUN("submit", missing);
 	CHECK_INT(r.status, ==, 2);
 	CHECK_HAS(r.err, missing);
 	proc_result_free(&r);
-	r = RUN("submit", tmpdir); /* a directory */
+	r = RUN("submit", cli_tmpdir); /* a directory */
 	CHECK_INT(r.status, ==, 2);
-	CHECK_HAS(r.err, tmpdir);
+	CHECK_HAS(r.err, cli_tmpdir);
 	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
@@ -218,7 +158,7 @@ TEST(submit_of_an_unreadable_file_exits_2_naming_it)
 TEST(status_json_has_the_documented_shape)
 {
 	lr_client *c = fixture_client("cli_json");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN_STDIN(spec_a, "submit");
 	proc_result_free(&r);
 	r = RUN("status", "a", "--json");
@@ -259,7 +199,7 @@ TEST(status_json_has_the_documented_shape)
 TEST(status_table_names_each_column)
 {
 	lr_client *c = fixture_client("cli_table");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN_STDIN(spec_a, "submit");
 	proc_result_free(&r);
 	r = RUN("status");
@@ -279,7 +219,7 @@ TEST(status_table_names_each_column)
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN("status", "ghost");
 	CHECK_INT(r.status, ==, 4);
 	CHECK_HAS(r.err, "no such task ghost");
@@ -294,7 +234,7 @@ TEST(unknown_task_ids_exit_4)
 TEST(cancel_says_what_it_did)
 {
 	lr_client *c = fixture_client("cli_cancel");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN_STDIN(spec_a, "submit");
 	proc_result_free(&r);
 	r = RUN("cancel", "a");
@@ -324,7 +264,7 @@ TEST(cancel_says_what_it_did)
 TEST(runners_and_purge_print_their_results)
 {
 	lr_client *c = fixture_client("cli_runners");
-	use_client(c);
+	cli_use_client(c);
 	proc_result r = RUN("runners", "--json");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "[]\n");
@@ -355,7 +295,7 @@ TEST(runners_and_purge_print_their_results)
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 {
 	lr_client *c = fixture_client("cli_usage");
-	use_client(c);
+	cli_use_client(c);
 	const char *const cases[][6] = {
 		{ "frobnicate" },
 		{ "status", "--bogus" },
@@ -379,7 +319,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *a = cases[i];
-		proc_result r = run_in(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
+		proc_result r = cli_run(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
 		                      (char *)NULL);
 		if (r.status != 2)
 			TEST_FAIL("case %zu (%s %s): exit %d", i, a[0],
@@ -424,7 +364,7 @@ TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
 		                        { "runners", NULL } };
 	for (int i = 0; i < 3; i++) {
 		int64_t t0 = lr_mono_ms();
-		proc_result r = run_in(NULL, "--endpoints", ep, "--dial-timeout",
+		proc_result r = cli_run(NULL, "--endpoints", ep, "--dial-timeout",
 		                      "1", cmds[i][0], cmds[i][1], (char *)NULL);
 		int64_t took = lr_mono_ms() - t0;
 		CHECK_INT(r.status, ==, 1);
@@ -433,11 +373,11 @@ TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
 		proc_result_free(&r);
 	}
 	/* The spec is checked first: invalid input is exit 2 even then. */
-	proc_result r = run_in("{", "submit", "--endpoints", ep, "--dial-timeout",
+	proc_result r = cli_run("{", "submit", "--endpoints", ep, "--dial-timeout",
 	                      "1", (char *)NULL);
 	CHECK_INT(r.status, ==, 2);
 	proc_result_free(&r);
-	r = run_in(spec_a, "submit", "--endpoints", ep, "--dial-timeout=1",
+	r = cli_run(spec_a, "submit", "--endpoints", ep, "--dial-timeout=1",
 	           (char *)NULL);
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, ep);
@@ -457,8 +397,8 @@ static etcdh_cluster *secured_cluster(const char *pw)
 	         ">/dev/null 2>&1 && etcdctl --endpoints=%s auth enable "
 	         ">/dev/null 2>&1", ep, pw, ep);
 	CHECK(system(cmd) == 0);
-	snprintf(env_endpoints, sizeof(env_endpoints), "%s", ep);
-	snprintf(env_prefix, sizeof(env_prefix), "/leaserun/");
+	snprintf(cli_env_endpoints, sizeof(cli_env_endpoints), "%s", ep);
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "/leaserun/");
 	return sc;
 }
 
@@ -476,24 +416,24 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 	CHECK(strstr(r.out, "Wrong-pw-9") == NULL);
 	proc_result_free(&r);
 
-	env_user = "root";
-	env_password = "Root-pw-1";
+	cli_env_user = "root";
+	cli_env_password = "Root-pw-1";
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 
-	env_user = "root:Root-pw-1";
-	env_password = NULL;
+	cli_env_user = "root:Root-pw-1";
+	cli_env_password = NULL;
 	r = RUN("runners");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 
 	/* No password and no terminal to ask on: etcd refuses. */
-	env_user = "root";
+	cli_env_user = "root";
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 1);
 	proc_result_free(&r);
-	env_user = NULL;
+	cli_env_user = NULL;
 	etcdh_destroy(sc);
 }
 
@@ -514,22 +454,4 @@ TEST_LIST(
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 );
 
-static int setup(void)
-{
-	signal(SIGPIPE, SIG_IGN); /* a child that exits before reading */
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/leaserun-cli-XXXXXX");
-	if (mkdtemp(tmpdir) == NULL)
-		return -1;
-	return cluster_up(1, NULL);
-}
-
-static void teardown(void)
-{
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmpdir);
-	cluster_down();
-}
-
-TEST_MAIN(setup, teardown)
+TEST_MAIN(cli_setup, cli_teardown)

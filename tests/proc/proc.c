@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,9 +139,12 @@ proc_result proc_run(char *const argv[], const char *const env[],
 	if (p[0].fd >= 0)
 		close(p[0].fd);
 	int st = 0;
-	CHECK(waitpid(pid, &st, 0) == pid);
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	CHECK(wait4(pid, &st, 0, &ru) == pid);
 	proc_result r = { .status = wait_status(st), .out = bo.data,
-		          .err = be.data, .took_ms = (int)(lr_mono_ms() - t0) };
+		          .err = be.data, .took_ms = (int)(lr_mono_ms() - t0),
+		          .max_rss_kb = ru.ru_maxrss };
 	fprintf(stderr, "   %s %s%s... -> %d in %d ms\n   stdout: %.400s\n   stderr: %.600s\n",
 	        strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0],
 	        argv[1] ? argv[1] : "", argv[1] ? " " : "", r.status, r.took_ms,

@@ -15,6 +15,7 @@ typedef struct proc_result {
 	char *out;  /* stdout, NUL-terminated */
 	char *err;  /* stderr, NUL-terminated */
 	int took_ms;
+	long max_rss_kb; /* its peak resident set size (getrusage's ru_maxrss) */
 } proc_result;
 
 /* The child's environment is the test's without any LEASERUN_* variable,

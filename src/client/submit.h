@@ -1,0 +1,30 @@
+/* submit.h - what single and bulk submit share: turning spec text into the
+ * id and canonical value to store, the guarded create, and how outcomes
+ * rank. Implemented in submit.c and submit_many.c. Any thread. */
+#ifndef LR_CLIENT_SUBMIT_H
+#define LR_CLIENT_SUBMIT_H
+
+#include <stddef.h>
+
+#include "client/client.h"
+
+/* Validate spec text (len bytes, need not be NUL-terminated) as
+ * lr_submit_text does; id_override may be NULL. On success id receives the
+ * task's id (generated when the spec has none) and *value its canonical
+ * stored form, malloc'd (the caller frees it), NUL-terminated. Errors:
+ * LR_EINVAL with "invalid spec: <field and reason>", LR_ENOMEM. */
+int lr_submit_prepare(const char *text, size_t len, const char *id_override,
+                      char id[LR_ID_SIZE], char **value, lr_err *err);
+
+/* Create tasks/<id> holding value, guarded by version == 0; see submit.c.
+ * *created: 1 new, 0 an identical value was already stored. Errors:
+ * LR_EEXIST (a different value is stored), etcd errors. */
+int lr_submit_store(lr_client *c, const char *id, const char *value,
+                    int *created, lr_err *err);
+
+/* The worse of two outcome codes (0 or LR_E*), by the order documented at
+ * lr_submit_summary in leaserun.h: any other error > LR_EINVAL > LR_EEXIST
+ * > LR_OK. */
+int lr_submit_worse(int a, int b);
+
+#endif
