@@ -202,6 +202,36 @@ LR_API int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user
  * key does not exist. */
 LR_API int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err);
 
+/* One shared value of a listing; everything in it is owned by the list. */
+typedef struct lr_shared_entry {
+	char *name;             /* the name (after P "shared/") */
+	void *value;            /* json_t *; NULL with LR_SHARED_KEYS_ONLY */
+	int64_t mod_revision;   /* etcd revision of its last write */
+} lr_shared_entry;
+
+/* Flags of lr_shared_list and lr_shared_delete. */
+enum {
+	LR_SHARED_KEYS_ONLY = 1 << 0, /* names (and revisions) without values */
+	LR_SHARED_PREFIX = 1 << 1,    /* delete: every name starting with it */
+};
+
+/* The shared values whose names start with name_prefix ("" for all), in
+ * name order (bytewise), read page by page in name order: a value written
+ * during the listing may or may not be in it, none is listed twice. On
+ * success *out is an array of *n entries, freed by lr_shared_list_free.
+ * LR_EINVAL when name_prefix has a character a name cannot have; a stored
+ * value that is not JSON fails the listing with LR_EINVAL naming its key. */
+LR_API int lr_shared_list(lr_client *c, const char *name_prefix, int flags,
+                          lr_shared_entry **out, size_t *n, lr_err *err);
+LR_API void lr_shared_list_free(lr_shared_entry *list, size_t n);
+
+/* Delete the shared value `name`, or with LR_SHARED_PREFIX every shared
+ * value whose name starts with it ("" deletes them all). Not fenced: for
+ * tools and clean-up; a step writes with lr_step_shared_put. *deleted (may
+ * be NULL) is how many were deleted. */
+LR_API int lr_shared_delete(lr_client *c, const char *name, int flags,
+                            int64_t *deleted, lr_err *err);
+
 /* ========================================================================
  * Logging
  * ====================================================================== */
