@@ -307,6 +307,24 @@ LR_API void lr_step_set_state(lr_step *s, void *state);
  * checkpoint): a resumed step starts from it. LR_ELEASE when the claim is
  * gone (stop at once), LR_ETOOLARGE over 512 KiB. */
 LR_API int lr_step_checkpoint(lr_step *s, lr_err *err);
+/* Write shared values (P "shared/<name>", as lr_shared_get reads them) in
+ * one txn fenced by the step's claim, exactly like its checkpoints: it
+ * applies only while this runner still holds the task, so a stale holder
+ * (paused, cut off, its lease expired) cannot overwrite what the task's
+ * next holder wrote. values[i] is a json_t * (borrowed) stored at
+ * names[i]; n is 1 to LR_SHARED_PUT_MAX. All or nothing. Errors:
+ * LR_ELEASE when the claim is gone (stop at once: the step is stopped
+ * too), LR_ECANCELLED when the step was stopped already, LR_EINVAL for an
+ * invalid name or a NULL value, LR_ETOOLARGE when the values encode to
+ * over 1 MiB together. A write whose reply was lost is sent again: writing
+ * the same values twice leaves the same result. Worker thread of the step
+ * only. */
+#define LR_SHARED_PUT_MAX 100
+LR_API int lr_step_shared_put_many(lr_step *s, size_t n, const char *const names[],
+                                   const void *const values[], lr_err *err);
+/* The same for one value. */
+LR_API int lr_step_shared_put(lr_step *s, const char *name, const void *value,
+                              lr_err *err);
 /* True once the step must stop: lease lost, task cancelled, shutdown. */
 LR_API int lr_step_cancelled(const lr_step *s);
 /* Wait up to timeout_ms (or until cancelled); returns lr_step_cancelled(). */

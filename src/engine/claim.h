@@ -106,4 +106,10 @@ int lr_finish(const lr_holder *who, lr_held *h, lr_task_state st,
  * interrupted step. */
 int lr_release(const lr_holder *who, lr_held *h, bool give_back, lr_err *err);
 
+/* Put vals[i] at keys[i] (n of them) in one txn fenced by h's claim, for
+ * values the holder keeps beside the task's own keys. LR_ELEASE when the
+ * claim is gone. */
+int lr_fenced_put(const lr_holder *who, const lr_held *h, size_t n,
+                  const char *const keys[], char *const vals[], lr_err *err);
+
 #endif
