@@ -150,7 +150,7 @@ export class Runner extends EventEmitter {
 
 	/** Run until stop() (or SIGTERM/SIGINT, or idle with exitWhenIdle);
 	 * resolves after the graceful stop: steps given `grace` seconds,
-	 * claims released, lease revoked. */
+	 * claims released, lease revoked. A runner runs once. */
 	async run() {
 		const n = this.#nativeRunner();
 		const names = [...this.#handlers.keys()].filter((k) => k !== DEFAULT);

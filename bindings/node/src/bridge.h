@@ -108,8 +108,6 @@ public:
 	// Stop the runner and end every call in progress: JavaScript will
 	// not answer any more. Any thread.
 	void CloseAll(const char *why);
-	// Accept calls again, for a new run (JavaScript thread, not running).
-	void Reopen();
 
 	// Set while lr_runner_run runs (JavaScript thread).
 	napi_threadsafe_function tsfn = nullptr;

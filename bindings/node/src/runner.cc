@@ -37,12 +37,6 @@ void RunnerCore::Leave(const StepCallPtr &call)
 	active_.erase(call);
 }
 
-void RunnerCore::Reopen()
-{
-	std::lock_guard<std::mutex> lock(mu_);
-	closing_ = false;
-}
-
 void RunnerCore::CloseAll(const char *why)
 {
 	std::set<StepCallPtr> calls;
@@ -283,24 +277,23 @@ private:
 		return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : dflt;
 	}
 
-	// run(stepNames, withDefault): handlers are fixed at the first run.
+	// run(stepNames, withDefault), once: a stopped lr_runner stays stopped.
 	Napi::Value Run(const Napi::CallbackInfo &info)
 	{
 		Napi::Env env = info.Env();
 		if (core_.running)
 			throw MakeError(env, LR_EINVAL, "the runner is running already");
-		if (!handlers_set_) {
-			Napi::Array names = info[0].As<Napi::Array>();
-			for (uint32_t i = 0; i < names.Length(); i++) {
-				std::string n = names.Get(i).As<Napi::String>().Utf8Value();
-				if (lr_runner_handle(core_.r, n.c_str(), Bridge, &core_) != 0)
-					throw MakeError(env, LR_ENOMEM, "out of memory");
-			}
-			if (info[1].ToBoolean() &&
-			    lr_runner_handle(core_.r, nullptr, Bridge, &core_) != 0)
+		if (ran_)
+			throw MakeError(env, LR_EINVAL, "a runner runs once: make a new Runner");
+		Napi::Array names = info[0].As<Napi::Array>();
+		for (uint32_t i = 0; i < names.Length(); i++) {
+			std::string n = names.Get(i).As<Napi::String>().Utf8Value();
+			if (lr_runner_handle(core_.r, n.c_str(), Bridge, &core_) != 0)
 				throw MakeError(env, LR_ENOMEM, "out of memory");
-			handlers_set_ = true;
 		}
+		if (info[1].ToBoolean() && lr_runner_handle(core_.r, nullptr, Bridge, &core_) != 0)
+			throw MakeError(env, LR_ENOMEM, "out of memory");
+		ran_ = true;
 		napi_threadsafe_function f = nullptr;
 		napi_status st = napi_create_threadsafe_function(
 		    env, nullptr, nullptr, Napi::String::New(env, "leaserun runner"), 0, 1, nullptr,
@@ -312,7 +305,6 @@ private:
 		core_.done_seen = false;
 		core_.running = true;
 		core_.self = Napi::Persistent(Value());
-		core_.Reopen();
 		core_.thread = std::thread(RunThread, &core_);
 		return core_.done->Promise();
 	}
@@ -358,7 +350,7 @@ private:
 
 	RunnerCore core_;
 	std::string name_;
-	bool handlers_set_ = false;
+	bool ran_ = false;
 };
 
 Napi::Object InitRunner(Napi::Env env, Napi::Object exports)

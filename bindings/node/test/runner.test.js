@@ -240,3 +240,26 @@ test('SIGTERM stops a runner process gracefully: the step is aborted and release
 	assert.equal((await waitDone(c, 'g1', 5000)).state, 'succeeded');
 	assert.equal(attempt, 1);
 });
+
+test('a runner name held by a live runner is refused; a runner runs once', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const { runner, done } = startRunner(t, c, { name: 'unique' }, (r) => r.handle(null, async () => {}));
+	await waitFor(async () => (await c.runners()).length === 1, 10000, 'the first runner');
+	const twin = new Runner(c, { name: 'unique', stopOnSignals: false, log: quietLog() });
+	twin.handle(null, async () => {});
+	await assert.rejects(twin.run(), (err) => err.code === 'LR_EINUSE' && /unique/.test(err.message));
+	await assert.rejects(runner.run(), /running already/);
+	runner.stop();
+	await done;
+	await assert.rejects(runner.run(), /runs once/);
+	// The name is free again once its runner stopped.
+	const next = new Runner(c, { name: 'unique', stopOnSignals: false, log: quietLog() });
+	next.handle(null, async () => {});
+	const d = next.run();
+	onEnd(t, async () => {
+		next.stop();
+		await d;
+	});
+	await c.submit(spec('again', ['any']));
+	assert.equal((await waitDone(c, 'again')).state, 'succeeded');
+});
