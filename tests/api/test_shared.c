@@ -66,15 +66,9 @@ static lr_step_result write_two(lr_step *s, void *user)
 TEST(a_step_writes_shared_values_in_one_fenced_txn)
 {
 	lr_client *c = hosted_client("/shared-put/");
-	struct hosted h;
-	hosted_new(&h, c, "writer", 1);
-	CHECK_OK(lr_runner_handle(h.r, "write", write_two, NULL), &err);
-	hosted_start(&h);
-	hosted_submit(c, "{\"id\":\"w1\",\"steps\":[{\"name\":\"write\",\"run\":\"-\"}]}");
-	CHECK_INT(hosted_wait_done(c, "w1", 10000), ==, LR_TASK_SUCCEEDED);
-	hosted_end(&h);
+	CHECK_INT(hosted_run_one(c, "writer", write_two, NULL, "w1"), ==, LR_TASK_SUCCEEDED);
 
-	check_shared(c, "thread.t1.b", "[\"w1\",\"write\"]");
+	check_shared(c, "thread.t1.b", "[\"w1\",\"one\"]");
 	/* Both came from one txn: one revision. */
 	lr_shared_entry *list;
 	size_t n;
@@ -211,13 +205,7 @@ TEST(invalid_shared_writes_are_refused_and_store_nothing)
 {
 	lr_client *c = hosted_client("/shared-bad/");
 	refusals = 0;
-	struct hosted h;
-	hosted_new(&h, c, "bad", 1);
-	CHECK_OK(lr_runner_handle(h.r, NULL, write_badly, NULL), &err);
-	hosted_start(&h);
-	hosted_submit(c, "{\"id\":\"b1\",\"steps\":[{\"name\":\"bad\",\"run\":\"-\"}]}");
-	CHECK_INT(hosted_wait_done(c, "b1", 10000), ==, LR_TASK_SUCCEEDED);
-	hosted_end(&h);
+	CHECK_INT(hosted_run_one(c, "bad", write_badly, NULL, "b1"), ==, LR_TASK_SUCCEEDED);
 	CHECK_INT(refusals, ==, 5);
 	lr_shared_entry *list;
 	size_t n;

@@ -75,6 +75,16 @@ private:
 // TypeError naming `what` for anything else.
 std::string OptString(Napi::Value v, const char *what);
 
+// What the External argument info[0] carries: native objects are made by
+// the addon only, with their state in an External (misuse: the message
+// of the TypeError otherwise).
+template <typename T> T FromExternal(const Napi::CallbackInfo &info, const char *misuse)
+{
+	if (!info[0].IsExternal())
+		throw Napi::TypeError::New(info.Env(), misuse);
+	return *info[0].As<Napi::External<T>>().Data();
+}
+
 // Module parts.
 Napi::Object InitClient(Napi::Env env, Napi::Object exports);
 Napi::Object InitRunner(Napi::Env env, Napi::Object exports);

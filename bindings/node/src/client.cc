@@ -100,11 +100,9 @@ public:
 		                     InstanceMethod<&Client::Close>("close") });
 	}
 
-	explicit Client(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Client>(info)
+	explicit Client(const Napi::CallbackInfo &info)
+	    : Napi::ObjectWrap<Client>(info), conn_(FromExternal<ConnPtr>(info, "use openClient()"))
 	{
-		if (!info[0].IsExternal())
-			throw Napi::TypeError::New(info.Env(), "use openClient()");
-		conn_ = *info[0].As<Napi::External<ConnPtr>>().Data();
 	}
 
 	ConnPtr Conn(Napi::Env env) const

@@ -255,11 +255,10 @@ public:
 		                     InstanceMethod<&StepHandle::Finish>("finish") });
 	}
 
-	explicit StepHandle(const Napi::CallbackInfo &info) : Napi::ObjectWrap<StepHandle>(info)
+	explicit StepHandle(const Napi::CallbackInfo &info)
+	    : Napi::ObjectWrap<StepHandle>(info),
+	      call_(FromExternal<StepCallPtr>(info, "step handles come from the runner"))
 	{
-		if (!info[0].IsExternal())
-			throw Napi::TypeError::New(info.Env(), "step handles come from the runner");
-		call_ = *info[0].As<Napi::External<StepCallPtr>>().Data();
 	}
 
 	// The answer to request id.

@@ -28,13 +28,18 @@ export class ThreadBusyError extends Error {
 	}
 }
 
-async function statusOrNull(client, id) {
+// What promise resolves to, or null when it fails with error code `code`.
+async function nullOn(code, promise) {
 	try {
-		return await client.status(id);
+		return await promise;
 	} catch (err) {
-		if (err.code === 'LR_ENOTFOUND') return null;
+		if (err.code === code) return null;
 		throw err;
 	}
+}
+
+function statusOrNull(client, id) {
+	return nullOn('LR_ENOTFOUND', client.status(id));
 }
 
 function runSpec(graph, threadId, seq, options) {
@@ -58,13 +63,8 @@ function runSpec(graph, threadId, seq, options) {
 
 // Submit spec: {created} when it is stored (or was, identical), null when
 // the id holds another run.
-async function trySubmit(client, spec) {
-	try {
-		return await client.submit(spec);
-	} catch (err) {
-		if (err.code === 'LR_EEXIST') return null;
-		throw err;
-	}
+function trySubmit(client, spec) {
+	return nullOn('LR_EEXIST', client.submit(spec));
 }
 
 /**
