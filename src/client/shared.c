@@ -192,7 +192,7 @@ static int settle_lost_write(lr_client *c, const char *key,
 }
 
 int lr_shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
-                      lr_err *err)
+                  lr_err *err)
 {
 	if (!lr_name_valid(name))
 		return lr_err_set(err, LR_EINVAL,
