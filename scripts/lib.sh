@@ -6,9 +6,9 @@
 
 LR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# Debian packages the build and the tests need.
+# Debian packages the build and the tests need (g++: the Node.js addon).
 LR_PACKAGES=(
-	gcc pkg-config meson ninja-build
+	gcc g++ pkg-config meson ninja-build
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev
 	etcd-server etcd-client
 	openssl
@@ -23,7 +23,9 @@ lr_die() {
 	exit 1
 }
 
-# Prints the packages of LR_PACKAGES that are not installed, one a line.
+# Prints the packages of LR_PACKAGES that are not installed, one a line,
+# and Debian's nodejs and npm when there is no node or npm command (a
+# Node.js installed otherwise, with its own npm, is used as it is).
 lr_missing_packages() {
 	local pkg
 	for pkg in "${LR_PACKAGES[@]}"; do
@@ -32,12 +34,14 @@ lr_missing_packages() {
 			printf '%s\n' "$pkg"
 		fi
 	done
+	command -v node >/dev/null 2>&1 || echo nodejs
+	command -v npm >/dev/null 2>&1 || echo npm
 }
 
 # Without dpkg, only check that the tools and libraries are there.
 lr_check_without_dpkg() {
 	local cmd missing=()
-	for cmd in gcc pkg-config meson ninja protoc-c etcd etcdctl openssl; do
+	for cmd in gcc g++ pkg-config meson ninja protoc-c etcd etcdctl openssl node npm; do
 		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 	done
 	if command -v pkg-config >/dev/null 2>&1 &&
@@ -51,8 +55,30 @@ lr_check_without_dpkg() {
 	fi
 }
 
-# Installs whatever of LR_PACKAGES is missing; silent when nothing is.
+# The npm packages of bindings/node (Node-API headers, LangGraph for the
+# tests) as its committed package-lock.json pins them: `npm ci` when
+# node_modules is missing or older than the lockfile; silent otherwise.
+lr_npm_ci() {
+	local dir=$LR_ROOT/bindings/node
+	[ -f "$dir/package-lock.json" ] || return 0
+	if [ -f "$dir/node_modules/.package-lock.json" ] &&
+		[ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+		return 0
+	fi
+	lr_say "installing the npm packages of bindings/node (npm ci)"
+	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2) || {
+		lr_say "npm ci failed in $dir"
+		return 1
+	}
+}
+
+# Installs whatever of LR_PACKAGES is missing, then the npm packages of
+# bindings/node; silent when nothing is missing.
 lr_bootstrap() {
+	lr_bootstrap_debian && lr_npm_ci
+}
+
+lr_bootstrap_debian() {
 	local missing=() sudo=()
 	if ! command -v dpkg >/dev/null 2>&1; then
 		lr_check_without_dpkg

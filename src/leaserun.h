@@ -305,6 +305,36 @@ LR_API int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user
  * key does not exist. */
 LR_API int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err);
 
+/* One shared value of a listing; everything in it is owned by the list. */
+typedef struct lr_shared_entry {
+	char *name;             /* the name (after P "shared/") */
+	void *value;            /* json_t *; NULL with LR_SHARED_KEYS_ONLY */
+	int64_t mod_revision;   /* etcd revision of its last write */
+} lr_shared_entry;
+
+/* Flags of lr_shared_list and lr_shared_delete. */
+enum {
+	LR_SHARED_KEYS_ONLY = 1 << 0, /* names (and revisions) without values */
+	LR_SHARED_PREFIX = 1 << 1,    /* delete: every name starting with it */
+};
+
+/* The shared values whose names start with name_prefix ("" for all), in
+ * name order (bytewise), read page by page in name order: a value written
+ * during the listing may or may not be in it, none is listed twice. On
+ * success *out is an array of *n entries, freed by lr_shared_list_free.
+ * LR_EINVAL when name_prefix has a character a name cannot have; a stored
+ * value that is not JSON fails the listing with LR_EINVAL naming its key. */
+LR_API int lr_shared_list(lr_client *c, const char *name_prefix, int flags,
+                          lr_shared_entry **out, size_t *n, lr_err *err);
+LR_API void lr_shared_list_free(lr_shared_entry *list, size_t n);
+
+/* Delete the shared value `name`, or with LR_SHARED_PREFIX every shared
+ * value whose name starts with it ("" deletes them all). Not fenced: for
+ * tools and clean-up; a step writes with lr_step_shared_put. *deleted (may
+ * be NULL) is how many were deleted. */
+LR_API int lr_shared_delete(lr_client *c, const char *name, int flags,
+                            int64_t *deleted, lr_err *err);
+
 /* ========================================================================
  * Logging
  * ====================================================================== */
@@ -380,6 +410,24 @@ LR_API void lr_step_set_state(lr_step *s, void *state);
  * checkpoint): a resumed step starts from it. LR_ELEASE when the claim is
  * gone (stop at once), LR_ETOOLARGE over 512 KiB. */
 LR_API int lr_step_checkpoint(lr_step *s, lr_err *err);
+/* Write shared values (P "shared/<name>", as lr_shared_get reads them) in
+ * one txn fenced by the step's claim, exactly like its checkpoints: it
+ * applies only while this runner still holds the task, so a stale holder
+ * (paused, cut off, its lease expired) cannot overwrite what the task's
+ * next holder wrote. values[i] is a json_t * (borrowed) stored at
+ * names[i]; n is 1 to LR_SHARED_PUT_MAX. All or nothing. Errors:
+ * LR_ELEASE when the claim is gone (stop at once: the step is stopped
+ * too), LR_ECANCELLED when the step was stopped already, LR_EINVAL for an
+ * invalid name or a NULL value, LR_ETOOLARGE when the values encode to
+ * over 1 MiB together. A write whose reply was lost is sent again: writing
+ * the same values twice leaves the same result. Worker thread of the step
+ * only. */
+#define LR_SHARED_PUT_MAX 100
+LR_API int lr_step_shared_put_many(lr_step *s, size_t n, const char *const names[],
+                                   const void *const values[], lr_err *err);
+/* The same for one value. */
+LR_API int lr_step_shared_put(lr_step *s, const char *name, const void *value,
+                              lr_err *err);
 /* True once the step must stop: lease lost, task cancelled, shutdown. */
 LR_API int lr_step_cancelled(const lr_step *s);
 /* Wait up to timeout_ms (or until cancelled); returns lr_step_cancelled(). */

@@ -1,6 +1,7 @@
 /* shared.c - shared JSON values under P"shared/<name>": lock-free
- * read-modify-write guarded by the key's mod revision. Runs on the caller's
- * thread (the update function too); no state of its own. */
+ * read-modify-write guarded by the key's mod revision, reads, listings by
+ * name prefix and deletion. Runs on the caller's thread (the update
+ * function too); no state of its own. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +12,9 @@
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
-#include "client/client.h"
+#include "client/shared.h"
+#include "client/task_records.h"
+#include "client/walk.h"
 #include "etcd/kv.h"
 #include "records/spec.h"
 
@@ -79,6 +82,22 @@ static int decode(const struct current *cur, json_t **out, lr_err *err)
 	return 0;
 }
 
+int lr_shared_encode(const json_t *v, char **text, lr_err *err)
+{
+	*text = NULL;
+	if (v == NULL)
+		return lr_err_set(err, LR_EINVAL, "no value");
+	*text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+	if (*text == NULL)
+		return lr_err_set(err, LR_ENOMEM, "cannot encode the value");
+	if (strlen(*text) > LR_SPEC_MAX_BYTES) {
+		free(*text);
+		*text = NULL;
+		return lr_err_set(err, LR_ETOOLARGE, "value over the 1 MiB limit");
+	}
+	return 0;
+}
+
 /* Ask fn for the next value and encode it. */
 static int next_value(const struct current *cur, lr_update_fn fn, void *user,
                       char **text, lr_err *err)
@@ -101,18 +120,9 @@ static int next_value(const struct current *cur, lr_update_fn fn, void *user,
 	else if (next == NULL)
 		rc = lr_err_set(err, LR_EINVAL,
 		                "the update function gave no value");
-	if (rc == 0) {
-		*text = json_dumps(next, JSON_COMPACT | JSON_SORT_KEYS |
-		                                 JSON_ENCODE_ANY);
-		if (*text == NULL)
-			rc = lr_err_set(err, LR_ENOMEM, "cannot encode the value");
-	}
+	if (rc == 0)
+		rc = lr_shared_encode(next, text, err);
 	json_decref(next);
-	if (rc == 0 && strlen(*text) > LR_SPEC_MAX_BYTES) {
-		free(*text);
-		*text = NULL;
-		rc = lr_err_set(err, LR_ETOOLARGE, "value over the 1 MiB limit");
-	}
 	return rc;
 }
 
@@ -180,9 +190,8 @@ static int settle_lost_write(lr_client *c, const char *key,
 	return rc;
 }
 
-/* The key of shared value `name`, or LR_EINVAL for a name that is not one. */
-static int shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
-                      lr_err *err)
+int lr_shared_key(lr_client *c, const char *name, char key[LR_KEY_SIZE],
+                  lr_err *err)
 {
 	if (!lr_id_valid(name))
 		return lr_err_set(err, LR_EINVAL,
@@ -202,7 +211,7 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 	lr_rng rng;
 	int rc;
 
-	rc = shared_key(c, name, key, err);
+	rc = lr_shared_key(c, name, key, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "update");
 	lr_backoff_init(&bo, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
@@ -239,7 +248,7 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 	int rc;
 
 	*value = NULL;
-	rc = shared_key(c, name, key, err);
+	rc = lr_shared_key(c, name, key, err);
 	if (rc != 0)
 		return rc;
 	rc = read_current(c, key, &cur, err);
@@ -249,5 +258,124 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "read %s", key);
 	*value = v;
+	return 0;
+}
+
+/* ---- listing and deletion by name prefix ------------------------------------ */
+
+/* LR_EINVAL unless prefix is "" or the start of a valid name. */
+static int check_prefix(const char *what, const char *prefix, lr_err *err)
+{
+	if (prefix != NULL && (prefix[0] == '\0' || lr_id_valid(prefix)))
+		return 0;
+	return lr_err_set(err, LR_EINVAL,
+	                  "%s: invalid name prefix \"%.64s\": expected 0 to %d of "
+	                  "A-Z a-z 0-9 . _ : -", what, prefix ? prefix : "",
+	                  LR_ID_SIZE - 1);
+}
+
+struct listing {
+	const char *prefix;
+	bool keys_only;
+	lr_shared_entry *items;
+	size_t n, cap;
+};
+
+static int list_one(void *user, const lr_kv *kv, const char *rest, lr_err *err)
+{
+	struct listing *l = user;
+	if (rest == NULL)
+		return 0; /* not under the prefix: cannot happen with a range */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		lr_shared_entry *items = realloc(l->items, cap * sizeof(*items));
+		if (items == NULL)
+			return lr_err_set(err, LR_ENOMEM, "out of memory");
+		l->items = items;
+		l->cap = cap;
+	}
+	lr_shared_entry *e = &l->items[l->n];
+	memset(e, 0, sizeof(*e));
+	e->mod_revision = kv->mod_rev;
+	if (asprintf(&e->name, "%s%s", l->prefix, rest) < 0) {
+		e->name = NULL;
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	}
+	l->n++; /* from here on, freed with the list */
+	if (l->keys_only)
+		return 0;
+	struct current cur = { .exists = false };
+	int rc = current_set(&cur, kv, err);
+	if (rc == 0)
+		rc = decode(&cur, (json_t **)&e->value, err);
+	current_clear(&cur);
+	return rc != 0 ? lr_err_wrap(err, rc, "%s", kv->key) : 0;
+}
+
+/* Values are up to 1 MiB each: a page of them stays within what one reply
+ * may carry. Names alone are small. */
+#define PAGE_VALUES 64
+#define PAGE_KEYS 1000
+
+int lr_shared_list(lr_client *c, const char *name_prefix, int flags,
+                   lr_shared_entry **out, size_t *n, lr_err *err)
+{
+	char kind[LR_KEY_SIZE];
+	struct listing l = { .prefix = name_prefix,
+	                     .keys_only = (flags & LR_SHARED_KEYS_ONLY) != 0 };
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	rc = check_prefix("list shared values", name_prefix, err);
+	if (rc != 0)
+		return rc;
+	snprintf(kind, sizeof(kind), "%s%s", LR_K_SHARED, name_prefix);
+	lr_walk_opts o = { .kind = kind, .flags = l.keys_only ? LR_RANGE_KEYS_ONLY : 0,
+	                   .page = l.keys_only ? PAGE_KEYS : PAGE_VALUES };
+	rc = lr_walk(c, &o, list_one, &l, err);
+	if (rc != 0) {
+		lr_shared_list_free(l.items, l.n);
+		return lr_err_wrap(err, rc, "list shared values %s*", name_prefix);
+	}
+	*out = l.items;
+	*n = l.n;
+	return 0;
+}
+
+void lr_shared_list_free(lr_shared_entry *list, size_t n)
+{
+	for (size_t i = 0; list != NULL && i < n; i++) {
+		free(list[i].name);
+		json_decref(list[i].value);
+	}
+	free(list);
+}
+
+int lr_shared_delete(lr_client *c, const char *name, int flags,
+                     int64_t *deleted, lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	bool prefix = (flags & LR_SHARED_PREFIX) != 0;
+	int64_t count = 0;
+	int rc;
+
+	if (deleted != NULL)
+		*deleted = 0;
+	rc = prefix ? check_prefix("delete shared values", name, err)
+	            : lr_shared_key(c, name, key, err);
+	if (rc != 0)
+		return rc;
+	if (prefix) {
+		char kind[LR_KEY_SIZE];
+		snprintf(kind, sizeof(kind), "%s%s", LR_K_SHARED, name);
+		lr_key(c, kind, "", key);
+	}
+	rc = lr_kv_delete(lr_client_etcd(c), key, prefix ? LR_KEY_PREFIX : 0,
+	                  &count, NULL, err);
+	if (rc != 0)
+		return rc;
+	if (deleted != NULL)
+		*deleted = count;
 	return 0;
 }

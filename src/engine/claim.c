@@ -595,3 +595,24 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
 	free(val);
 	return rc;
 }
+
+int lr_fenced_put(const lr_claimant *who, const lr_claimed_task *h, size_t n,
+                  const char *const keys[], char *const vals[], lr_err *err)
+{
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "put %s: out of memory", h->id);
+	fence_compares(t, &h->keys, who, h);
+	for (size_t i = 0; i < n; i++)
+		lr_txn_put(t, LR_THEN, keys[i], vals[i], strlen(vals[i]), 0);
+	lr_txn_result r;
+	/* Retried after a lost reply: the same puts again change nothing. */
+	int rc = holder_txn(who, t, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "put %s", h->id);
+	if (!r.succeeded)
+		rc = claim_gone(h, err);
+	lr_txn_result_free(&r);
+	return rc;
+}

@@ -128,4 +128,10 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
  * shutdown). */
 int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_err *err);
 
+/* Put vals[i] at keys[i] (n of them) in one txn fenced by h's claim, for
+ * values the holder keeps beside the task's own keys. LR_ELEASE when the
+ * claim is gone. */
+int lr_fenced_put(const lr_claimant *who, const lr_claimed_task *h, size_t n,
+                  const char *const keys[], char *const vals[], lr_err *err);
+
 #endif

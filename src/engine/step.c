@@ -8,18 +8,8 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/runner_int.h"
+#include "engine/step_int.h"
 #include "records/spec.h"
-
-struct lr_step {
-	lr_runner *r;
-	struct lr_worker *w;
-	const lr_claimant *who;
-	lr_claimed_task *h;
-	const json_t *step_spec;
-	const char *name;
-	json_t *state;          /* the handler's working state (owned) */
-	char error[2048];
-};
 
 const char *lr_step_task_id(const lr_step *s) { return s->h->id; }
 int64_t lr_step_index(const lr_step *s) { return s->h->next_step; }

@@ -95,3 +95,19 @@ void hosted_submit(lr_client *c, const char *json)
 	lr_err err;
 	CHECK_OK(lr_submit_text(c, json, strlen(json), NULL, id, NULL, &err), &err);
 }
+
+lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, void *user,
+                             const char *id)
+{
+	char spec[LR_ID_SIZE + 64];
+	lr_err err;
+	struct hosted h;
+	hosted_new(&h, c, runner, 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, fn, user), &err);
+	hosted_start(&h);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%s\",\"steps\":[{\"name\":\"one\",\"run\":\"-\"}]}", id);
+	hosted_submit(c, spec);
+	lr_task_state st = hosted_wait_done(c, id, 10000);
+	hosted_end(&h);
+	return st;
+}

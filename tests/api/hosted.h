@@ -41,4 +41,9 @@ lr_task_state hosted_wait_done(lr_client *c, const char *id, int timeout_ms);
 /* Submit a spec given as JSON text; fails the test on error. */
 void hosted_submit(lr_client *c, const char *json);
 
+/* Run task `id` of one step (named "one") to its end on a runner of its
+ * own whose handler is fn; its final state. Fails the test after 10 s. */
+lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, void *user,
+                             const char *id);
+
 #endif

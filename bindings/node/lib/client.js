@@ -1,0 +1,139 @@
+// client.js - Client: a connection to the etcd cluster, and the task and
+// shared-value operations. Every call is a promise settled by libleaserun
+// on libuv's thread pool; none blocks the event loop.
+import native from './native.js';
+
+const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
+
+// Options as the command takes them: given, else LEASERUN_*, else the
+// library's default.
+function connectOptions(o) {
+	const env = process.env;
+	const pick = (v, name) => (v !== undefined && v !== null ? v : env[name]);
+	let endpoints = pick(o.endpoints, 'LEASERUN_ENDPOINTS');
+	if (Array.isArray(endpoints)) endpoints = endpoints.join(',');
+	let user = pick(o.user, 'LEASERUN_USER');
+	let password = pick(o.password, 'LEASERUN_PASSWORD');
+	if (typeof user === 'string' && user.includes(':')) {
+		const at = user.indexOf(':');
+		password = password ?? user.slice(at + 1);
+		user = user.slice(0, at);
+	}
+	return {
+		endpoints,
+		prefix: pick(o.prefix, 'LEASERUN_PREFIX'),
+		cacert: pick(o.cacert, 'LEASERUN_CACERT'),
+		cert: pick(o.cert, 'LEASERUN_CERT'),
+		key: pick(o.key, 'LEASERUN_KEY'),
+		tlsServerName: o.tlsServerName,
+		user,
+		password,
+		dialTimeout: o.dialTimeout,
+		callTimeout: o.callTimeout,
+	};
+}
+
+function stateNumber(state) {
+	if (state === undefined || state === null) return -1;
+	const n = STATES.indexOf(state);
+	if (n < 0) throw new TypeError(`state: expected one of ${STATES.join(', ')}, got ${state}`);
+	return n;
+}
+
+function parse(text) {
+	return text === null ? undefined : JSON.parse(text);
+}
+
+/** Shared JSON values under P"shared/<name>" (see docs/embedding.md). */
+class Shared {
+	#native;
+	constructor(n) {
+		this.#native = n;
+	}
+
+	/** The value, or undefined when there is none. */
+	async get(name) {
+		return parse(await this.#native.sharedGet(name));
+	}
+
+	/** Values whose names start with prefix, in name order. */
+	async list(prefix = '', { keysOnly = false } = {}) {
+		const rows = await this.#native.sharedList(prefix, keysOnly);
+		return rows.map(([name, text, modRevision]) => ({
+			name,
+			value: keysOnly ? undefined : parse(text),
+			modRevision,
+		}));
+	}
+
+	/** Delete one name, or with {prefix: true} every name starting with it;
+	 * resolves to how many were deleted. Not fenced: a step writes with
+	 * step.sharedPut. */
+	async delete(name, { prefix = false } = {}) {
+		return this.#native.sharedDelete(name, prefix);
+	}
+}
+
+export class Client {
+	#native;
+
+	/** Use Client.connect(). */
+	constructor(n) {
+		if (!(n instanceof native.NativeClient)) throw new TypeError('use Client.connect()');
+		this.#native = n;
+		this.shared = new Shared(n);
+	}
+
+	/**
+	 * Connect to etcd. Options as the command's: endpoints ("h:p,h:p" or an
+	 * array), prefix, cacert, cert, key, tlsServerName, user ("name" or
+	 * "name:password"), password, dialTimeout and callTimeout (seconds);
+	 * missing ones come from LEASERUN_* variables, then the defaults.
+	 */
+	static async connect(options = {}) {
+		return new Client(await native.openClient(connectOptions(options)));
+	}
+
+	/** The key prefix in use ("/leaserun/"). */
+	get prefix() {
+		return this.#native.prefix();
+	}
+
+	/** @internal the native client, for Runner. */
+	get _native() {
+		return this.#native;
+	}
+
+	/** Validate and store a task (an object or JSON text); resolves to
+	 * {id, created}. Submitting an identical spec again is a success. */
+	async submit(spec, { id } = {}) {
+		const text = typeof spec === 'string' ? spec : JSON.stringify(spec);
+		return this.#native.submit(text, id ?? null);
+	}
+
+	/** One task's status; rejects with code LR_ENOTFOUND when there is none. */
+	async status(id) {
+		return this.#native.status(id);
+	}
+
+	/** Tasks oldest first, optionally of one state, at most limit. */
+	async list({ state, limit = 0 } = {}) {
+		return this.#native.list(stateNumber(state), limit);
+	}
+
+	/** Cancel a pending or running task; {already: state} when it had
+	 * finished (nothing changed), {already: null} otherwise. */
+	async cancel(id) {
+		return this.#native.cancel(id);
+	}
+
+	/** Live runners (lease in hexadecimal, as etcdctl shows it). */
+	async runners() {
+		return this.#native.runners();
+	}
+
+	/** Close once every call in flight and every runner on it is done. */
+	close() {
+		this.#native.close();
+	}
+}

@@ -1,0 +1,192 @@
+// runner.js - Runner and Step: step handlers written in JavaScript, run by
+// libleaserun's runner. The runner's C worker thread that holds a task
+// hands each step to the event loop and waits for the handler's promise;
+// checkpoints and shared writes go back to that thread, which makes the
+// fenced etcd calls. See docs/embedding.md, "Node.js".
+import { EventEmitter } from 'node:events';
+
+import { Client } from './client.js';
+import { Fail, LeaseRunError } from './errors.js';
+import native from './native.js';
+
+const LEVELS = { debug: 0, info: 1, warn: 2, error: 3 };
+const RESULT = { ok: 0, retry: 1, fail: 2 };
+const DEFAULT = Symbol('default handler');
+
+function levelNumber(level, what) {
+	if (level === undefined) return undefined;
+	const n = LEVELS[level];
+	if (n === undefined) throw new TypeError(`${what}: expected debug, info, warn or error`);
+	return n;
+}
+
+function message(err) {
+	if (err instanceof Error) return err.message || err.name;
+	return String(err);
+}
+
+/** One attempt of one step, as a handler sees it. */
+export class Step {
+	#handle;
+	#spec;
+	#env;
+
+	constructor(handle, info, signal) {
+		this.#handle = handle;
+		this.#spec = info.spec;
+		this.#env = info.env;
+		/** The task's id. */
+		this.taskId = info.taskId;
+		/** The step's name, its index (0-based) and the number of steps. */
+		this.name = info.stepName;
+		this.index = info.index;
+		this.count = info.count;
+		/** 1-based attempt of this step. */
+		this.attempt = info.attempt;
+		/** The claim's fence: grows with every claim of the task; give it to
+		 * external systems that must refuse a stale worker. */
+		this.fence = info.fence;
+		/** The runner's name. */
+		this.runner = info.runner;
+		/** Fired on lease loss, cancel, shutdown or a passed lease deadline:
+		 * stop soon, nothing more is committed for this attempt. */
+		this.signal = signal;
+		/** The task's state: a plain object (any JSON value) to read and
+		 * change; it is committed with the step when the handler returns. */
+		this.state = JSON.parse(info.state);
+	}
+
+	/** The step's spec object {name, run, timeout_s}. */
+	get spec() {
+		if (typeof this.#spec === 'string') this.#spec = JSON.parse(this.#spec);
+		return this.#spec;
+	}
+
+	/** The task spec's env object. */
+	get env() {
+		if (typeof this.#env === 'string') this.#env = JSON.parse(this.#env);
+		return this.#env;
+	}
+
+	/** Commit step.state now without finishing the step (a fenced txn): a
+	 * resumed attempt starts from it. Rejects with LR_ELEASE when the
+	 * claim is gone and LR_ECANCELLED once the step was stopped. */
+	checkpoint() {
+		return this.#handle.checkpoint(JSON.stringify(this.state));
+	}
+
+	/** Write shared values (name -> JSON value) in one txn fenced by this
+	 * step's claim: refused (LR_ELEASE) once another holder may have
+	 * taken the task. At most 100 values, 1 MiB together. */
+	sharedPut(values) {
+		const entries = values instanceof Map ? [...values] : Object.entries(values);
+		return this.#handle.sharedPut(
+			entries.map(([k]) => k),
+			entries.map(([, v]) => JSON.stringify(v)),
+		);
+	}
+
+	/** A log line tagged with runner, task and step. */
+	log(msg, level = 'info') {
+		this.#handle.log(levelNumber(level, 'level'), String(msg));
+	}
+}
+
+/**
+ * A runner: claims tasks under the client's prefix and runs their steps
+ * through the handlers given with handle(). Events: 'claimed',
+ * 'stepCommitted', 'leaseLost', 'taskDone' (from the runner's loop).
+ */
+export class Runner extends EventEmitter {
+	#client;
+	#options;
+	#native;
+	#handlers = new Map();
+	#started = false;
+
+	/**
+	 * options: name (default "<hostname>-<pid>"), concurrency (1), ttl
+	 * (seconds, 10), grace (seconds, 10), exitWhenIdle, logLevel ('debug'
+	 * .. 'error'), log (a function receiving each record; default: the
+	 * library's stderr sink), stopOnSignals (true: SIGTERM and SIGINT stop
+	 * the runner gracefully while it runs).
+	 */
+	constructor(client, options = {}) {
+		super();
+		if (!(client instanceof Client)) throw new TypeError('Runner: expected a Client');
+		this.#client = client;
+		this.#options = options;
+	}
+
+	/** Handle steps named stepName (null or '*': every step without a
+	 * handler of its own) with an async function of a Step. Before run(). */
+	handle(stepName, fn) {
+		if (this.#started) throw new Error('handle(): the runner has started already');
+		if (typeof fn !== 'function') throw new TypeError('handle(): expected a function');
+		const key = stepName === null || stepName === undefined || stepName === '*' ? DEFAULT : stepName;
+		this.#handlers.set(key, fn);
+		return this;
+	}
+
+	#nativeRunner() {
+		if (this.#native) return this.#native;
+		const o = this.#options;
+		const opts = {
+			name: o.name,
+			concurrency: o.concurrency,
+			ttl: o.ttl,
+			grace: o.grace,
+			exitWhenIdle: o.exitWhenIdle,
+			logLevel: levelNumber(o.logLevel, 'logLevel'),
+		};
+		const hooks = {
+			dispatch: (handle, info) => this.#dispatch(handle, info),
+			event: (name, data) => this.emit(name, data),
+			log: typeof o.log === 'function' ? o.log : undefined,
+		};
+		this.#native = new native.NativeRunner(this.#client._native, opts, hooks);
+		return this.#native;
+	}
+
+	/** Run until stop() (or SIGTERM/SIGINT, or idle with exitWhenIdle);
+	 * resolves after the graceful stop: steps given `grace` seconds,
+	 * claims released, lease revoked. A runner runs once. */
+	async run() {
+		const n = this.#nativeRunner();
+		const names = [...this.#handlers.keys()].filter((k) => k !== DEFAULT);
+		const done = n.run(names, this.#handlers.has(DEFAULT));
+		this.#started = true;
+		const stop = () => this.stop();
+		const signals = this.#options.stopOnSignals === false ? [] : ['SIGTERM', 'SIGINT'];
+		for (const s of signals) process.on(s, stop);
+		try {
+			await done;
+		} finally {
+			for (const s of signals) process.off(s, stop);
+		}
+	}
+
+	/** Ask for a graceful stop (any time; harmless when not running). */
+	stop() {
+		this.#native?.stop();
+	}
+
+	/** What the runner has done: counters and latency summaries. */
+	stats() {
+		return this.#nativeRunner().stats();
+	}
+
+	async #dispatch(handle, info) {
+		const controller = new AbortController();
+		handle.onabort = (why) => controller.abort(new LeaseRunError(why, 'LR_ECANCELLED'));
+		let step;
+		try {
+			step = new Step(handle, info, controller.signal);
+			const fn = this.#handlers.get(info.stepName) ?? this.#handlers.get(DEFAULT);
+			await fn(step);
+			handle.finish(RESULT.ok, JSON.stringify(step.state ?? null), null);
+		} catch (err) {
+			handle.finish(err instanceof Fail ? RESULT.fail : RESULT.retry, null, message(err));
+		}
+	}
+}

@@ -1,0 +1,97 @@
+// errors.cc - the library's error codes as JavaScript errors, and promises
+// settled from libuv's thread pool (Job).
+// JavaScript thread, except Job::Execute (a pool thread).
+#include "addon.h"
+
+namespace lrnode {
+
+const char *CodeName(int code)
+{
+	switch (code) {
+	case LR_OK: return "LR_OK";
+	case LR_EINVAL: return "LR_EINVAL";
+	case LR_EEXIST: return "LR_EEXIST";
+	case LR_ENOTFOUND: return "LR_ENOTFOUND";
+	case LR_EUNAVAILABLE: return "LR_EUNAVAILABLE";
+	case LR_ETIMEDOUT: return "LR_ETIMEDOUT";
+	case LR_EAMBIGUOUS: return "LR_EAMBIGUOUS";
+	case LR_EPERM: return "LR_EPERM";
+	case LR_EAUTH: return "LR_EAUTH";
+	case LR_ETLS: return "LR_ETLS";
+	case LR_EETCD: return "LR_EETCD";
+	case LR_ECONFLICT: return "LR_ECONFLICT";
+	case LR_ELEASE: return "LR_ELEASE";
+	case LR_ECANCELLED: return "LR_ECANCELLED";
+	case LR_ETOOLARGE: return "LR_ETOOLARGE";
+	case LR_EINUSE: return "LR_EINUSE";
+	case LR_ESYS: return "LR_ESYS";
+	case LR_ENOMEM: return "LR_ENOMEM";
+	case LR_ECLOSED: return "LR_ECLOSED";
+	default: return "LR_EINTERNAL";
+	}
+}
+
+Napi::Error MakeError(Napi::Env env, int code, const std::string &msg)
+{
+	std::string text = msg.empty() ? lr_strerror(code) : msg;
+	AddonData &d = Data(env);
+	if (d.errorClass.IsEmpty()) {
+		Napi::Error e = Napi::Error::New(env, text);
+		e.Set("code", Napi::String::New(env, CodeName(code)));
+		return e;
+	}
+	Napi::Object e = d.errorClass.New({ Napi::String::New(env, text),
+	                                    Napi::String::New(env, CodeName(code)) });
+	return Napi::Error(env, e);
+}
+
+void SetErrorClass(const Napi::CallbackInfo &info)
+{
+	if (!info[0].IsFunction())
+		throw Napi::TypeError::New(info.Env(), "setErrorClass: expected a class");
+	Data(info.Env()).errorClass = Napi::Persistent(info[0].As<Napi::Function>());
+}
+
+std::string OptString(Napi::Value v, const char *what)
+{
+	if (v.IsUndefined() || v.IsNull())
+		return "";
+	if (!v.IsString())
+		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a string");
+	return v.As<Napi::String>().Utf8Value();
+}
+
+Job::Job(Napi::Env env, Work work, Result result)
+    : Napi::AsyncWorker(env, "leaserun"), deferred_(Napi::Promise::Deferred::New(env)),
+      work_(std::move(work)), result_(std::move(result)), err_{}
+{
+}
+
+Napi::Promise Job::Start(Napi::Env env, Work work, Result result)
+{
+	Job *job = new Job(env, std::move(work), std::move(result));
+	Napi::Promise p = job->deferred_.Promise();
+	job->Queue(); // deleted by node-addon-api once settled
+	return p;
+}
+
+void Job::Execute()
+{
+	rc_ = work_(&err_);
+}
+
+void Job::OnOK()
+{
+	Napi::Env env = Env();
+	if (rc_ != 0) {
+		deferred_.Reject(MakeError(env, rc_, err_.msg).Value());
+		return;
+	}
+	try {
+		deferred_.Resolve(result_(env));
+	} catch (const Napi::Error &e) {
+		deferred_.Reject(e.Value());
+	}
+}
+
+} // namespace lrnode

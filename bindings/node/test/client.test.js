@@ -1,0 +1,101 @@
+// client.test.js - Client against a real etcd: connecting, submit, status,
+// list, cancel, runners, shared values.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { Client, LeaseRunError } from '../lib/index.js';
+import { startEtcd } from './etcd.js';
+import { connect, onEnd, spec } from './helpers.js';
+
+test('an unreachable cluster is reported within the dial timeout, naming the endpoint', async () => {
+	const t0 = Date.now();
+	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', dialTimeout: 0.5 }), (err) => {
+		assert.ok(err instanceof LeaseRunError);
+		assert.equal(err.code, 'LR_EUNAVAILABLE');
+		assert.match(err.message, /127\.0\.0\.1:1/);
+		return true;
+	});
+	assert.ok(Date.now() - t0 < 2000, `took ${Date.now() - t0} ms`);
+});
+
+test('bad options are refused before anything is sent', async () => {
+	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', dialTimeout: -1 }), TypeError);
+	await assert.rejects(Client.connect({ endpoints: 5 }), TypeError);
+	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', prefix: 'p'.repeat(201) }), {
+		code: 'LR_EINVAL',
+	});
+});
+
+test('options missing from the call come from LEASERUN_* variables', async (t) => {
+	const m = await startEtcd(t);
+	const saved = { ...process.env };
+	onEnd(t, () => {
+		process.env = saved;
+	});
+	process.env.LEASERUN_ENDPOINTS = m.endpoint;
+	process.env.LEASERUN_PREFIX = '/from-env/';
+	const c = await Client.connect();
+	onEnd(t, () => c.close());
+	assert.equal(c.prefix, '/from-env/');
+	const d = await Client.connect({ prefix: '/given' });
+	onEnd(t, () => d.close());
+	assert.equal(d.prefix, '/given/'); // given beats the environment
+});
+
+test('submit stores a task once, status and list show it, cancel ends it', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m);
+	const s = spec('report-1', ['ingest', 'analyse'], { state: { n: 1 } });
+	assert.deepEqual(await c.submit(s), { id: 'report-1', created: true });
+	assert.deepEqual(await c.submit(JSON.stringify(s)), { id: 'report-1', created: false });
+	await assert.rejects(c.submit(spec('report-1', ['other'])), { code: 'LR_EEXIST' });
+	await assert.rejects(c.submit({ steps: [{ name: 'x' }] }), (err) => {
+		assert.equal(err.code, 'LR_EINVAL');
+		assert.match(err.message, /run/); // names the missing field
+		return true;
+	});
+	await assert.rejects(c.submit('{"steps": ['), (err) => err.code === 'LR_EINVAL' && /line 1/.test(err.message));
+	const gen = await c.submit(spec(undefined, ['a']));
+	assert.ok(gen.created && gen.id.length > 0);
+	const { id } = await c.submit(spec(undefined, ['a']), { id: 'given-id' });
+	assert.equal(id, 'given-id');
+
+	const st = await c.status('report-1');
+	assert.equal(st.state, 'pending');
+	assert.equal(st.steps, 2);
+	assert.equal(st.nextStep, 0);
+	assert.equal(st.stepName, 'ingest');
+	assert.equal(st.maxAttempts, 5);
+	const all = await c.list();
+	assert.deepEqual(all.map((x) => x.id).sort(), [gen.id, 'given-id', 'report-1'].sort());
+	assert.equal((await c.list({ limit: 1 })).length, 1);
+	assert.equal((await c.list({ state: 'running' })).length, 0);
+	await assert.rejects(c.list({ state: 'sleeping' }), TypeError);
+
+	assert.deepEqual(await c.cancel('report-1'), { already: null });
+	assert.equal((await c.status('report-1')).state, 'cancelled');
+	assert.deepEqual(await c.cancel('report-1'), { already: 'cancelled' });
+	await assert.rejects(c.status('nope'), { code: 'LR_ENOTFOUND' });
+	await assert.rejects(c.cancel('nope'), { code: 'LR_ENOTFOUND' });
+});
+
+test('shared values: absent reads, listing, deletion, bad names', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m);
+	assert.equal(await c.shared.get('nothing.here'), undefined);
+	assert.deepEqual(await c.shared.list('a.'), []);
+	assert.equal(await c.shared.delete('a.', { prefix: true }), 0);
+	await assert.rejects(c.shared.get('has/slash'), { code: 'LR_EINVAL' });
+	await assert.rejects(c.shared.list('bad prefix'), { code: 'LR_EINVAL' });
+	// Written by a step elsewhere (runner.test.js); here only the reads.
+});
+
+test('a closed client refuses calls; calls in flight finish first', async (t) => {
+	const m = await startEtcd(t);
+	const c = await Client.connect({ endpoints: m.endpoint, prefix: '/closing/' });
+	const inFlight = c.submit(spec('late', ['a']));
+	c.close();
+	assert.equal((await inFlight).id, 'late');
+	await assert.rejects(() => c.status('late'), { code: 'LR_ECLOSED' });
+	c.close(); // twice is harmless
+});

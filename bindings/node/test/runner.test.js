@@ -1,0 +1,265 @@
+// runner.test.js - Runner with JavaScript handlers against a real etcd:
+// state between steps, retries and Fail, checkpoints, cancel, events,
+// shared writes, concurrency, and a graceful stop by SIGTERM.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import LeaseRun, { Fail, Runner } from '../lib/index.js';
+import { startEtcd } from './etcd.js';
+import { connect, onEnd, quietLog, spec, startRunner, waitDone, waitFor } from './helpers.js';
+
+test('each step sees the state the previous one committed, and its own context', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const seen = [];
+	startRunner(t, c, { name: 'ctx', concurrency: 2 }, (r) => {
+		r.handle('plan', async (step) => {
+			seen.push({ ...step, state: structuredClone(step.state), spec: step.spec, env: step.env });
+			step.state.plan = ['a', 'b'];
+		});
+		r.handle('act', async (step) => {
+			seen.push({ ...step, state: structuredClone(step.state) });
+			step.state = { ...step.state, done: step.state.plan.length };
+		});
+		r.handle('report', async (step) => {
+			seen.push({ ...step, state: structuredClone(step.state) });
+		});
+	});
+	await c.submit(spec('t1', ['plan', 'act', 'report'], { state: { topic: 'x' }, env: { MODEL: 'small' } }));
+	assert.equal((await waitDone(c, 't1')).state, 'succeeded');
+	assert.deepEqual(seen.map((s) => s.name), ['plan', 'act', 'report']);
+	assert.deepEqual(seen.map((s) => s.index), [0, 1, 2]);
+	assert.deepEqual(seen[0].state, { topic: 'x' });
+	assert.deepEqual(seen[1].state, { topic: 'x', plan: ['a', 'b'] });
+	assert.deepEqual(seen[2].state, { topic: 'x', plan: ['a', 'b'], done: 2 });
+	const first = seen[0];
+	assert.equal(first.taskId, 't1');
+	assert.equal(first.count, 3);
+	assert.equal(first.attempt, 1);
+	assert.equal(first.runner, 'ctx');
+	assert.ok(first.fence > 0);
+	assert.deepEqual(first.spec, { name: 'plan', run: '-', timeout_s: 0 });
+	assert.deepEqual(first.env, { MODEL: 'small' });
+	assert.ok(seen.every((s) => s.fence === first.fence)); // one claim
+});
+
+test('a handler that throws is retried; LeaseRun.Fail ends the task failed at once', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const attempts = { flaky: [], hopeless: 0 };
+	startRunner(t, c, { name: 'fails' }, (r) => {
+		r.handle('flaky', async (step) => {
+			attempts.flaky.push(step.attempt);
+			if (step.attempt < 3) throw new Error(`not yet (${step.attempt})`);
+		});
+		r.handle('hopeless', async () => {
+			attempts.hopeless += 1;
+			throw new LeaseRun.Fail('the input is malformed');
+		});
+	});
+	await c.submit(spec('flaky', ['flaky'], { retry_backoff_ms: 10 }));
+	await c.submit(spec('hopeless', ['hopeless'], { retry_backoff_ms: 10 }));
+	assert.equal((await waitDone(c, 'flaky')).state, 'succeeded');
+	assert.deepEqual(attempts.flaky, [1, 2, 3]);
+	const failed = await waitDone(c, 'hopeless');
+	assert.equal(failed.state, 'failed');
+	assert.match(failed.error, /the input is malformed/);
+	assert.equal(attempts.hopeless, 1);
+	assert.ok(new Fail('x') instanceof Error);
+});
+
+test('a retried attempt starts from the last checkpoint, not from what followed it', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const starts = [];
+	startRunner(t, c, { name: 'ckpt' }, (r) => {
+		r.handle('count', async (step) => {
+			starts.push(structuredClone(step.state));
+			if (step.attempt === 1) {
+				step.state.i = 5;
+				await step.checkpoint();
+				step.state.after = true; // never checkpointed
+				throw new Error('crash after the checkpoint');
+			}
+			step.state.i += 1;
+		});
+	});
+	await c.submit(spec('c1', ['count'], { state: { i: 0 }, retry_backoff_ms: 10 }));
+	assert.equal((await waitDone(c, 'c1')).state, 'succeeded');
+	assert.deepEqual(starts, [{ i: 0 }, { i: 5 }]);
+});
+
+test('a state that is not JSON fails the attempt with a clear error', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	startRunner(t, c, { name: 'badstate' }, (r) => {
+		r.handle('bad', async (step) => {
+			step.state = { n: 10n }; // BigInt: JSON.stringify throws
+		});
+	});
+	await c.submit(spec('b1', ['bad'], { max_attempts: 1 }));
+	const st = await waitDone(c, 'b1');
+	assert.equal(st.state, 'failed');
+	assert.match(st.error, /BigInt/);
+});
+
+test('cancel fires step.signal at once and ends the task cancelled', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let started = false;
+	let abortedAfter = -1;
+	let t0 = 0;
+	startRunner(t, c, { name: 'cancel' }, (r) => {
+		r.handle('wait', async (step) => {
+			started = true;
+			await new Promise((resolve) => step.signal.addEventListener('abort', resolve));
+			abortedAfter = Date.now() - t0;
+			assert.equal(step.signal.reason.code, 'LR_ECANCELLED');
+			await assert.rejects(step.checkpoint(), { code: 'LR_ECANCELLED' });
+		});
+	});
+	await c.submit(spec('long', ['wait']));
+	await waitFor(() => started);
+	t0 = Date.now();
+	await c.cancel('long');
+	assert.equal((await waitDone(c, 'long')).state, 'cancelled');
+	t.diagnostic(`the handler saw the cancel ${abortedAfter} ms after the request`);
+	assert.ok(abortedAfter >= 0 && abortedAfter < 1000, `aborted after ${abortedAfter} ms`);
+});
+
+test('events, statistics and log records come from the runner', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const events = [];
+	const records = [];
+	const { runner } = startRunner(t, c, { name: 'watched', log: quietLog(records) }, (r) => {
+		r.handle('a', async (step) => step.log('working on a'));
+		r.handle('b', async () => {});
+		for (const e of ['claimed', 'stepCommitted', 'taskDone'])
+			r.on(e, (data) => events.push([e, data]));
+	});
+	await c.submit(spec('e1', ['a', 'b']));
+	await waitFor(() => events.some(([e]) => e === 'taskDone'));
+	assert.deepEqual(events.map(([e]) => e), ['claimed', 'stepCommitted', 'taskDone']);
+	assert.equal(events[0][1].taskId, 'e1');
+	assert.ok(events[0][1].fence > 0);
+	assert.deepEqual(events[1][1], { taskId: 'e1', step: 0, name: 'a' });
+	assert.deepEqual(events[2][1], { taskId: 'e1', state: 'succeeded', error: null });
+	const line = records.find((r) => r.msg === 'working on a');
+	assert.ok(line, 'the step log line reached the log function');
+	assert.deepEqual([line.task, line.step, line.stepIndex, line.runner, line.level], ['e1', 'a', 0, 'watched', 'info']);
+	const s = runner.stats();
+	assert.equal(s.claimsWon, 1);
+	assert.equal(s.tasksSucceeded, 1);
+	assert.equal(s.stepsCommitted, 1);
+	assert.equal(s.claim.count, 1);
+});
+
+test("a step's shared writes are read back by the client", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	startRunner(t, c, { name: 'sharer' }, (r) => {
+		r.handle('share', async (step) => {
+			await step.sharedPut({ 'notes.a': { fence: step.fence }, 'notes.b': [1, 'two'] });
+			await assert.rejects(step.sharedPut({ 'bad/name': 1 }), { code: 'LR_EINVAL' });
+		});
+	});
+	await c.submit(spec('s1', ['share']));
+	assert.equal((await waitDone(c, 's1')).state, 'succeeded');
+	assert.deepEqual(await c.shared.get('notes.b'), [1, 'two']);
+	const list = await c.shared.list('notes.');
+	assert.deepEqual(list.map((e) => e.name), ['notes.a', 'notes.b']);
+	assert.equal(list[0].modRevision, list[1].modRevision); // one txn
+	assert.ok(list[0].value.fence > 0);
+	assert.equal(await c.shared.delete('notes.', { prefix: true }), 2);
+});
+
+test('steps of several tasks run at once on the event loop', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let inside = 0;
+	let most = 0;
+	let release;
+	const gate = new Promise((resolve) => {
+		release = resolve;
+	});
+	startRunner(t, c, { name: 'wide', concurrency: 4 }, (r) => {
+		r.handle(null, async () => {
+			inside += 1;
+			most = Math.max(most, inside);
+			await gate;
+			inside -= 1;
+		});
+	});
+	for (let i = 0; i < 4; i++) await c.submit(spec(`w${i}`, ['any']));
+	await waitFor(() => inside === 4, 10000, 'four handlers at once');
+	release();
+	for (let i = 0; i < 4; i++) assert.equal((await waitDone(c, `w${i}`)).state, 'succeeded');
+	assert.equal(most, 4);
+});
+
+test('a step with no handler fails its task, naming the step; handle() is refused once running', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const { runner } = startRunner(t, c, { name: 'partial' }, (r) => r.handle('known', async () => {}));
+	assert.throws(() => runner.handle('late', async () => {}), /started already/);
+	assert.throws(() => new Runner({}), TypeError);
+	await c.submit(spec('u1', ['known', 'unknown']));
+	const st = await waitDone(c, 'u1');
+	assert.equal(st.state, 'failed');
+	assert.match(st.error, /unknown/);
+});
+
+test('SIGTERM stops a runner process gracefully: the step is aborted and released at once', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/sigterm/');
+	const child = spawn(process.execPath, [
+		fileURLToPath(new URL('./fixtures/waiting-runner.js', import.meta.url)),
+		m.endpoint,
+		'/sigterm/',
+		'first',
+	], { stdio: ['ignore', 'pipe', 'inherit'] });
+	onEnd(t, () => child.kill('SIGKILL'));
+	const lines = [];
+	createInterface({ input: child.stdout }).on('line', (l) => lines.push(JSON.parse(l)));
+	await c.submit(spec('g1', ['wait']));
+	await waitFor(() => lines.some((l) => l.started), 10000, 'the step to start');
+	const t0 = Date.now();
+	child.kill('SIGTERM');
+	const [code] = await once(child, 'exit');
+	const took = Date.now() - t0;
+	assert.equal(code, 0);
+	assert.ok(lines.some((l) => l.aborted), 'the step signal fired');
+	assert.ok(lines.some((l) => l.exited === 'cleanly'));
+	t.diagnostic(`the runner process exited ${took} ms after SIGTERM`);
+	// Released, not left to expire: pending again with the attempt given back.
+	const st = await c.status('g1');
+	assert.equal(st.state, 'pending');
+	assert.equal(st.attempt, 0);
+	let attempt = 0;
+	startRunner(t, c, { name: 'second' }, (r) =>
+		r.handle('wait', async (step) => {
+			attempt = step.attempt;
+		}),
+	);
+	assert.equal((await waitDone(c, 'g1', 5000)).state, 'succeeded');
+	assert.equal(attempt, 1);
+});
+
+test('a runner name held by a live runner is refused; a runner runs once', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const { runner, done } = startRunner(t, c, { name: 'unique' }, (r) => r.handle(null, async () => {}));
+	await waitFor(async () => (await c.runners()).length === 1, 10000, 'the first runner');
+	const twin = new Runner(c, { name: 'unique', stopOnSignals: false, log: quietLog() });
+	twin.handle(null, async () => {});
+	await assert.rejects(twin.run(), (err) => err.code === 'LR_EINUSE' && /unique/.test(err.message));
+	await assert.rejects(runner.run(), /running already/);
+	runner.stop();
+	await done;
+	await assert.rejects(runner.run(), /runs once/);
+	// The name is free again once its runner stopped.
+	const next = new Runner(c, { name: 'unique', stopOnSignals: false, log: quietLog() });
+	next.handle(null, async () => {});
+	const d = next.run();
+	onEnd(t, async () => {
+		next.stop();
+		await d;
+	});
+	await c.submit(spec('again', ['any']));
+	assert.equal((await waitDone(c, 'again')).state, 'succeeded');
+});

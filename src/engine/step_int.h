@@ -1,0 +1,23 @@
+/* step_int.h - the step context handed to a step handler, shared by the
+ * files of the step API: step.c (the context, one attempt) and
+ * step_shared.c (shared values written under the step's claim).
+ * The worker thread running the step only. */
+#ifndef LR_ENGINE_STEP_INT_H
+#define LR_ENGINE_STEP_INT_H
+
+#include <jansson.h>
+
+#include "engine/runner_int.h"
+
+struct lr_step {
+	lr_runner *r;
+	struct lr_worker *w;
+	const lr_claimant *who;
+	lr_claimed_task *h;
+	const json_t *step_spec;
+	const char *name;
+	json_t *state;          /* the handler's working state (owned) */
+	char error[2048];
+};
+
+#endif
