@@ -31,6 +31,11 @@ static void on_lease_lost(void *user, int64_t id, const char *why)
 	lr_inbox_post(&r->inbox, m);
 }
 
+static void on_lease_renewed(void *user, int64_t id, int64_t deadline)
+{
+	lr_workers_extend(user, id, deadline);
+}
+
 /* Create runners/<name> on the lease, unless a live runner holds it.
  * old_lease: a lease of ours that may still hold the name (after a loss). */
 static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err *err)
@@ -87,7 +92,8 @@ static int acquire_lease(lr_runner *r, int64_t old_lease, lr_err *err)
 	if (rc != 0)
 		return rc;
 	r->granted_ttl = granted;
-	rc = lr_keepalive_add(r->ka, id, granted, sent, on_lease_lost, r, err);
+	rc = lr_keepalive_add(r->ka, id, granted, sent, on_lease_lost, on_lease_renewed, r,
+	                      err);
 	if (rc == 0)
 		rc = register_name(r, id, old_lease, err);
 	if (rc != 0) {

@@ -101,6 +101,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->log_user = o->log_user;
 	r->log_level = o->log_level;
 	pthread_mutex_init(&r->log_mu, NULL);
+	pthread_mutex_init(&r->workers_mu, NULL);
 	lr_rng_init(&r->rng, NULL);
 	r->spec_avg = LR_SPEC_CACHE_ONE; /* unknown yet: a first prefetch of 16 */
 	r->inbox.wake_fd = -1;
@@ -125,6 +126,7 @@ void lr_runner_free(lr_runner *r)
 	lr_inbox_free(&r->inbox);
 	lr_taskset_free(&r->set);
 	pthread_mutex_destroy(&r->log_mu);
+	pthread_mutex_destroy(&r->workers_mu);
 	free(r);
 }
 

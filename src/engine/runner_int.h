@@ -85,7 +85,10 @@ struct lr_runner {
 	pthread_mutex_t log_mu;             /* one record at a time */
 	lr_inbox inbox;                     /* to the loop */
 	lr_jobq jobs;                       /* from the loop to the workers */
-	struct lr_worker *workers;          /* `concurrency` of them */
+	struct lr_worker *workers;          /* `concurrency` of them; NULL
+	                                       outside lr_runner_run (under
+	                                       workers_mu for renewals) */
+	pthread_mutex_t workers_mu;
 	atomic_int stop_requested;
 	atomic_bool draining;               /* no new step: finish, release */
 	atomic_llong lease;                 /* current lease, 0 while none */
@@ -145,10 +148,9 @@ void lr_workers_join(lr_runner *r);
 /* Ask the worker running task id (NULL: every busy worker) to stop its
  * step. */
 void lr_workers_signal(lr_runner *r, const char *id, enum lr_stop_reason why);
-/* Why the worker's step must stop now, LR_STOP_NONE to carry on. */
-enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease);
-/* Wait ms unless a stop is due first; the reason to stop, if any. */
-enum lr_stop_reason lr_worker_wait(struct lr_worker *w, int64_t lease, int64_t ms);
+/* Every worker's task held on `lease` may run until `deadline` now (a
+ * renewal). Any thread (the etcd stream thread). */
+void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline);
 
 /* ---- step.c: the step context ---------------------------------------------- */
 

@@ -22,6 +22,22 @@ const void *lr_step_spec(const lr_step *s) { return s->step_spec; }
 const void *lr_step_env(const lr_step *s) { return lr_spec_env(s->h->spec); }
 void *lr_step_state(lr_step *s) { return s->state; }
 int lr_step_cancel_fd(const lr_step *s) { return s->w->stop.fd; }
+
+lr_step_stop lr_step_stop_reason(const lr_step *s)
+{
+	switch (lr_stop_reason(&s->w->stop)) {
+	case LR_STOP_NONE:
+		return LR_STEP_GOES_ON;
+	case LR_STOP_CANCEL:
+		return LR_STEP_CANCELLED;
+	case LR_STOP_LEASE:
+		return LR_STEP_LEASE_LOST;
+	case LR_STOP_SHUTDOWN:
+		break;
+	}
+	return LR_STEP_SHUTDOWN;
+}
+int lr_step_deadline_fd(const lr_step *s) { return s->w->stop.moved_fd; }
 int64_t lr_step_grace_ms(const lr_step *s) { return s->r->grace_ms; }
 
 void lr_step_set_state(lr_step *s, void *state)
@@ -34,17 +50,17 @@ void lr_step_set_state(lr_step *s, void *state)
 
 int lr_step_cancelled(const lr_step *s)
 {
-	return lr_worker_stop_reason(s->w, s->who->lease) != LR_STOP_NONE;
+	return lr_stop_reason(&s->w->stop) != LR_STOP_NONE;
 }
 
 int64_t lr_step_deadline_ms(const lr_step *s)
 {
-	return lr_runner_deadline(s->r, s->who->lease);
+	return lr_stop_deadline(&s->w->stop);
 }
 
 int lr_step_sleep(lr_step *s, int64_t timeout_ms)
 {
-	return lr_worker_wait(s->w, s->who->lease, timeout_ms) != LR_STOP_NONE;
+	return lr_stop_wait(&s->w->stop, timeout_ms) != LR_STOP_NONE;
 }
 
 int lr_step_checkpoint(lr_step *s, lr_err *err)

@@ -1,9 +1,16 @@
-/* stop.c - the stop request of a worker's step and its lease deadline.
- * Any thread requests; the worker's thread reads and waits (see stop.h). */
+/* stop.c - the stop request of a worker's step and its lease deadline, as
+ * atomics for the checks and as fds for handlers that poll.
+ * Any thread requests; the stream thread extends; the worker's thread
+ * arms, reads and waits (see stop.h). */
 #include "engine/stop.h"
 
+#include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -11,16 +18,99 @@
 
 int lr_stop_init(lr_stop *s)
 {
-	atomic_store(&s->why, LR_STOP_NONE);
-	s->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	return s->fd >= 0 ? 0 : LR_ESYS;
+	memset(s, 0, sizeof(*s));
+	s->request_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->fd = epoll_create1(EPOLL_CLOEXEC);
+	s->moved_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&s->mu, NULL);
+	if (s->request_fd < 0 || s->timer_fd < 0 || s->fd < 0 || s->moved_fd < 0)
+		return LR_ESYS;
+	struct epoll_event ev = { .events = EPOLLIN };
+	if (epoll_ctl(s->fd, EPOLL_CTL_ADD, s->request_fd, &ev) != 0 ||
+	    epoll_ctl(s->fd, EPOLL_CTL_ADD, s->timer_fd, &ev) != 0)
+		return LR_ESYS;
+	return 0;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
 }
 
 void lr_stop_free(lr_stop *s)
 {
-	if (s->fd >= 0)
-		close(s->fd);
-	s->fd = -1;
+	close_fd(&s->request_fd);
+	close_fd(&s->timer_fd);
+	close_fd(&s->fd);
+	close_fd(&s->moved_fd);
+	pthread_mutex_destroy(&s->mu);
+}
+
+/* The timer fires at `at` (monotonic ms); 0 disarms it. s->mu held. */
+static void set_timer(lr_stop *s, int64_t at)
+{
+	struct itimerspec its;
+	memset(&its, 0, sizeof(its));
+	if (at > 0) {
+		its.it_value.tv_sec = at / 1000;
+		its.it_value.tv_nsec = (at % 1000) * 1000000L;
+	}
+	(void)timerfd_settime(s->timer_fd, at > 0 ? TFD_TIMER_ABSTIME : 0, &its, NULL);
+}
+
+static void drain(int fd)
+{
+	uint64_t n;
+	while (read(fd, &n, sizeof(n)) > 0)
+		;
+}
+
+void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline)
+{
+	pthread_mutex_lock(&s->mu);
+	atomic_store(&s->why, LR_STOP_NONE);
+	drain(s->request_fd);
+	drain(s->moved_fd);
+	atomic_store(&s->deadline, deadline > 0 ? deadline : 1);
+	atomic_store(&s->lease, lease);
+	set_timer(s, deadline > 0 ? deadline : 1);
+	drain(s->timer_fd);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void lr_stop_disarm(lr_stop *s)
+{
+	pthread_mutex_lock(&s->mu);
+	atomic_store(&s->lease, 0);
+	atomic_store(&s->why, LR_STOP_NONE);
+	set_timer(s, 0);
+	drain(s->timer_fd);
+	drain(s->request_fd);
+	drain(s->moved_fd);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void lr_stop_extend(lr_stop *s, int64_t lease, int64_t deadline)
+{
+	if (lease == 0 || atomic_load(&s->lease) != lease)
+		return;
+	pthread_mutex_lock(&s->mu);
+	/* A deadline that passed stays passed: the step was told to stop. */
+	bool moved = atomic_load(&s->lease) == lease &&
+	             atomic_load(&s->why) == LR_STOP_NONE &&
+	             deadline > atomic_load(&s->deadline) &&
+	             atomic_load(&s->deadline) > lr_mono_ms();
+	if (moved) {
+		atomic_store(&s->deadline, deadline);
+		set_timer(s, deadline);
+		uint64_t one = 1;
+		ssize_t n = write(s->moved_fd, &one, sizeof(one));
+		(void)n;
+	}
+	pthread_mutex_unlock(&s->mu);
 }
 
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
@@ -28,48 +118,41 @@ void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 	int expected = LR_STOP_NONE;
 	if (atomic_compare_exchange_strong(&s->why, &expected, (int)why)) {
 		uint64_t one = 1;
-		ssize_t n = write(s->fd, &one, sizeof(one));
+		ssize_t n = write(s->request_fd, &one, sizeof(one));
 		(void)n;
 	}
 }
 
-void lr_stop_reset(lr_stop *s)
-{
-	if (atomic_exchange(&s->why, LR_STOP_NONE) != LR_STOP_NONE) {
-		/* Drained only when it was written: a read costs a system
-		 * call per task otherwise. */
-		uint64_t drain;
-		ssize_t n = read(s->fd, &drain, sizeof(drain));
-		(void)n;
-	}
-}
-
-enum lr_stop_reason lr_stop_reason(lr_stop *s, int64_t deadline_ms)
+enum lr_stop_reason lr_stop_reason(lr_stop *s)
 {
 	int why = atomic_load(&s->why);
 	if (why != LR_STOP_NONE)
 		return (enum lr_stop_reason)why;
-	/* A deadline that passed while the keepalive had no chance to say so
-	 * (the whole process was paused) counts as a lost lease. */
-	if (deadline_ms <= lr_mono_ms())
-		return LR_STOP_LEASE;
+	/* From the clock, not from any thread having noticed: a process that
+	 * was frozen past its deadline knows at its first check. */
+	if (atomic_load(&s->deadline) <= lr_mono_ms()) {
+		lr_stop_request(s, LR_STOP_LEASE);
+		return (enum lr_stop_reason)atomic_load(&s->why);
+	}
 	return LR_STOP_NONE;
 }
 
-enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t (*deadline)(void *user),
-                                 void *user, int64_t ms)
+enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t ms)
 {
 	int64_t end = lr_mono_ms() + ms;
 	for (;;) {
-		int64_t until = deadline(user);
-		enum lr_stop_reason why = lr_stop_reason(s, until);
+		enum lr_stop_reason why = lr_stop_reason(s);
 		int64_t now = lr_mono_ms();
 		if (why != LR_STOP_NONE || now >= end)
 			return why;
-		if (until > end)
-			until = end;
+		/* s->fd wakes on a request and on the deadline's timer. */
 		struct pollfd p = { .fd = s->fd, .events = POLLIN };
-		int64_t wait = until - now;
-		poll(&p, 1, wait > 1000000 ? 1000000 : (int)(wait > 0 ? wait : 0));
+		int64_t wait = end - now;
+		poll(&p, 1, wait > 1000000 ? 1000000 : (int)wait);
 	}
+}
+
+int64_t lr_stop_deadline(lr_stop *s)
+{
+	return atomic_load(&s->deadline);
 }

@@ -1,12 +1,19 @@
 /* stop.h - why the step a worker runs must stop now: a request (cancel,
- * shutdown, lease lost) or its lease deadline passing, and an fd that
- * becomes readable once a request was made.
+ * shutdown, lease lost) or its lease deadline passing, read from the clock
+ * so that a process that was frozen sees a passed deadline at its first
+ * check, before any other thread has run. Also an fd that becomes readable
+ * once the step must stop (a request, or the deadline passing: a timer),
+ * and one that becomes readable whenever a renewal moved the deadline.
  *
  * Threads: any thread requests a stop (the loop, the worker itself); the
- * worker's own thread (its step handler included) reads and waits. */
+ * etcd stream thread extends the deadline after each renewal; the worker's
+ * own thread (its step handler included) arms, reads and waits. `mu`
+ * orders the deadline's updates with the timer's; it is held only around
+ * them. */
 #ifndef LR_ENGINE_STOP_H
 #define LR_ENGINE_STOP_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -18,27 +25,37 @@ enum lr_stop_reason {
 };
 
 typedef struct lr_stop {
-	atomic_int why; /* enum lr_stop_reason; the first request wins */
-	int fd;         /* eventfd: readable once why was set */
+	atomic_int why;         /* enum lr_stop_reason; the first one wins */
+	atomic_llong lease;     /* the lease the armed task is held on; 0: none */
+	atomic_llong deadline;  /* its deadline, monotonic ms */
+	pthread_mutex_t mu;
+	int request_fd;         /* eventfd: written once `why` was set */
+	int timer_fd;           /* timerfd at the deadline (CLOCK_MONOTONIC) */
+	int fd;                 /* epoll over both: readable once to stop */
+	int moved_fd;           /* eventfd: written when the deadline moved */
 } lr_stop;
 
 int lr_stop_init(lr_stop *s);
 void lr_stop_free(lr_stop *s);
 
-/* Ask for a stop (once: later requests are ignored until a reset). */
+/* For a task held on `lease` until `deadline` (monotonic ms): no request,
+ * the timer at the deadline. */
+void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline);
+/* Between tasks: nothing armed, no request pending. Only when nobody can
+ * request a stop of the previous task any more. */
+void lr_stop_disarm(lr_stop *s);
+/* A renewal of `lease` moved its deadline: later, never earlier, and only
+ * while no stop is due. */
+void lr_stop_extend(lr_stop *s, int64_t lease, int64_t deadline);
+
+/* Ask for a stop (once: later requests are ignored until the next arm). */
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why);
-/* Forget the last request, for the worker's next task. Only when nobody
- * can request a stop of the previous task any more. */
-void lr_stop_reset(lr_stop *s);
 
 /* Why to stop now, if at all: the request, or LR_STOP_LEASE once the
- * monotonic time reached deadline_ms (0: the lease is already lost). */
-enum lr_stop_reason lr_stop_reason(lr_stop *s, int64_t deadline_ms);
-
-/* Wait up to ms, unless a stop is due first; the reason to stop, if any.
- * deadline(user) gives the current lease deadline, which may move while
- * waiting. */
-enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t (*deadline)(void *user),
-                                 void *user, int64_t ms);
+ * clock reached the deadline (which then stays the reason). */
+enum lr_stop_reason lr_stop_reason(lr_stop *s);
+/* Wait up to ms, unless a stop is due first; the reason to stop, if any. */
+enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t ms);
+int64_t lr_stop_deadline(lr_stop *s);
 
 #endif

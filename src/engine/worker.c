@@ -177,28 +177,6 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 	report(h, LR_REP_LET_GO, NULL);
 }
 
-enum lr_stop_reason lr_worker_stop_reason(struct lr_worker *w, int64_t lease)
-{
-	return lr_stop_reason(&w->stop, lr_runner_deadline(w->r, lease));
-}
-
-struct deadline_of {
-	lr_runner *r;
-	int64_t lease;
-};
-
-static int64_t lease_deadline(void *user)
-{
-	struct deadline_of *d = user;
-	return lr_runner_deadline(d->r, d->lease);
-}
-
-enum lr_stop_reason lr_worker_wait(struct lr_worker *w, int64_t lease, int64_t ms)
-{
-	struct deadline_of d = { w->r, lease };
-	return lr_stop_wait(&w->stop, lease_deadline, &d, ms);
-}
-
 /* Why a failed task failed, for done/<id>. */
 static char *failure_text(const lr_claimed_task *h, const char *name, int64_t attempts,
                           bool permanent, const char *error)
@@ -262,7 +240,7 @@ static bool failed_attempt(struct hold *h, const char *name, lr_step_result res,
 	              "attempt %lld of %lld failed: %s; retrying in %lld ms",
 	              (long long)t->attempt, (long long)t->max_attempts,
 	              error ? error : "no reason given", (long long)wait);
-	enum lr_stop_reason why = lr_worker_wait(h->w, h->who.lease, wait);
+	enum lr_stop_reason why = lr_stop_wait(&h->w->stop, wait);
 	if (why != LR_STOP_NONE) {
 		stopped(h, why, false);
 		return false;
@@ -317,7 +295,7 @@ static bool run_step(struct hold *h)
 	json_t *state = NULL;
 	char *error = NULL;
 	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error);
-	enum lr_stop_reason why = lr_worker_stop_reason(h->w, h->who.lease);
+	enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 	bool go_on;
 	if (why != LR_STOP_NONE) {
 		/* Whatever the handler returned, nothing is committed. */
@@ -336,7 +314,7 @@ static bool run_step(struct hold *h)
 static void run_steps(struct hold *h)
 {
 	while (h->t.next_step < h->t.steps) {
-		enum lr_stop_reason why = lr_worker_stop_reason(h->w, h->who.lease);
+		enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 		if (why == LR_STOP_NONE && atomic_load(&h->r->draining))
 			why = LR_STOP_SHUTDOWN;
 		if (why != LR_STOP_NONE) {
@@ -394,6 +372,8 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	h.who = (lr_claimant){ .client = r->client, .runner = r->name, .lease = job->lease,
 	                       .again = write_again, .again_user = &h };
 	lr_backoff_init(&h.write_retry, 200, 5000);
+	/* A stop asked for since the job was taken stays asked for. */
+	lr_stop_arm(&w->stop, job->lease, lr_runner_deadline(r, job->lease));
 	enum lr_claim_outcome oc;
 	lr_task_state ended = LR_TASK_FAILED;
 	char ended_error[700] = "";
@@ -407,7 +387,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 		/* The loop learns from the watch whether the claim applied;
 		 * if it did, the task is taken up again. */
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "%s", e.msg);
-		lr_worker_wait(w, h.who.lease, 500); /* do not spin while etcd is down */
+		lr_stop_wait(&w->stop, 500); /* do not spin while etcd is down */
 		report(&h, LR_REP_LET_GO, NULL);
 		return;
 	}
@@ -460,7 +440,7 @@ static void *worker_main(void *arg)
 		lr_jobq_finish(&r->jobs, w->slot);
 		/* Nobody can ask this slot to stop any more: the loop finds
 		 * workers by the task they run, and this one runs none. */
-		lr_stop_reset(&w->stop);
+		lr_stop_disarm(&w->stop);
 	}
 	return NULL;
 }
@@ -496,13 +476,24 @@ void lr_workers_join(lr_runner *r)
 	if (r->workers == NULL)
 		return;
 	lr_jobq_close(&r->jobs);
-	for (int i = 0; i < r->concurrency; i++) {
+	for (int i = 0; i < r->concurrency; i++)
 		pthread_join(r->workers[i].thread, NULL);
-		lr_stop_free(&r->workers[i].stop);
-	}
+	pthread_mutex_lock(&r->workers_mu);
+	struct lr_worker *workers = r->workers;
+	r->workers = NULL; /* no renewal reaches them any more */
+	pthread_mutex_unlock(&r->workers_mu);
+	for (int i = 0; i < r->concurrency; i++)
+		lr_stop_free(&workers[i].stop);
 	lr_jobq_free(&r->jobs);
-	free(r->workers);
-	r->workers = NULL;
+	free(workers);
+}
+
+void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline)
+{
+	pthread_mutex_lock(&r->workers_mu);
+	for (int i = 0; r->workers != NULL && i < r->concurrency; i++)
+		lr_stop_extend(&r->workers[i].stop, lease, deadline);
+	pthread_mutex_unlock(&r->workers_mu);
 }
 
 struct signal {

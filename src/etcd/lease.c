@@ -27,6 +27,7 @@ struct lease {
 	int64_t sent_at;   /* send time of the renewal in flight, 0: none */
 	int64_t sent_us;   /* the same in microseconds, for its round trip */
 	lr_lease_lost_fn fn;
+	lr_lease_renewed_fn renewed;
 	void *user;
 	struct lease *next;
 };
@@ -163,6 +164,9 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 	if (r == NULL)
 		return;
 	int64_t now = lr_mono_ms();
+	lr_lease_renewed_fn renewed = NULL;
+	void *user = NULL;
+	int64_t deadline = 0;
 	pthread_mutex_lock(&k->mu);
 	struct lease *l = find(k, r->id);
 	if (l != NULL && l->sent_at != 0)
@@ -175,9 +179,21 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 			l->deadline = l->sent_at + l->ttl_ms;
 			l->next_send = now + l->ttl_ms / 3;
 			l->sent_at = 0;
+			renewed = l->renewed;
+			user = l->user;
+			deadline = l->deadline;
+			k->delivering = l->id;
 		}
 	}
 	pthread_mutex_unlock(&k->mu);
+	if (renewed != NULL)
+		renewed(user, r->id, deadline);
+	if (deadline != 0) {
+		pthread_mutex_lock(&k->mu);
+		k->delivering = 0;
+		pthread_cond_broadcast(&k->cond);
+		pthread_mutex_unlock(&k->mu);
+	}
 	etcdserverpb__lease_keep_alive_response__free_unpacked(r, NULL);
 }
 
@@ -272,7 +288,8 @@ void lr_keepalive_free(lr_keepalive *k)
 }
 
 int lr_keepalive_add(lr_keepalive *k, int64_t id, int64_t ttl_s, int64_t sent_ms,
-                     lr_lease_lost_fn fn, void *user, lr_err *err)
+                     lr_lease_lost_fn fn, lr_lease_renewed_fn renewed, void *user,
+                     lr_err *err)
 {
 	struct lease *l = calloc(1, sizeof(*l));
 	if (l == NULL)
@@ -282,6 +299,7 @@ int lr_keepalive_add(lr_keepalive *k, int64_t id, int64_t ttl_s, int64_t sent_ms
 	l->deadline = sent_ms + l->ttl_ms;
 	l->next_send = lr_mono_ms() + l->ttl_ms / 3;
 	l->fn = fn;
+	l->renewed = renewed;
 	l->user = user;
 	pthread_mutex_lock(&k->mu);
 	l->next = k->leases;

@@ -32,15 +32,21 @@ typedef struct lr_keepalive lr_keepalive;
  * must not block for long. `why` is valid during the call. */
 typedef void (*lr_lease_lost_fn)(void *user, int64_t id, const char *why);
 
+/* Called after each renewal of a lease with its new deadline (monotonic
+ * ms). Runs on the client's stream thread; must not block, nor call the
+ * keepalive service. */
+typedef void (*lr_lease_renewed_fn)(void *user, int64_t id, int64_t deadline);
+
 /* A keepalive service with its own LeaseKeepAlive stream on c. */
 int lr_keepalive_new(lr_etcd *c, lr_keepalive **out, lr_err *err);
 /* Stops the stream; no callback runs after it returns. */
 void lr_keepalive_free(lr_keepalive *k);
 
 /* Keep lease id (granted ttl_s, granted by a request sent at sent_ms) alive
- * from now on: renewed about every TTL/3. */
+ * from now on: renewed about every TTL/3. renewed may be NULL. */
 int lr_keepalive_add(lr_keepalive *k, int64_t id, int64_t ttl_s, int64_t sent_ms,
-                     lr_lease_lost_fn fn, void *user, lr_err *err);
+                     lr_lease_lost_fn fn, lr_lease_renewed_fn renewed, void *user,
+                     lr_err *err);
 /* Stop renewing; no callback for this lease runs after it returns (unless
  * called from that callback itself). */
 void lr_keepalive_remove(lr_keepalive *k, int64_t id);

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 	lr_keepalive_new(c, &k, &err);
 	int64_t id, granted, sent;
 	lr_lease_grant(c, 3, &id, &granted, &sent, &err);
-	lr_keepalive_add(k, id, granted, sent, noop_lost, NULL, &err);
+	lr_keepalive_add(k, id, granted, sent, noop_lost, NULL, NULL, &err);
 	int m = 0;
 	int64_t prev = lr_keepalive_deadline(k, id);
 	int64_t end = lr_mono_ms() + 6000;

@@ -112,7 +112,7 @@ TEST(streams_count_reopens_after_a_failure_and_keepalive_round_trips)
 	lr_keepalive *k;
 	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
 	atomic_int lost = 0;
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, ignore_loss, &lost, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, ignore_loss, NULL, &lost, &err), &err);
 	lr_watch *w;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);
 	lr_watcher *wr;

@@ -24,7 +24,7 @@ TEST(leader_killed_kv_calls_and_keepalive_carry_on)
 	CHECK_OK(lr_lease_grant(c, 5, &id, &granted, &sent, &err), &err);
 	CHECK_OK(lr_kv_put(c, "/failover/owned", "v", 1, id, NULL, NULL, &err), &err);
 	int lost = 0;
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, &lost, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
 
 	int leader = etcdh_leader(cluster);
 	CHECK(leader >= 0);

@@ -75,7 +75,7 @@ TEST(keepalive_keeps_the_key_past_three_ttls)
 	CHECK_OK(lr_lease_grant(c, 2, &id, &granted, &sent, &err), &err);
 	CHECK_OK(lr_kv_put(c, key, "v", 1, id, NULL, NULL, &err), &err);
 	struct lost lost = {0};
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, &lost, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
 	for (int i = 0; i < 7; i++) {
 		lr_sleep_ms(granted * 1000 / 2);
 		CHECK(key_exists(c, key));
@@ -100,7 +100,7 @@ TEST(several_leases_share_one_keepalive_stream)
 	for (int i = 0; i < 5; i++) {
 		int64_t granted, sent;
 		CHECK_OK(lr_lease_grant(c, 2, &ids[i], &granted, &sent, &err), &err);
-		CHECK_OK(lr_keepalive_add(k, ids[i], granted, sent, on_lost, &lost, &err), &err);
+		CHECK_OK(lr_keepalive_add(k, ids[i], granted, sent, on_lost, NULL, &lost, &err), &err);
 	}
 	lr_sleep_ms(5000);
 	for (int i = 0; i < 5; i++) {
@@ -126,7 +126,7 @@ TEST(revoke_deletes_at_once_and_keepalive_reports_the_loss)
 	CHECK_OK(lr_lease_grant(c, 5, &id, &granted, &sent, &err), &err);
 	CHECK_OK(lr_kv_put(c, key, "v", 1, id, NULL, NULL, &err), &err);
 	struct lost lost = {0};
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, &lost, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
 	int64_t t0 = lr_mono_ms();
 	CHECK_OK(lr_lease_revoke(c, id, &err), &err);
 	CHECK(!key_exists(c, key));
@@ -148,7 +148,7 @@ TEST(loss_is_reported_within_the_ttl_when_etcd_stops)
 	int64_t id, granted, sent;
 	CHECK_OK(lr_lease_grant(c, 2, &id, &granted, &sent, &err), &err);
 	struct lost lost = {0};
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, &lost, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
 	lr_sleep_ms(1000);
 	int64_t deadline = lr_keepalive_deadline(k, id);
 	int64_t stopped = lr_mono_ms();

@@ -460,7 +460,7 @@ TEST(a_keepalive_and_a_watch_outlive_several_token_expiries)
 	CHECK_OK(lr_lease_grant(etcd, 2, &lease, &granted, &sent, &err), &err);
 	lr_keepalive *k = NULL;
 	CHECK_OK(lr_keepalive_new(etcd, &k, &err), &err);
-	CHECK_OK(lr_keepalive_add(k, lease, granted, sent, on_lost, &seen, &err), &err);
+	CHECK_OK(lr_keepalive_add(k, lease, granted, sent, on_lost, NULL, &seen, &err), &err);
 	lr_watch *w = NULL;
 	lr_watcher *first = NULL, *second = NULL;
 	CHECK_OK(lr_watch_new(etcd, &w, &err), &err);

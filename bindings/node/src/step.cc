@@ -206,12 +206,20 @@ lr_step_result StepCall::Serve(RunnerCore *core)
 			aborted = true;
 			Msg *m = new Msg(Msg::ABORT);
 			m->call = shared_from_this();
-			int64_t deadline = lr_step_deadline_ms(s_);
-			m->text = deadline == 0 ? "the runner's lease is lost: the step must stop"
-			          : deadline <= MonoMs()
-			              ? "the lease deadline passed without a renewal: the step must stop"
-			              : "the step was stopped: the task was cancelled or the runner "
-			                "is stopping";
+			switch (lr_step_stop_reason(s_)) {
+			case LR_STEP_LEASE_LOST:
+				m->text = lr_step_deadline_ms(s_) <= MonoMs()
+				              ? "the lease deadline passed without a renewal: the step "
+				                "must stop"
+				              : "the runner's lease is lost: the step must stop";
+				break;
+			case LR_STEP_CANCELLED:
+				m->text = "the step was stopped: the task was cancelled";
+				break;
+			default:
+				m->text = "the step was stopped: the runner is stopping";
+				break;
+			}
 			core->Post(m);
 		}
 		Wait(!aborted);
