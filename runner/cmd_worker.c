@@ -97,6 +97,25 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	return rc;
 }
 
+/* Steps of a runner killed here before left their state directories. */
+static void sweep_state_dirs(void)
+{
+	size_t swept = 0;
+	lr_err err = { 0 };
+	char msg[600];
+	lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
+	if (lr_shell_step_sweep(NULL, &swept, &err) != 0) {
+		snprintf(msg, sizeof(msg), "%s", err.msg);
+	} else if (swept > 0) {
+		rec.level = LR_LOG_INFO;
+		snprintf(msg, sizeof(msg), "removed %zu state directories left by steps "
+		         "whose runner was killed", swept);
+	} else {
+		return;
+	}
+	lr_log_stderr(NULL, &rec);
+}
+
 int cmd_worker(int argc, char **argv)
 {
 	struct worker_flags f = { 0 };
@@ -135,6 +154,7 @@ int cmd_worker(int argc, char **argv)
 		rc = EXIT_RUNTIME;
 		goto cleanup;
 	}
+	sweep_state_dirs();
 	signalled = r;
 	rc = lr_runner_run(r, &err) == 0 ? EXIT_OK : cli_fail(&err);
 	release_stop_signals();

@@ -428,16 +428,54 @@ LR_API int lr_step_shared_put_many(lr_step *s, size_t n, const char *const names
 /* The same for one value. */
 LR_API int lr_step_shared_put(lr_step *s, const char *name, const void *value,
                               lr_err *err);
-/* True once the step must stop: lease lost, task cancelled, shutdown. */
+/* What an in-process handler is guaranteed, and what it is not.
+ *
+ * A shell step (lr_shell_step) runs under a guard process that kills it
+ * before the lease deadline, whatever happens to the runner. A handler
+ * running inside the runner's process cannot be killed by force: it must
+ * look. The three calls below tell it, from the clock, the moment the
+ * deadline has passed, even when no other thread of the runner has run
+ * yet (a process that was frozen past its deadline sees it at its first
+ * check). A handler that checks at least every few hundred milliseconds,
+ * and whose effects outside etcd are fenced, never overlaps the next
+ * holder's execution of the step.
+ *
+ * What no handler can be promised: a handler that does not look keeps
+ * running, and a whole host that freezes (a VM paused, the kernel stuck)
+ * wakes up with no chance to check before its next instruction. Against
+ * both, and in every case, the step's fence (lr_step_fence; LEASERUN_FENCE
+ * for shell steps) is the defence: it strictly increases with every claim,
+ * so an external system that stores the highest fence seen and refuses
+ * writes with a lower one rejects a stale holder. Writes to etcd through
+ * the step (checkpoints, shared values) are fenced already. */
+
+/* True once the step must stop: lease lost or its deadline passed, task
+ * cancelled, shutdown. */
 LR_API int lr_step_cancelled(const lr_step *s);
-/* Wait up to timeout_ms (or until cancelled); returns lr_step_cancelled(). */
+/* Why the step must stop, if it must. */
+typedef enum lr_step_stop {
+	LR_STEP_GOES_ON = 0,   /* no reason to stop */
+	LR_STEP_CANCELLED = 1, /* the task was cancelled */
+	LR_STEP_LEASE_LOST = 2,/* the lease is lost, or its deadline passed */
+	LR_STEP_SHUTDOWN = 3,  /* the runner is stopping */
+} lr_step_stop;
+LR_API lr_step_stop lr_step_stop_reason(const lr_step *s);
+/* Wait up to timeout_ms (or until it must stop); returns
+ * lr_step_cancelled(). */
 LR_API int lr_step_sleep(lr_step *s, int64_t timeout_ms);
-/* A file descriptor that becomes readable when the step is cancelled, for
- * handlers that poll. Owned by the library. */
+/* A file descriptor that becomes readable once the step must stop: a
+ * cancel, a shutdown, a lost lease, or the lease deadline passing (a timer
+ * moved by every renewal), for handlers that poll. Only poll it; owned by
+ * the library. */
 LR_API int lr_step_cancel_fd(const lr_step *s);
 /* The monotonic time (ms, as CLOCK_MONOTONIC) by which the step must have
- * stopped: the runner's lease deadline. */
+ * stopped: the runner's lease deadline, moved later by every renewal. */
 LR_API int64_t lr_step_deadline_ms(const lr_step *s);
+/* A file descriptor (an eventfd) that becomes readable whenever a renewal
+ * moved lr_step_deadline_ms; read 8 bytes from it to clear it. For
+ * handlers that pass the deadline on (the shell step's guard). Owned by
+ * the library. */
+LR_API int lr_step_deadline_fd(const lr_step *s);
 /* The runner's grace period (ms): how long a step asked to stop by a
  * graceful shutdown may take to finish; what a process-based handler gives
  * between SIGTERM and SIGKILL. */
@@ -450,9 +488,17 @@ LR_API void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* The built-in handler for shell steps: runs the step spec's "run" with
- * /bin/sh -c in its own process group, as described in docs/commands.md, "Shell steps".
- * user is ignored. */
+ * /bin/sh -c in its own process group under a guard process that stops it
+ * by the lease deadline whatever happens to this process, as described in
+ * docs/commands.md, "Shell steps". user is ignored. */
 LR_API lr_step_result lr_shell_step(lr_step *step, void *user);
+
+/* Remove the private state directories that shell steps left in dir (NULL:
+ * $TMPDIR, else /tmp) when their runner and guard were killed; those of
+ * steps running now, here or in other processes, are left alone (each is
+ * locked by its guard). Call it when a runner using lr_shell_step starts.
+ * *removed (may be NULL) gets the count. */
+LR_API int lr_shell_step_sweep(const char *dir, size_t *removed, lr_err *err);
 
 typedef struct lr_runner_opts {
 	const char *name;        /* default "<hostname>-<pid>" */

@@ -1,8 +1,11 @@
-/* exec.c - one shell step as a child process: its own process group, output
- * lines, stops; exec_files.c holds its environment and state files.
- * Runs on the calling thread (a step worker); no shared state. */
+/* exec.c - one shell step as seen from the runner: its guard (guard.c),
+ * which runs the shell in its own process group, the output lines, stops,
+ * and the lease deadline passed on; exec_files.c holds its environment and
+ * state files. Runs on the calling thread (a step worker); no shared
+ * state. */
 #include "exec/exec.h"
 #include "exec/exec_files.h"
+#include "exec/guard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,7 +13,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +31,13 @@
 
 extern char **environ;
 
+/* Without a deadline_fd, a move of the deadline is looked for this long
+ * before the guard would act on the old one. */
+#define FORWARD_MS 100
 /* After the process group is killed, output still buffered in the pipes is
  * read for at most this long: a process that left the group (setsid) may
  * hold the pipes open forever, and must not hold the step open with them. */
 #define DRAIN_MS 250
-/* Without pidfds (Linux < 5.3) the shell's exit is checked this often. */
-#define EXIT_CHECK_MS 50
 #define TAIL_LINES 20
 #define TAIL_LINE_MAX 400    /* of each stderr line kept in the tail */
 
@@ -112,26 +115,27 @@ static void tail_copy(const struct tail *t, char *out, size_t size)
 }
 
 /* ======================================================================
- * The running child
+ * The running step, seen from here: its guard (guard.h) runs the shell
  * ==================================================================== */
 
 enum stop_why { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_DEADLINE };
 
 struct child {
 	const lr_exec_opts *o;
-	pid_t pid;           /* the shell; also its process group id */
-	int pidfd;           /* readable once the shell exits; -1: poll waitid */
+	lr_guard guard;
 	struct out_stream out[2];
 	struct tail tail;
-	int exited;          /* the shell exited; still a zombie, so the pid and
-	                        the group id cannot be reused until reap() */
-	int status_lost;     /* reaped by someone else (SIGCHLD ignored) */
-	int group_killed;    /* SIGKILL sent to the group: the end */
-	int kill_after_grace;/* a stop needed SIGKILL for the shell itself */
+	int exited;          /* the guard sent the shell's wait status */
+	int all_gone;        /* the guard's status pipe ended: no process of
+	                        the step is left */
+	int status_lost;     /* it ended without the shell's status */
 	enum stop_why stop;
 	int64_t start_ms, term_ms, drain_until;
 	int64_t grace_ms;
+	int64_t deadline;    /* the lease deadline the guard knows */
+	int64_t learnt_at;   /* when it was sent */
 	int wstatus;
+	size_t status_len;   /* bytes of wstatus read so far */
 };
 
 static int64_t current_deadline(const lr_exec_opts *o)
@@ -200,81 +204,63 @@ static int streams_closed(const struct child *c)
 	return c->out[0].fd < 0 && c->out[1].fd < 0;
 }
 
+/* Ask the guard to stop the step: SIGTERM now, SIGKILL after the grace
+ * (and never after its deadline). */
 static void begin_stop(struct child *c, enum stop_why why, int64_t now)
 {
 	c->stop = why;
 	c->term_ms = now;
-	(void)kill(-c->pid, SIGTERM);
-	/* A stopped process sees SIGTERM only once it runs again. */
-	(void)kill(-c->pid, SIGCONT);
+	lr_guard_stop(&c->guard, c->grace_ms);
 }
 
-/* The end of the step: whatever is left in its group goes with it. */
-static void kill_group(struct child *c, int64_t now)
+/* A renewal moved the deadline: the guard must know before it acts. */
+static void pass_deadline(struct child *c, int64_t now)
 {
-	/* Safe from pid reuse: the shell is not reaped yet, so its pid still
-	 * names this group. ESRCH (nothing left) is the common answer. */
-	if (!c->status_lost)
-		(void)kill(-c->pid, SIGKILL);
-	c->group_killed = 1;
-	c->drain_until = now + DRAIN_MS;
-}
-
-/* Note the shell's exit without reaping it (WNOWAIT). */
-static void check_exit(struct child *c)
-{
-	siginfo_t si;
-
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0) {
-		if (errno == EINTR)
-			return;
-		c->exited = 1;
-		c->status_lost = 1;
-		return;
+	int64_t d = current_deadline(c->o);
+	if (d > c->deadline) {
+		c->deadline = d;
+		c->learnt_at = now;
+		lr_guard_deadline(&c->guard, d);
 	}
-	if (si.si_pid == c->pid)
-		c->exited = 1;
 }
 
-static enum stop_why stop_due(const struct child *c, int64_t now)
+/* When the guard starts stopping the step unless the deadline moves. */
+static int64_t guard_term_at(const struct child *c)
 {
-	const lr_exec_opts *o = c->o;
-	int64_t deadline = current_deadline(o);
-
-	if (o->timeout_ms > 0 && now >= c->start_ms + o->timeout_ms)
-		return STOP_TIMEOUT;
-	if (deadline > 0 && now >= deadline)
-		return STOP_DEADLINE;
-	return STOP_NONE;
+	int64_t term_at, kill_at;
+	if (c->deadline <= 0)
+		return 0;
+	lr_guard_schedule(c->deadline, c->learnt_at, c->grace_ms, &term_at, &kill_at);
+	return term_at;
 }
 
-/* Act on the clock and on the shell's exit: start a stop, escalate it, or
- * end the step. */
+/* Act on the clock: a timeout, or the guard about to act on the deadline
+ * (noted for the step's outcome; the guard needs no word). */
 static void advance(struct child *c, int64_t now)
 {
-	if (c->group_killed)
+	if (c->all_gone && c->drain_until == 0)
+		c->drain_until = now + DRAIN_MS;
+	if (c->stop != STOP_NONE || c->exited)
 		return;
-	if (c->stop == STOP_NONE && !c->exited) {
-		enum stop_why why = stop_due(c, now);
-		if (why != STOP_NONE)
-			begin_stop(c, why, now);
+	const lr_exec_opts *o = c->o;
+	if (o->timeout_ms > 0 && now >= c->start_ms + o->timeout_ms) {
+		begin_stop(c, STOP_TIMEOUT, now);
+		return;
 	}
-	if (c->exited && (c->stop == STOP_NONE || streams_closed(c))) {
-		/* The step is over when its shell is; during a stop, the rest
-		 * of the group keeps its grace while it still has output
-		 * open. */
-		kill_group(c, now);
-	} else if (c->stop != STOP_NONE && now >= c->term_ms + c->grace_ms) {
-		c->kill_after_grace = !c->exited;
-		kill_group(c, now);
+	int64_t term_at = guard_term_at(c);
+	if (term_at > 0 && now >= term_at - FORWARD_MS) {
+		pass_deadline(c, now); /* a renewal not signalled on deadline_fd */
+		term_at = guard_term_at(c);
+		if (now >= term_at) {
+			c->stop = STOP_DEADLINE;
+			c->term_ms = now;
+		}
 	}
 }
 
 static int finished(const struct child *c, int64_t now)
 {
-	return c->exited && c->group_killed &&
-	       (streams_closed(c) || now >= c->drain_until);
+	return c->all_gone && (streams_closed(c) || now >= c->drain_until);
 }
 
 static void earliest(int64_t *wake, int64_t t)
@@ -288,17 +274,14 @@ static int poll_timeout(const struct child *c, int64_t now)
 {
 	int64_t wake = 0;
 
-	if (!c->group_killed && c->stop == STOP_NONE && !c->exited) {
+	if (c->stop == STOP_NONE && !c->exited) {
 		if (c->o->timeout_ms > 0)
 			earliest(&wake, c->start_ms + c->o->timeout_ms);
-		earliest(&wake, current_deadline(c->o));
+		int64_t term_at = guard_term_at(c);
+		earliest(&wake, now < term_at - FORWARD_MS ? term_at - FORWARD_MS : term_at);
 	}
-	if (!c->group_killed && c->stop != STOP_NONE)
-		earliest(&wake, c->term_ms + c->grace_ms);
-	if (c->group_killed && c->exited)
+	if (c->all_gone)
 		earliest(&wake, c->drain_until);
-	if (c->pidfd < 0 && !c->exited)
-		earliest(&wake, now + EXIT_CHECK_MS);
 	if (wake == 0)
 		return -1;
 	if (wake <= now)
@@ -306,27 +289,59 @@ static int poll_timeout(const struct child *c, int64_t now)
 	return wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 }
 
-/* One poll over the output, the cancel fd and the pidfd. */
+/* What the guard says: the shell's wait status, then end of file once no
+ * process of the step is left. */
+static void read_status(struct child *c)
+{
+	for (;;) {
+		char scratch;
+		char *p = c->status_len < sizeof(int) ? (char *)&c->wstatus + c->status_len
+		                                      : &scratch;
+		ssize_t r = read(c->guard.status, p,
+		                 c->status_len < sizeof(int) ? sizeof(int) - c->status_len : 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			c->all_gone = 1;
+			c->status_lost = !c->exited;
+			c->exited = 1;
+			return;
+		}
+		if (c->status_len < sizeof(int)) {
+			c->status_len += (size_t)r;
+			c->exited = c->status_len == sizeof(int);
+		}
+	}
+}
+
+/* One poll over the output, the guard's status, the cancel fd and the
+ * deadline fd. */
 static void wait_events(struct child *c, int64_t now)
 {
-	struct pollfd p[4];
-	int n = 0, i_out[2] = { -1, -1 }, i_cancel = -1, i_pid = -1;
-	int cancel_fd = c->o->cancel_fd;
+	struct pollfd p[5];
+	int n = 0, i_out[2] = { -1, -1 }, i_cancel = -1, i_moved = -1, i_status = -1;
+	int cancel_fd = c->o->cancel_fd, moved_fd = c->o->deadline_fd;
 
 	for (int s = 0; s < 2; s++)
 		if (c->out[s].fd >= 0) {
 			i_out[s] = n;
 			p[n++] = (struct pollfd){ c->out[s].fd, POLLIN, 0 };
 		}
+	if (!c->all_gone) {
+		i_status = n;
+		p[n++] = (struct pollfd){ c->guard.status, POLLIN, 0 };
+	}
 	/* Once a stop has begun, cancel_fd stays readable: watching it
 	 * further would spin. */
 	if (cancel_fd >= 0 && c->stop == STOP_NONE && !c->exited) {
 		i_cancel = n;
 		p[n++] = (struct pollfd){ cancel_fd, POLLIN, 0 };
 	}
-	if (c->pidfd >= 0 && !c->exited) {
-		i_pid = n;
-		p[n++] = (struct pollfd){ c->pidfd, POLLIN, 0 };
+	if (moved_fd > 2 && !c->exited) {
+		i_moved = n;
+		p[n++] = (struct pollfd){ moved_fd, POLLIN, 0 };
 	}
 	if (poll(p, (nfds_t)n, poll_timeout(c, now)) < 0) {
 		if (errno != EINTR)
@@ -336,13 +351,18 @@ static void wait_events(struct child *c, int64_t now)
 	for (int s = 0; s < 2; s++)
 		if (i_out[s] >= 0 && p[i_out[s]].revents != 0)
 			read_stream(c, &c->out[s]);
+	if (i_moved >= 0 && p[i_moved].revents != 0) {
+		uint64_t drain;
+		ssize_t r = read(moved_fd, &drain, sizeof(drain));
+		(void)r;
+		pass_deadline(c, lr_mono_ms());
+	}
 	/* Any event counts, including POLLNVAL: a broken cancel fd must stop
 	 * the step rather than make this loop spin. */
 	if (i_cancel >= 0 && p[i_cancel].revents != 0)
 		begin_stop(c, STOP_CANCEL, lr_mono_ms());
-	if ((i_pid >= 0 && p[i_pid].revents != 0) ||
-	    (c->pidfd < 0 && !c->exited))
-		check_exit(c);
+	if (i_status >= 0 && p[i_status].revents != 0)
+		read_status(c);
 }
 
 static void supervise(struct child *c)
@@ -354,34 +374,12 @@ static void supervise(struct child *c)
 			break;
 		wait_events(c, now);
 	}
-}
-
-static void reap(struct child *c)
-{
 	close_stream(c, &c->out[0]);
 	close_stream(c, &c->out[1]);
-	if (c->pidfd >= 0)
-		close(c->pidfd);
-	c->pidfd = -1;
-	while (!c->status_lost && waitpid(c->pid, &c->wstatus, 0) < 0) {
-		if (errno != EINTR)
-			c->status_lost = 1;
-	}
-}
-
-static int open_pidfd(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-	long fd = syscall(SYS_pidfd_open, pid, 0); /* always close-on-exec */
-	if (fd >= 0)
-		return (int)fd;
-#endif
-	(void)pid;
-	return -1;
 }
 
 /* ======================================================================
- * Spawning
+ * Starting
  * ==================================================================== */
 
 static void close_fds(int *fds, int n)
@@ -405,9 +403,9 @@ static int above_stdio(int *fd)
 	return moved >= 0 ? 0 : -1;
 }
 
-/* rd: the parent's ends (non-blocking), wr: the child's stdout and stderr.
- * All close-on-exec from birth, so that a step spawned at the same moment
- * by another thread never inherits them. */
+/* rd: our ends (non-blocking), wr: the step's stdout and stderr. All
+ * close-on-exec from birth; a guard forked at the same moment by another
+ * thread closes its copies at once. */
 static int open_pipes(int rd[2], int wr[2], lr_err *err)
 {
 	for (int i = 0; i < 2; i++) {
@@ -426,75 +424,6 @@ fail:
 	close_fds(rd, 2);
 	close_fds(wr, 2);
 	return LR_ESYS;
-}
-
-static int spawn_actions(posix_spawn_file_actions_t *fa, const int wr[2])
-{
-	int rc = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_adddup2(fa, wr[0], 1);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_adddup2(fa, wr[1], 2);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
-	/* Descriptors other code opened without O_CLOEXEC stay with us. */
-	if (rc == 0)
-		rc = posix_spawn_file_actions_addclosefrom_np(fa, 3);
-#endif
-	return rc;
-}
-
-/* Own process group (so the whole step can be signalled), nothing blocked,
- * and default dispositions for the signals this process may ignore or
- * handle (gRPC apps ignore SIGPIPE; ignored signals survive exec). */
-static int spawn_attrs(posix_spawnattr_t *attr)
-{
-	static const int reset[] = { SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP,
-	                             SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM };
-	sigset_t none, dflt;
-
-	sigemptyset(&none);
-	sigemptyset(&dflt);
-	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
-		sigaddset(&dflt, reset[i]);
-	int rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP |
-	                                  POSIX_SPAWN_SETSIGMASK |
-	                                  POSIX_SPAWN_SETSIGDEF);
-	if (rc == 0)
-		rc = posix_spawnattr_setpgroup(attr, 0);
-	if (rc == 0)
-		rc = posix_spawnattr_setsigmask(attr, &none);
-	if (rc == 0)
-		rc = posix_spawnattr_setsigdefault(attr, &dflt);
-	return rc;
-}
-
-/* posix_spawn, not fork: this process has threads, and between fork and
- * exec only async-signal-safe calls would be allowed. */
-static int spawn_shell(const char *run, char **envp, const int wr[2],
-                       pid_t *pid, lr_err *err)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	char sh[] = "sh", dash_c[] = "-c";
-	char *argv[] = { sh, dash_c, (char *)run, NULL };
-
-	int rc = posix_spawn_file_actions_init(&fa);
-	if (rc != 0)
-		return lr_err_set(err, LR_ENOMEM, "spawn /bin/sh: %s",
-		                  strerror(rc));
-	rc = posix_spawnattr_init(&attr);
-	if (rc == 0) {
-		rc = spawn_actions(&fa, wr);
-		if (rc == 0)
-			rc = spawn_attrs(&attr);
-		if (rc == 0)
-			rc = posix_spawn(pid, "/bin/sh", &fa, &attr, argv, envp);
-		posix_spawnattr_destroy(&attr);
-	}
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc != 0)
-		return lr_err_set(err, LR_ESYS, "spawn /bin/sh: %s", strerror(rc));
-	return 0;
 }
 
 /* The caller's environment with the state file paths set. */
@@ -528,7 +457,9 @@ static void describe_stop(const struct child *c, lr_exec_result *res)
 {
 	char t[32], grace[64] = "";
 
-	if (c->kill_after_grace) {
+	/* The shell needed SIGKILL: it outlived the SIGTERM's grace. */
+	if (c->stop != STOP_DEADLINE && !c->status_lost && WIFSIGNALED(c->wstatus) &&
+	    WTERMSIG(c->wstatus) == SIGKILL) {
 		format_ms(c->grace_ms, t, sizeof(t));
 		snprintf(grace, sizeof(grace), " (SIGKILL after the %s grace)", t);
 	}
@@ -569,8 +500,7 @@ static void describe_end(const struct child *c, lr_exec_result *res)
 		res->outcome = LR_EXEC_EXIT;
 		res->exit_status = -1;
 		snprintf(res->msg, sizeof(res->msg),
-		         "exit status unknown: the shell was reaped elsewhere "
-		         "(is SIGCHLD ignored?)");
+		         "exit status unknown: the step's guard ended without it");
 	} else if (WIFSIGNALED(c->wstatus)) {
 		describe_signal(WTERMSIG(c->wstatus), res);
 	} else {
@@ -604,7 +534,8 @@ static void child_init(struct child *c, const lr_exec_opts *o, int rd[2])
 {
 	memset(c, 0, sizeof(*c));
 	c->o = o;
-	c->pidfd = -1;
+	c->guard.pid = -1;
+	c->guard.ctl = c->guard.status = -1;
 	c->grace_ms = o->grace_ms > 0 ? o->grace_ms : 0;
 	for (int s = 0; s < 2; s++) {
 		c->out[s].fd = rd[s];
@@ -613,46 +544,40 @@ static void child_init(struct child *c, const lr_exec_opts *o, int rd[2])
 	}
 }
 
-/* Spawn and supervise until the shell has exited and its group is gone. */
-static int run_child(const lr_exec_opts *o, char **envp, lr_exec_result *res,
-                     lr_err *err)
+/* Start the guard with the shell, and supervise until no process of the
+ * step is left. The guard stays, holding the state directory, until
+ * lr_exec_run has read the state and calls lr_guard_end. */
+static int run_child(const lr_exec_opts *o, char **envp, struct lr_state_dir *sd,
+                     struct child *c, lr_exec_result *res, lr_err *err)
 {
 	int rd[2] = { -1, -1 }, wr[2] = { -1, -1 };
-	struct child *c;
 	int rc = open_pipes(rd, wr, err);
-
 	if (rc != 0)
 		return rc;
-	/* On the heap: two line buffers and the tail are ~10 KiB, and step
-	 * workers may run on small thread stacks. */
-	c = malloc(sizeof(*c));
-	if (c == NULL) {
-		rc = lr_err_set(err, LR_ENOMEM, "spawn /bin/sh: out of memory");
-		goto out;
-	}
 	child_init(c, o, rd);
-	rc = spawn_shell(o->run, envp, wr, &c->pid, err);
+	char sh[] = "sh", dash_c[] = "-c";
+	char *argv[] = { sh, dash_c, (char *)o->run, NULL };
+	c->deadline = current_deadline(o);
+	lr_guard_spec spec = { .argv = argv, .envp = envp, .out_fd = wr[0], .err_fd = wr[1],
+	                       .dir_fd = sd->fd, .dir_path = sd->dir,
+	                       .deadline_ms = c->deadline, .grace_ms = c->grace_ms };
+	rc = lr_guard_start(&spec, &c->guard, err);
 	close_fds(wr, 2);
 	if (rc != 0) {
 		close_fds(&c->out[0].fd, 1);
 		close_fds(&c->out[1].fd, 1);
-		goto out;
+		return rc;
 	}
-	c->start_ms = lr_mono_ms();
-	c->pidfd = open_pidfd(c->pid);
+	c->start_ms = c->learnt_at = lr_mono_ms();
 	supervise(c);
-	reap(c);
 	describe_end(c, res);
-out:
-	close_fds(rd, 2);
-	close_fds(wr, 2);
-	free(c);
-	return rc;
+	return 0;
 }
 
 int lr_exec_run(const lr_exec_opts *o, lr_exec_result *res, lr_err *err)
 {
 	struct lr_state_dir *sd = NULL;
+	struct child *c = NULL;
 	char **envp = NULL;
 	lr_err local;
 	int rc;
@@ -673,16 +598,22 @@ int lr_exec_run(const lr_exec_opts *o, lr_exec_result *res, lr_err *err)
 		                              : "stopped: lease deadline reached");
 		return 0;
 	}
-	sd = calloc(1, sizeof(*sd)); /* three PATH_MAX buffers */
-	if (sd == NULL) {
+	/* On the heap: three PATH_MAX buffers, two line buffers and the
+	 * tail, and step workers may run on small thread stacks. */
+	sd = calloc(1, sizeof(*sd));
+	c = calloc(1, sizeof(*c));
+	if (sd == NULL || c == NULL) {
 		rc = lr_err_set(err, LR_ENOMEM, "exec: out of memory");
 		goto fail;
 	}
+	sd->fd = -1;
+	c->guard.pid = -1;
+	c->guard.ctl = c->guard.status = -1;
 	rc = lr_state_dir_make(o, sd, err);
 	if (rc == 0)
 		rc = child_env(o, sd, &envp, err);
 	if (rc == 0)
-		rc = run_child(o, envp, res, err);
+		rc = run_child(o, envp, sd, c, res, err);
 	if (rc != 0)
 		goto fail;
 	if (res->outcome == LR_EXEC_OK)
@@ -695,6 +626,9 @@ out:
 	lr_exec_env_free(envp);
 	if (sd != NULL)
 		lr_state_dir_remove(sd);
+	if (c != NULL)
+		lr_guard_end(&c->guard); /* it removes the directory too */
+	free(c);
 	free(sd);
 	return rc;
 }

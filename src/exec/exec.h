@@ -1,5 +1,6 @@
-/* exec.h - running one shell step as a process, independent of etcd: state files,
- * process group, output lines, stops. Any thread (step workers); no shared state. */
+/* exec.h - running one shell step as a process under a guard, independent of
+ * etcd: state files, output lines, stops, the lease deadline. Any thread
+ * (step workers); no shared state. */
 #ifndef LR_EXEC_H
 #define LR_EXEC_H
 
@@ -33,6 +34,11 @@ typedef struct lr_exec_opts {
 	int cancel_fd;             /* readable (or hung up) once the step must
 	                              stop: lease lost, cancel, shutdown; -1:
 	                              none. Only polled, never read. */
+	int deadline_fd;           /* readable (and drained here) when the
+	                              deadline moved: the new one is passed to
+	                              the guard at once; 0 or below: none (the
+	                              guard then learns a move only when this
+	                              side wakes, before the guard would act) */
 	int64_t deadline_ms;       /* lr_mono_ms() time at which the step is
 	                              stopped (the lease deadline); 0: none */
 	/* When non-NULL, replaces deadline_ms: called (on the calling thread)
@@ -73,30 +79,30 @@ typedef struct lr_exec_result {
 	                            "LEASERUN_STATE_OUT: line 1, column 5: ..." */
 } lr_exec_result;
 
-/* Run o->run with /bin/sh -c in its own process group, stdin from /dev/null,
- * stdout and stderr read line by line, until the shell exits or the step is
- * stopped. A stop (timeout, cancel_fd, deadline reached) sends SIGTERM to
- * the group and SIGKILL grace_ms later if the shell is still there; the
- * deadline is when the stop starts, so a step may outlive it by the grace
- * (it can commit nothing by then). A step that must stop already (cancel_fd
- * readable, deadline passed) is not started: LR_EXEC_STOPPED.
+/* Run o->run with /bin/sh -c in its own process group, under a guard
+ * process (guard.h), stdin from /dev/null, stdout and stderr read line by
+ * line, until the shell exits or the step is stopped and no process of the
+ * step is left.
  *
- * The step is over when its shell exits: whatever it left running in its
- * process group is then killed (SIGKILL), so a finished step leaves no
- * process behind; output still in the pipes is read for at most 250 ms more,
- * so that a process that left the group (setsid) cannot hold the step open.
- * During a stop the group keeps the grace even after its shell exited, as
- * long as it holds the output open (a child still cleaning up).
- * The private state directory is removed before returning, whatever
- * happened (a runner killed with SIGKILL leaves it in work_dir_base).
+ * Stops: a timeout or cancel_fd makes the guard send SIGTERM to the step and
+ * SIGKILL grace_ms later. The lease deadline is the guard's own business:
+ * unless a renewal moves it, no process of the step is alive at the
+ * deadline (guard.h has the schedule), whatever happens to this process,
+ * which passes every move on (deadline_fd). A step that must stop already
+ * (cancel_fd readable, deadline passed) is not started: LR_EXEC_STOPPED.
+ *
+ * The step is over when its shell exits: whatever it started is killed
+ * then (SIGKILL), processes that left its group or double-forked too (the
+ * guard is their subreaper), so a finished step leaves no process behind;
+ * output still in the pipes is read for at most 250 ms more.
+ * The private state directory is locked while the step runs, and removed
+ * before returning; should this process die, the guard removes it.
  *
  * res is overwritten (no need to initialise it); release it with
  * lr_exec_result_clear. Returns 0 when the step ran or was stopped before
  * starting, whatever its outcome; a negative LR_E* code when it could not be
  * started (then res->outcome is LR_EXEC_SPAWN and res->msg repeats err).
- * Blocks the calling thread; o->line and o->deadline run on it. The process
- * must not ignore SIGCHLD (children would be reaped by the kernel and their
- * exit status lost); it needs no SIGCHLD handler either. */
+ * Blocks the calling thread; o->line and o->deadline run on it. */
 int lr_exec_run(const lr_exec_opts *o, lr_exec_result *res, lr_err *err);
 
 /* Free res->state_out; res may be reused. */

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -183,6 +185,7 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 	const char *base = o->work_dir_base != NULL ? o->work_dir_base : "/tmp";
 	char name[NAME_MAX_CHARS + 1], leaf[NAME_MAX_CHARS + 32];
 
+	sd->fd = -1;
 	sanitise_name(o->work_dir_name, name, sizeof(name));
 	snprintf(leaf, sizeof(leaf), "leaserun-%s.XXXXXX", name);
 	if (path_join(sd->dir, base, leaf) != 0)
@@ -192,6 +195,11 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 		return lr_err_set(err, LR_ESYS, "state directory under %s: %s",
 		                  base, strerror(errno));
 	sd->made = 1;
+	/* Locked for as long as the execution lives: a sweep knows a
+	 * directory in use from one left behind. */
+	sd->fd = open(sd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sd->fd < 0 || flock(sd->fd, LOCK_EX | LOCK_NB) != 0)
+		return lr_err_set(err, LR_ESYS, "lock %s: %s", sd->dir, strerror(errno));
 	/* mkdtemp's 0700 is cut by the umask; the step must be able to write
 	 * here, and nobody else may read the state. */
 	if (chmod(sd->dir, 0700) != 0)
@@ -241,6 +249,47 @@ void lr_state_dir_remove(struct lr_state_dir *sd)
 	if (sd->made)
 		remove_tree(AT_FDCWD, sd->dir, 0);
 	sd->made = 0;
+	if (sd->fd >= 0)
+		close(sd->fd);
+	sd->fd = -1;
+}
+
+/* Left behind: older than a minute, and nobody holds its lock. */
+static int stale(int base_fd, const char *name)
+{
+	int fd = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	int old = fstat(fd, &st) == 0 && time(NULL) - st.st_mtime > 60;
+	int unlocked = old && flock(fd, LOCK_EX | LOCK_NB) == 0;
+	close(fd);
+	return unlocked;
+}
+
+int lr_state_dir_sweep(const char *base, size_t *removed, lr_err *err)
+{
+	if (removed != NULL)
+		*removed = 0;
+	int base_fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = base_fd >= 0 ? fdopendir(base_fd) : NULL;
+	if (d == NULL) {
+		int saved = errno;
+		if (base_fd >= 0)
+			close(base_fd);
+		return lr_err_set(err, LR_ESYS, "state directories in %s: %s", base,
+		                  strerror(saved));
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, "leaserun-", 9) != 0 || !stale(base_fd, e->d_name))
+			continue;
+		remove_tree(base_fd, e->d_name, 0);
+		if (removed != NULL)
+			(*removed)++;
+	}
+	closedir(d);
+	return 0;
 }
 
 static void bad_state(lr_exec_result *res, const char *fmt, ...)

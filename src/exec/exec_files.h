@@ -10,6 +10,8 @@
 /* The directory private to one execution and the two state files in it. */
 struct lr_state_dir {
 	int made;
+	int fd;             /* the directory, locked (flock) while in use: by
+	                       its guard once started */
 	char dir[PATH_MAX];
 	char in[PATH_MAX];
 	char out[PATH_MAX];
@@ -21,6 +23,12 @@ struct lr_state_dir {
 int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd, lr_err *err);
 /* Remove it and everything the step left in it. */
 void lr_state_dir_remove(struct lr_state_dir *sd);
+/* Remove the state directories under base (leaserun-*) whose guard is
+ * gone: left by a runner killed with its guards, or by a guard killed. One
+ * in use is locked by its guard and left alone, and so is one less than a
+ * minute old (it may not be locked yet). *removed (may be NULL) gets the
+ * count. */
+int lr_state_dir_sweep(const char *base, size_t *removed, lr_err *err);
 /* After exit 0: the new state from the file at path into res->state_out,
  * or res marked LR_EXEC_BAD_STATE with the reason. */
 void lr_state_out_read(const char *path, lr_exec_result *res);

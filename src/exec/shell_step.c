@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "exec/exec.h"
+#include "exec/exec_files.h"
 #include "records/spec.h"
 
 extern char **environ;
@@ -79,6 +80,18 @@ static lr_step_result take_state(lr_step *s, const lr_exec_result *res)
 	return LR_STEP_OK;
 }
 
+/* Where the state directories go: $TMPDIR, else /tmp. */
+static const char *work_dir_base(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	return tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp";
+}
+
+int lr_shell_step_sweep(const char *dir, size_t *removed, lr_err *err)
+{
+	return lr_state_dir_sweep(dir != NULL ? dir : work_dir_base(), removed, err);
+}
+
 lr_step_result lr_shell_step(lr_step *s, void *user)
 {
 	(void)user;
@@ -96,16 +109,16 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		lr_step_set_error(s, "out of memory preparing the step");
 		goto done;
 	}
-	const char *tmp = getenv("TMPDIR");
 	lr_exec_opts o = {
 		.run = run,
 		.env = env,
 		.state_in = state_in,
-		.work_dir_base = tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+		.work_dir_base = work_dir_base(),
 		.work_dir_name = dir,
 		.timeout_ms = timeout_s * 1000,
 		.grace_ms = lr_step_grace_ms(s),
 		.cancel_fd = lr_step_cancel_fd(s),
+		.deadline_fd = lr_step_deadline_fd(s),
 		.deadline = deadline_of,
 		.line = on_line,
 		.user = s,

@@ -1,0 +1,296 @@
+/* test_guard.c - the guard of a shell step, driven directly: its deadline
+ * schedule, the runner's pipe closing, stop requests, processes that leave
+ * the step's group, what it keeps open, and the sweep of state directories
+ * whose guard is gone. No etcd. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "exec/exec_files.h"
+#include "exec/guard.h"
+#include "test.h"
+
+static char base[256];
+static lr_err err;
+
+/* One guarded step: its output pipe, its state directory, its guard. */
+struct step {
+	int out[2];
+	char dir[512];
+	int dir_fd;
+	lr_guard g;
+	int status;
+	bool got_status;
+};
+
+static void start(struct step *s, const char *run, int64_t deadline, int64_t grace)
+{
+	memset(s, 0, sizeof(*s));
+	CHECK(pipe2(s->out, O_CLOEXEC) == 0);
+	snprintf(s->dir, sizeof(s->dir), "%s/leaserun-t.XXXXXX", base);
+	CHECK(mkdtemp(s->dir) != NULL);
+	s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(s->dir_fd >= 0 && flock(s->dir_fd, LOCK_EX | LOCK_NB) == 0);
+	char sh[] = "sh", c[] = "-c";
+	char *argv[] = { sh, c, (char *)run, NULL };
+	lr_guard_spec spec = { .argv = argv, .envp = environ, .out_fd = s->out[1],
+	                       .err_fd = s->out[1], .dir_fd = s->dir_fd, .dir_path = s->dir,
+	                       .deadline_ms = deadline, .grace_ms = grace };
+	CHECK_OK(lr_guard_start(&spec, &s->g, &err), &err);
+	close(s->out[1]);
+	close(s->dir_fd);
+}
+
+/* Wait until the guard says no process of the step is left; the time. */
+static int64_t wait_all_gone(struct step *s, int64_t timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	size_t got = 0;
+	char scratch;
+	while (lr_mono_ms() < end) {
+		char *p = got < sizeof(int) ? (char *)&s->status + got : &scratch;
+		ssize_t r = read(s->g.status, p, got < sizeof(int) ? sizeof(int) - got : 1);
+		if (r == 0)
+			return lr_mono_ms();
+		if (r > 0 && got < sizeof(int)) {
+			got += (size_t)r;
+			s->got_status = got == sizeof(int);
+		}
+		if (r < 0)
+			lr_sleep_ms(5);
+	}
+	return -1;
+}
+
+/* The pid the step printed first ("pid=N"). */
+static pid_t first_pid(struct step *s)
+{
+	char buf[256];
+	ssize_t n = read(s->out[0], buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strstr(buf, "pid=");
+	return p != NULL ? (pid_t)atoi(p + 4) : 0;
+}
+
+static bool gone(pid_t pid)
+{
+	return pid > 0 && kill(pid, 0) == -1 && errno == ESRCH;
+}
+
+static void end(struct step *s)
+{
+	lr_guard_end(&s->g);
+	close(s->out[0]);
+}
+
+TEST(the_schedule_leaves_a_quarter_of_the_ttl_and_the_kill_margin)
+{
+	int64_t term, kill;
+	lr_guard_schedule(12000, 10000, 10000, &term, &kill); /* TTL 2 s */
+	CHECK_INT(kill, ==, 12000 - LR_GUARD_KILL_MARGIN_MS);
+	CHECK_INT(term, ==, kill - 500);
+	lr_guard_schedule(20000, 10000, 1000, &term, &kill); /* TTL 10 s, grace 1 s */
+	CHECK_INT(term, ==, kill - 1000);
+	lr_guard_schedule(20000, 10000, 0, &term, &kill);
+	CHECK_INT(term, ==, kill);
+}
+
+TEST(without_a_renewal_nothing_of_the_step_is_alive_at_the_deadline)
+{
+	struct step s;
+	int64_t deadline = lr_mono_ms() + 2000;
+	start(&s, "echo pid=$$; trap '' TERM; (trap '' TERM; sleep 30) & sleep 30", deadline,
+	      10000);
+	pid_t pid = first_pid(&s);
+	int64_t gone_at = wait_all_gone(&s, 5000);
+	printf("# all gone %lld ms before the deadline\n", (long long)(deadline - gone_at));
+	CHECK(gone_at > 0);
+	CHECK_INT(gone_at, <, deadline);
+	CHECK_INT(gone_at, >=, deadline - LR_GUARD_KILL_MARGIN_MS - 500);
+	CHECK(gone(pid));
+	CHECK(s.got_status && WIFSIGNALED(s.status) && WTERMSIG(s.status) == SIGKILL);
+	end(&s);
+}
+
+TEST(renewals_keep_the_step_running)
+{
+	struct step s;
+	start(&s, "sleep 2.5; exit 3", lr_mono_ms() + 1000, 10000);
+	for (int i = 0; i < 12; i++) {
+		lr_sleep_ms(300);
+		lr_guard_deadline(&s.g, lr_mono_ms() + 1000);
+	}
+	CHECK(wait_all_gone(&s, 5000) > 0);
+	CHECK(s.got_status && WIFEXITED(s.status) && WEXITSTATUS(s.status) == 3);
+	end(&s);
+}
+
+TEST(a_stop_sends_sigterm_then_sigkill_after_the_grace)
+{
+	struct step s;
+	start(&s, "trap '' TERM; echo pid=$$; sleep 30", lr_mono_ms() + 60000, 400);
+	pid_t pid = first_pid(&s);
+	int64_t t0 = lr_mono_ms();
+	lr_guard_stop(&s.g, 400);
+	int64_t gone_at = wait_all_gone(&s, 5000);
+	CHECK(gone_at > 0);
+	CHECK_INT(gone_at - t0, >=, 350);
+	CHECK_INT(gone_at - t0, <, 2000);
+	CHECK(gone(pid));
+	end(&s);
+}
+
+TEST(the_runner_dying_stops_the_step_and_the_guard_cleans_up)
+{
+	struct step s;
+	start(&s, "echo pid=$$; sleep 30", lr_mono_ms() + 60000, 2000);
+	pid_t pid = first_pid(&s);
+	pid_t guard = s.g.pid;
+	close(s.g.ctl); /* what the runner's death does to the pipe */
+	s.g.ctl = -1;
+	CHECK(wait_all_gone(&s, 5000) > 0);
+	CHECK(gone(pid));
+	int st;
+	CHECK_INT(waitpid(guard, &st, 0), ==, guard);
+	s.g.pid = -1;
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct stat sb;
+	CHECK(stat(s.dir, &sb) != 0 && errno == ENOENT); /* removed by the guard */
+	end(&s);
+}
+
+TEST(processes_that_leave_the_group_die_with_the_step)
+{
+	struct step s;
+	char pidfile[600];
+	snprintf(pidfile, sizeof(pidfile), "%s/escaped.pid", base);
+	char run[2048];
+	/* A setsid'd loop and a double fork, both out of the group. */
+	snprintf(run, sizeof(run),
+	         "setsid sh -c 'echo $$ > %s.1; while :; do sleep 0.05; done' & "
+	         "(sh -c 'echo $$ > %s.2; exec sleep 30' &) ; sleep 0.3; exit 0",
+	         pidfile, pidfile);
+	start(&s, run, lr_mono_ms() + 60000, 2000);
+	CHECK(wait_all_gone(&s, 5000) > 0);
+	CHECK(s.got_status && WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0);
+	for (int i = 1; i <= 2; i++) {
+		char path[640];
+		snprintf(path, sizeof(path), "%s.%d", pidfile, i);
+		FILE *f = fopen(path, "r");
+		CHECK(f != NULL);
+		int pid = 0;
+		CHECK(fscanf(f, "%d", &pid) == 1);
+		fclose(f);
+		CHECK(gone((pid_t)pid));
+	}
+	end(&s);
+}
+
+TEST(the_guard_keeps_none_of_the_runners_descriptors)
+{
+	int extra = open("/dev/null", O_RDONLY); /* stands for a socket */
+	struct step s;
+	start(&s, "sleep 30", lr_mono_ms() + 60000, 100);
+	lr_sleep_ms(200);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)s.g.pid);
+	DIR *d = opendir(path);
+	CHECK(d != NULL);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	/* 0-2 (/dev/null), the two pipes, the directory, the signalfd. */
+	CHECK_INT(n, ==, 7);
+	lr_guard_stop(&s.g, 100);
+	CHECK(wait_all_gone(&s, 5000) > 0);
+	end(&s);
+	close(extra);
+}
+
+static void make_dir(const char *name, bool age, int *locked_fd)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s", base, name);
+	CHECK(mkdir(path, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/%s/state-in.json", base, name);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/%s", base, name);
+	if (locked_fd != NULL) {
+		*locked_fd = open(path, O_RDONLY | O_DIRECTORY);
+		CHECK(*locked_fd >= 0 && flock(*locked_fd, LOCK_EX) == 0);
+	}
+	if (age) {
+		struct timespec old[2] = { { .tv_sec = time(NULL) - 600 },
+		                           { .tv_sec = time(NULL) - 600 } };
+		CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
+	}
+}
+
+static bool exists(const char *name)
+{
+	char path[600];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/%s", base, name);
+	return stat(path, &sb) == 0;
+}
+
+TEST(the_sweep_removes_only_directories_whose_guard_is_gone)
+{
+	int held;
+	make_dir("leaserun-left.aaaaaa", true, NULL);
+	make_dir("leaserun-busy.bbbbbb", true, &held);
+	make_dir("leaserun-new.cccccc", false, NULL);
+	make_dir("someone-else", true, NULL);
+	size_t removed = 0;
+	CHECK_OK(lr_state_dir_sweep(base, &removed, &err), &err);
+	CHECK_INT(removed, ==, 1);
+	CHECK(!exists("leaserun-left.aaaaaa"));
+	CHECK(exists("leaserun-busy.bbbbbb"));
+	CHECK(exists("leaserun-new.cccccc"));
+	CHECK(exists("someone-else"));
+	close(held);
+}
+
+static int setup(void)
+{
+	snprintf(base, sizeof(base), "%s/guard-test-XXXXXX",
+	         getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+	return mkdtemp(base) != NULL ? 0 : -1;
+}
+
+static void teardown(void)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", base);
+}
+
+TEST_LIST(
+	TEST_CASE(the_schedule_leaves_a_quarter_of_the_ttl_and_the_kill_margin),
+	TEST_CASE(without_a_renewal_nothing_of_the_step_is_alive_at_the_deadline),
+	TEST_CASE(renewals_keep_the_step_running),
+	TEST_CASE(a_stop_sends_sigterm_then_sigkill_after_the_grace),
+	TEST_CASE(the_runner_dying_stops_the_step_and_the_guard_cleans_up),
+	TEST_CASE(processes_that_leave_the_group_die_with_the_step),
+	TEST_CASE(the_guard_keeps_none_of_the_runners_descriptors),
+	TEST_CASE(the_sweep_removes_only_directories_whose_guard_is_gone),
+);
+TEST_MAIN(setup, teardown)
