@@ -300,8 +300,8 @@ static int task_index(const char *id)
 	return t;
 }
 
-/* Four steps, each leaving a start and an end mark: three of 0.1 to 0.4 s
- * and one of 0.5 to 2 s, long enough to be cut short by a graceful stop
+/* Four steps, each leaving a start mark, a heartbeat every 50 ms and an end
+ * mark: three of 0.1 to 0.4 s and one of 0.5 to 2 s, long enough to be cut short by a graceful stop
  * (grace 1 s) or by the lease loss of a runner paused past its TTL. A
  * submit whose reply is lost (the leader died) is retried: the same spec
  * again is a success. */
@@ -314,8 +314,9 @@ static void submit_task(struct chaos *ch, int t)
 	for (int s = 0; s < STEPS; s++) {
 		int64_t ms = s == slow ? rnd_between(500, 2000) : rnd_between(100, 400);
 		n += snprintf(spec + n, sizeof(spec) - (size_t)n,
-		              "%s{\"name\":\"s%d\",\"run\":\"" MARK_START "; sleep %d.%03d; "
-		              MARK_END "\"}", s ? "," : "", s, (int)(ms / 1000), (int)(ms % 1000));
+		              "%s{\"name\":\"s%d\",\"run\":\"" MARK_START "; i=0; while [ $i -lt %d ]; "
+		              "do " MARK_HB "; sleep 0.05; i=$((i+1)); done; " MARK_END "\"}",
+		              s ? "," : "", s, (int)(ms / 50));
 	}
 	snprintf(spec + n, sizeof(spec) - (size_t)n, "]}");
 	int64_t end = lr_mono_ms() + 30000;
@@ -441,10 +442,10 @@ static void tally_marks(struct chaos *ch, const struct ledger *l, size_t *starts
 		int s = (int)m[i].step;
 		if (t < 0 || s < 0 || s >= STEPS)
 			continue;
-		if (!m[i].end) {
+		if (m[i].kind == MARK_KIND_START)
 			(*starts)++;
+		if (!m[i].end)
 			continue;
-		}
 		(*ends)++;
 		if (m[i].fence == l->fence[t][s] && strcmp(m[i].runner, l->runner[t][s]) == 0)
 			ran[t][s] = true;
@@ -504,6 +505,20 @@ static void chaos_run(const char *name, bool pause_members)
 	static bool ran[TASKS][STEPS];
 	memset(ran, 0, sizeof(ran));
 	tally_marks(&ch, &l, &starts, &ends, ran);
+	/* No two executions of one step alive at once, whatever happened to
+	 * their runners: from the heartbeats. */
+	mark *marks = NULL;
+	size_t n_marks = 0;
+	CHECK_INT(marks_read(ch.f.dir, &marks, &n_marks), ==, 0);
+	char why[512];
+	int64_t gap = 0;
+	size_t overlaps = marks_overlaps(marks, n_marks, &gap, why, sizeof(why));
+	free(marks);
+	if (gap != INT64_MAX)
+		printf("# closest executions of one step: the old one's last heartbeat %.1f ms "
+		       "before the new one's first\n", (double)gap / 1e6);
+	if (overlaps > 0)
+		TEST_FAIL("%zu overlapping executions; first: %s", overlaps, why);
 	printf("# kills %d, pauses %d, graceful restarts %d, restarts %d, etcd leader "
 	       "kills %d, etcd member pauses %d, submit retries %d\n", ch.kills, ch.pauses,
 	       ch.stops, ch.restarts, pause_members ? 0 : 1, ch.member_pauses,

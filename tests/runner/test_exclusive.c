@@ -1,0 +1,204 @@
+/* test_exclusive.c - a step's execution never outlives its claim: real
+ * `leaserun worker` processes (TTL 2 s) killed, frozen past their TTL and
+ * stopped, with steps that heartbeat every 50 ms; from the heartbeats, the
+ * old execution's last sign of life comes before the new one's first, and
+ * nothing a step started (setsid'd loops included) outlives it. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "client/client.h"
+#include "etcd_harness.h"
+#include "fleet.h"
+#include "history.h"
+#include "marks.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+
+#define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
+/* Step 0 heartbeats for about 6 s; step 1 only marks. */
+#define BEATING MARK_START "; " MARK_BEATS("120") "; " MARK_END
+#define TASK "{\"id\":\"%s\",\"steps\":[" STEP("beat", BEATING) "," \
+             STEP("after", MARK_START "; " MARK_END) "]}"
+/* The same with a loop that leaves the step's group and session, writing
+ * heartbeats in the step's name (the shell's pid) until it is killed. */
+#define ESCAPING "export P=$$; setsid sh -c 'while :; do echo hb $LEASERUN_TASK_ID " \
+                 "$LEASERUN_STEP $LEASERUN_ATTEMPT $LEASERUN_RUNNER $LEASERUN_FENCE $P " \
+                 "$($MARKS/now) >> $MARKS/marks; sleep 0.05; done' & "
+#define TASK_ESCAPING "{\"id\":\"%s\",\"steps\":[" STEP("beat", MARK_START "; " ESCAPING \
+                      MARK_BEATS("120") "; " MARK_END) "," \
+                      STEP("after", MARK_START "; " MARK_END) "]}"
+
+/* No two executions of one step overlapped: fail otherwise. Returns the
+ * old execution's last heartbeat minus the new one's first, in ms. */
+static double check_no_overlap(fleet *f, const char *scenario)
+{
+	mark *m = NULL;
+	size_t n = 0;
+	CHECK_INT(marks_read(f->dir, &m, &n), ==, 0);
+	char why[512];
+	int64_t gap = 0;
+	size_t overlaps = marks_overlaps(m, n, &gap, why, sizeof(why));
+	free(m);
+	CHECK(gap != INT64_MAX); /* the step did run twice */
+	double ms = -(double)gap / 1e6;
+	printf("# %s: the old execution's last heartbeat minus the new one's first: "
+	       "%.1f ms\n", scenario, ms);
+	if (overlaps > 0)
+		TEST_FAIL("%s: %s", scenario, why);
+	return ms;
+}
+
+static void check_history(fleet *f)
+{
+	history_report rep;
+	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
+	if (rep.violations > 0)
+		TEST_FAIL("%s", rep.first);
+}
+
+/* Every shell that wrote a mark is gone, and no state directory is left
+ * in the runners' TMPDIR. */
+static void check_nothing_left(fleet *f)
+{
+	mark *m = NULL;
+	size_t n = 0;
+	CHECK_INT(marks_read(f->dir, &m, &n), ==, 0);
+	for (size_t i = 0; i < n; i++)
+		if (kill((pid_t)m[i].pid, 0) == 0)
+			TEST_FAIL("pid %ld of step %lld of %s is still alive", m[i].pid,
+			          (long long)m[i].step, m[i].task);
+	free(m);
+	DIR *d = opendir(f->dir);
+	CHECK(d != NULL);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "leaserun-", 9) == 0) {
+			closedir(d);
+			TEST_FAIL("state directory %s/%s left behind", f->dir, e->d_name);
+		}
+	closedir(d);
+}
+
+/* The first heartbeat of the step's first execution, then the holder. */
+static int holder_once_beating(fleet *f, const char *id)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "hb %s 0 ", id);
+	CHECK_INT(fleet_wait_marks(f, prefix, 3, 10000), ==, 0);
+	int holder = fleet_holder(f, id);
+	CHECK(holder >= 0);
+	return holder;
+}
+
+TEST(a_killed_holders_step_stops_before_the_next_holder_starts_it)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-kill");
+	for (int i = 0; i < 2; i++)
+		fleet_start(&f, i, NULL);
+	fleet_submit(&f, "k1", TASK);
+	int holder = holder_once_beating(&f, "k1");
+	kill(f.pids[holder], SIGKILL);
+	fleet_wait(&f, holder, 5000);
+	CHECK(fleet_wait_state(&f, "k1", LR_TASK_SUCCEEDED, 30000) >= 0);
+	check_no_overlap(&f, "SIGKILL of the holder");
+	check_history(&f);
+	check_nothing_left(&f);
+	fleet_destroy(&f);
+}
+
+TEST(a_holder_frozen_past_its_ttl_has_its_step_stopped_by_the_deadline)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-stop");
+	for (int i = 0; i < 2; i++)
+		fleet_start(&f, i, NULL);
+	fleet_submit(&f, "s1", TASK);
+	int holder = holder_once_beating(&f, "s1");
+	kill(f.pids[holder], SIGSTOP);
+	/* Frozen well past the TTL, while the other runner takes over. */
+	int64_t t0 = lr_mono_ms();
+	while (fleet_holder(&f, "s1") != 1 - holder && lr_mono_ms() - t0 < 8000)
+		lr_sleep_ms(20);
+	CHECK_INT(fleet_holder(&f, "s1"), ==, 1 - holder);
+	lr_sleep_ms(1500);
+	kill(f.pids[holder], SIGCONT);
+	CHECK(fleet_wait_state(&f, "s1", LR_TASK_SUCCEEDED, 30000) >= 0);
+	check_no_overlap(&f, "SIGSTOP of the holder past its TTL");
+	check_history(&f);
+	fleet_destroy(&f);
+}
+
+TEST(a_loop_that_left_the_steps_session_dies_with_the_step)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-setsid");
+	for (int i = 0; i < 2; i++)
+		fleet_start(&f, i, NULL);
+	fleet_submit(&f, "b1", TASK_ESCAPING);
+	int holder = holder_once_beating(&f, "b1");
+	kill(f.pids[holder], SIGKILL);
+	fleet_wait(&f, holder, 5000);
+	CHECK(fleet_wait_state(&f, "b1", LR_TASK_SUCCEEDED, 30000) >= 0);
+	check_no_overlap(&f, "a setsid'd loop of the killed holder's step");
+	/* The new execution's own loop stopped with its step too: nothing
+	 * writes heartbeats any more. */
+	mark *m = NULL;
+	size_t before = 0, after = 0;
+	CHECK_INT(marks_read(f.dir, &m, &before), ==, 0);
+	free(m);
+	lr_sleep_ms(300);
+	CHECK_INT(marks_read(f.dir, &m, &after), ==, 0);
+	free(m);
+	CHECK_INT(after, ==, before);
+	check_nothing_left(&f);
+	fleet_destroy(&f);
+}
+
+TEST(a_graceful_handoff_overlaps_nothing_and_is_immediate)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-term");
+	const char *extra[] = { "--grace", "1", NULL };
+	for (int i = 0; i < 2; i++)
+		fleet_start(&f, i, extra);
+	fleet_submit(&f, "g1", TASK);
+	int holder = holder_once_beating(&f, "g1");
+	kill(f.pids[holder], SIGTERM);
+	CHECK_INT(fleet_wait(&f, holder, 10000), ==, 0);
+	int64_t exited = lr_mono_ms();
+	while (fleet_holder(&f, "g1") != 1 - holder && lr_mono_ms() - exited < 3000)
+		lr_sleep_ms(2);
+	printf("# handoff after SIGTERM: %lld ms after the runner exited\n",
+	       (long long)(lr_mono_ms() - exited));
+	CHECK_INT(fleet_holder(&f, "g1"), ==, 1 - holder);
+	CHECK(fleet_wait_state(&f, "g1", LR_TASK_SUCCEEDED, 30000) >= 0);
+	check_no_overlap(&f, "graceful SIGTERM handoff");
+	check_history(&f);
+	check_nothing_left(&f);
+	fleet_destroy(&f);
+}
+
+static int setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+static void teardown(void) { etcdh_destroy(cluster); }
+
+TEST_LIST(
+	TEST_CASE(a_killed_holders_step_stops_before_the_next_holder_starts_it),
+	TEST_CASE(a_holder_frozen_past_its_ttl_has_its_step_stopped_by_the_deadline),
+	TEST_CASE(a_loop_that_left_the_steps_session_dies_with_the_step),
+	TEST_CASE(a_graceful_handoff_overlaps_nothing_and_is_immediate),
+);
+TEST_MAIN(setup, teardown)
