@@ -6,6 +6,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "http/server.h"
 #include "options.h"
 #include "web/web.h"
 
@@ -57,6 +58,13 @@ int cmd_web(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc != CLI_CONTINUE)
 		return rc;
+	if (listen != NULL) {
+		/* A bad address is a usage error, found before connecting. */
+		struct sockaddr_storage sa;
+		socklen_t sa_len;
+		if (lr_http_parse_address(listen, &sa, &sa_len, &err) != 0)
+			return cli_usage_error("--listen: %s", err.msg);
+	}
 	sfd = cli_stop_signal_fd();
 	if (sfd < 0) {
 		fputs("leaserun: web: cannot wait for signals\n", stderr);

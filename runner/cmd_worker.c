@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "http/server.h"
 #include "options.h"
 
 static const char usage[] =
@@ -89,6 +90,14 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
 	if (rc == CLI_CONTINUE && f->grace != NULL)
 		rc = cli_int("--grace", f->grace, 0, 86400, &grace);
+	if (rc == CLI_CONTINUE && f->metrics != NULL) {
+		/* A bad address is a usage error, found before connecting. */
+		struct sockaddr_storage sa;
+		socklen_t sa_len;
+		lr_err err = { 0 };
+		if (lr_http_parse_address(f->metrics, &sa, &sa_len, &err) != 0)
+			rc = cli_usage_error("--metrics: %s", err.msg);
+	}
 	*o = (lr_runner_opts){
 		.name = f->name,
 		.concurrency = (int)conc,

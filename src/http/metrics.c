@@ -225,8 +225,10 @@ int lr_metrics_serve(lr_runner *const *rs, size_t n, const char *listen,
 	lr_http_opts o = {
 		.listen = listen,
 		.what = "metrics",
-		/* A scraper or two; anything beyond is refused at once. */
+		/* A scraper or two; anything beyond is refused at once, and
+		 * one address cannot take every connection. */
 		.max_connections = 16,
+		.max_per_ip = 8,
 		.idle_timeout_s = 10,
 		.handler = serve,
 		.user = s,

@@ -445,6 +445,7 @@ int lr_http_start(const lr_http_opts *o, lr_http **out, lr_err *err)
 	    o->idle_timeout_s ? o->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    o->request_bytes ? o->request_bytes : (size_t)DEFAULT_CONN_MEMORY,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_ip,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 64u,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
 	    MHD_OPTION_END);

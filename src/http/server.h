@@ -35,6 +35,8 @@ typedef struct lr_http_opts {
 	const char *what;          /* names the server in messages ("metrics") */
 	int flags;
 	unsigned max_connections;  /* default 32 */
+	unsigned max_per_ip;       /* connections from one address; 0: no
+	                              limit beyond max_connections */
 	unsigned idle_timeout_s;   /* a connection silent this long is closed;
 	                              default 10 */
 	size_t request_bytes;      /* request line + headers; larger ones are

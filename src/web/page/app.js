@@ -65,8 +65,14 @@ function applySnapshot(s) {
 
 function applyUpdate(u) {
   for (const t of u.tasks || []) {
-    if (!view.tasks.has(t.id)) view.sorted = null;
-    view.tasks.set(t.id, t);
+    const old = view.tasks.get(t.id);
+    // In place: the sorted list holds the same objects (the order, by
+    // creation, does not change).
+    if (old) Object.assign(old, t);
+    else {
+      view.tasks.set(t.id, t);
+      view.sorted = null;
+    }
   }
   for (const id of u.removed || []) {
     if (view.tasks.delete(id)) view.sorted = null;
@@ -77,11 +83,12 @@ function applyUpdate(u) {
   scheduleRender(touched);
 }
 
-// Newest first: by the revision that created the task.
+// Newest first: by the revision that created the task (tasks created by
+// one txn share it: then by id, also descending).
 function sortedTasks() {
   if (!view.sorted) {
     view.sorted = Array.from(view.tasks.values());
-    view.sorted.sort((a, b) => b.rev - a.rev || (a.id < b.id ? -1 : 1));
+    view.sorted.sort((a, b) => b.rev - a.rev || (a.id < b.id ? 1 : -1));
   }
   return view.sorted;
 }
@@ -99,14 +106,19 @@ function shown() {
 let renderPending = false;
 let detailStale = false;
 
+// At the next frame; a hidden page gets no frames, so a timer stands in
+// (browsers slow it down there, which is all a hidden page needs).
 function scheduleRender(detailToo) {
   if (detailToo) detailStale = true;
   if (renderPending) return;
   renderPending = true;
-  requestAnimationFrame(() => {
+  const run = () => {
+    if (!renderPending) return;
     renderPending = false;
     render();
-  });
+  };
+  requestAnimationFrame(run);
+  setTimeout(run, 100);
 }
 
 function render() {
