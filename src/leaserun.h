@@ -529,6 +529,28 @@ typedef struct lr_latency {
  * interpolated. 0 for an i out of range. */
 LR_API double lr_latency_bucket_s(int i);
 
+/* Error codes counted apart in lr_etcd_method_stats.errors: [-code] for
+ * LR_EINVAL (-1) .. -(LR_ETCD_ERROR_CODES - 1); [0] for any other. */
+#define LR_ETCD_ERROR_CODES 24
+/* Methods in lr_runner_stats.etcd (leaserun calls about a dozen). */
+#define LR_ETCD_METHODS 16
+
+/* The calls of one etcd method by a runner's client. */
+typedef struct lr_etcd_method_stats {
+	char method[48];          /* etcd's service and method, "KV/Txn" */
+	int stream;               /* 1: a bidi stream (Watch/Watch,
+	                             Lease/LeaseKeepAlive), 0: unary */
+	uint64_t calls;           /* unary: calls made */
+	uint64_t attempts;        /* unary: attempts, retries included */
+	uint64_t errors;          /* unary: calls that failed, any code */
+	uint64_t errors_by_code[LR_ETCD_ERROR_CODES];
+	uint64_t reopens;         /* stream: calls opened after the one before
+	                             ended (reconnects) */
+	lr_latency latency;       /* unary: each attempt; stream: the round
+	                             trips its owner times (LeaseKeepAlive: a
+	                             renewal sent to etcd's answer) */
+} lr_etcd_method_stats;
+
 /* What a runner has done since lr_runner_new (across lr_runner_run calls).
  * A plain struct owned by the caller. */
 typedef struct lr_runner_stats {
@@ -562,15 +584,28 @@ typedef struct lr_runner_stats {
 	uint64_t tasks_running;   /* claims this runner holds */
 	uint64_t slots;           /* workers (concurrency) */
 	uint64_t slots_free;      /* workers with no task */
-	uint64_t tasks_pending;   /* pending tasks this runner's watches see */
+	uint64_t tasks_pending;   /* tasks this runner sees unclaimed: pending
+	                             in its watched set, or queued for one of
+	                             its workers but not yet claimed */
 	double lease_remaining_s; /* until the lease deadline (the send time
 	                             of the last renewal etcd answered, plus
 	                             the TTL); 0 while there is no lease */
+
+	/* The runner's etcd client (shared by the runners of one lr_client:
+	 * the sum counts each client once). */
+	lr_latency lease_renewal; /* keepalive round trips (the
+	                             Lease/LeaseKeepAlive entry's latency) */
+	uint64_t watch_reconnects;     /* Watch/Watch stream reopens */
+	uint64_t keepalive_reconnects; /* Lease/LeaseKeepAlive reopens */
+	size_t n_etcd;            /* entries of etcd[] in use */
+	lr_etcd_method_stats etcd[LR_ETCD_METHODS]; /* in the order first
+	                             called */
 } lr_runner_stats;
 
 /* Fill *out with r's statistics. Any thread, at any time, also while
- * lr_runner_run runs: cheap (no etcd call, no runner lock); the figures
- * are then read one after the other, not at a single instant. */
+ * lr_runner_run runs: cheap (no etcd call, no runner lock, about 10 KiB
+ * of struct); the figures are then read one after the other, not at a
+ * single instant. */
 LR_API void lr_runner_get_stats(const lr_runner *r, lr_runner_stats *out);
 
 /* The statistics of n runners together (for example every runner hosted

@@ -56,6 +56,16 @@ void lr_hist_add_to(const lr_hist *h, lr_hist_snap *s)
 		s->max_us = max;
 }
 
+void lr_hist_snap_add(lr_hist_snap *into, const lr_hist_snap *from)
+{
+	for (int i = 0; i < LR_HIST_BUCKETS; i++)
+		into->n[i] += from->n[i];
+	into->count += from->count;
+	into->sum_us += from->sum_us;
+	if (from->max_us > into->max_us)
+		into->max_us = from->max_us;
+}
+
 double lr_hist_quantile_ms(const lr_hist_snap *s, double q)
 {
 	uint64_t total = 0;
@@ -126,6 +136,18 @@ void lr_hist_summary(const lr_hist_snap *s, lr_latency *out)
 	out->p90_ms = lr_hist_quantile_ms(s, 0.90);
 	out->p99_ms = lr_hist_quantile_ms(s, 0.99);
 	out->max_ms = (double)s->max_us / 1000.0;
+}
+
+void lr_stats_step(lr_stats *s, bool stopped, lr_step_result res)
+{
+	if (stopped)
+		lr_stats_inc(&s->steps_stopped);
+	else if (res == LR_STEP_OK)
+		lr_stats_inc(&s->steps_ok);
+	else if (res == LR_STEP_RETRY)
+		lr_stats_inc(&s->steps_retry);
+	else
+		lr_stats_inc(&s->steps_fail);
 }
 
 void lr_stats_task_done(lr_stats *s, lr_task_state st)

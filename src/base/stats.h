@@ -9,6 +9,7 @@
 #define LR_STATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,8 @@ typedef struct lr_hist_snap {
 
 /* Add h's contents into *s (zero *s first for a plain copy). */
 void lr_hist_add_to(const lr_hist *h, lr_hist_snap *s);
+/* Add snapshot `from` into *into (histograms of several sources). */
+void lr_hist_snap_add(lr_hist_snap *into, const lr_hist_snap *from);
 /* The value below which a fraction q (0..1) of the samples lie, in ms:
  * the middle of that sample's bucket, never above the largest sample.
  * 0 when there is none. */
@@ -69,6 +72,10 @@ static inline void lr_stats_dec(atomic_uint_least64_t *c)
 {
 	atomic_fetch_sub_explicit(c, 1, memory_order_relaxed);
 }
+
+/* Count a step execution: stopped (cancel, lease loss, shutdown came
+ * first), else by the handler's result. */
+void lr_stats_step(lr_stats *s, bool stopped, lr_step_result res);
 
 /* Count a task this runner ended with state st (succeeded, failed,
  * cancelled). */

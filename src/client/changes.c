@@ -52,7 +52,7 @@ static int add_watchers(lr_changes *ch, lr_err *err)
 		int rc = lr_watch_add(ch->watch, key, ch->id != NULL ? 0 : LR_KEY_PREFIX,
 		                      0, on_change, ch, &ch->watchers[i], err);
 		if (rc != 0)
-			return lr_err_wrap(err, "watch %s", key);
+			return lr_err_wrap(err, rc, "watch %s", key);
 	}
 	return 0;
 }

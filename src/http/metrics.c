@@ -11,10 +11,6 @@
 #include "http/server.h"
 #include "leaserun.h"
 
-#ifndef LR_LIB_VERSION
-#define LR_LIB_VERSION "unknown"
-#endif
-
 #define STAT(field) offsetof(lr_runner_stats, field)
 
 static uint64_t u64_at(const lr_runner_stats *s, size_t off)
@@ -69,6 +65,13 @@ static const struct family families[] = {
 	{ "leaserun_lease_losses_total", "counter",
 	  "Times this runner's lease was lost.", NULL,
 	  { { NULL, STAT(lease_losses) } } },
+	{ "leaserun_watch_reconnects_total", "counter",
+	  "Times the etcd Watch stream was opened again after it ended.", NULL,
+	  { { NULL, STAT(watch_reconnects) } } },
+	{ "leaserun_lease_keepalive_reconnects_total", "counter",
+	  "Times the etcd LeaseKeepAlive stream was opened again after it "
+	  "ended.", NULL,
+	  { { NULL, STAT(keepalive_reconnects) } } },
 	{ "leaserun_tasks_running", "gauge",
 	  "Tasks whose claim this runner holds.", NULL,
 	  { { NULL, STAT(tasks_running) } } },
@@ -79,7 +82,8 @@ static const struct family families[] = {
 	  "Workers with no task.", NULL,
 	  { { NULL, STAT(slots_free) } } },
 	{ "leaserun_tasks_pending", "gauge",
-	  "Pending tasks this runner's watches see.", NULL,
+	  "Unclaimed tasks this runner sees (pending, or queued for one of its "
+	  "workers).", NULL,
 	  { { NULL, STAT(tasks_pending) } } },
 };
 
@@ -97,6 +101,9 @@ static const struct histogram histograms[] = {
 	{ "leaserun_completion_duration_seconds",
 	  "The completion txn (done record written, claim deleted).",
 	  STAT(completion) },
+	{ "leaserun_lease_renewal_duration_seconds",
+	  "Lease renewals: a keepalive request sent to etcd's answer.",
+	  STAT(lease_renewal) },
 };
 
 static void write_family(lr_expo *e, const lr_runner_stats *st,
@@ -129,9 +136,60 @@ static void write_latency(lr_expo *e, const char *name, const lr_label *labels,
 	                  l->sum_ms / 1000.0);
 }
 
+/* One counter of the unary methods' figures (field of
+ * lr_etcd_method_stats), a sample per method. */
+static void write_method_counts(lr_expo *e, const lr_runner_stats *st,
+                                const char *name, const char *help, size_t field)
+{
+	lr_expo_family(e, name, "counter", help);
+	for (size_t i = 0; i < st->n_etcd; i++) {
+		const lr_etcd_method_stats *m = &st->etcd[i];
+		lr_label l[] = { { "method", m->method }, { NULL, NULL } };
+		uint64_t v;
+		memcpy(&v, (const char *)m + field, sizeof(v));
+		if (!m->stream)
+			lr_expo_count(e, name, l, v);
+	}
+}
+
+/* The etcd calls of the runners' clients, by method: unary calls only
+ * (the streams are the reconnect counters and the renewal histogram). */
+static void write_etcd(lr_expo *e, const lr_runner_stats *st)
+{
+	static const char errors[] = "leaserun_etcd_request_errors_total";
+	static const char duration[] = "leaserun_etcd_request_duration_seconds";
+
+	write_method_counts(e, st, "leaserun_etcd_requests_total",
+	                    "etcd calls by method (each one attempt or more).",
+	                    offsetof(lr_etcd_method_stats, calls));
+	write_method_counts(e, st, "leaserun_etcd_request_attempts_total",
+	                    "etcd call attempts by method, retries of "
+	                    "UNAVAILABLE replies included.",
+	                    offsetof(lr_etcd_method_stats, attempts));
+	lr_expo_family(e, errors, "counter", "etcd calls that failed, by method "
+	               "and error (errors never met are not shown).");
+	for (size_t i = 0; i < st->n_etcd; i++) {
+		for (int k = 0; k < LR_ETCD_ERROR_CODES; k++) {
+			if (st->etcd[i].errors_by_code[k] == 0)
+				continue;
+			lr_label l[] = { { "method", st->etcd[i].method },
+				         { "error", k == 0 ? "other" : lr_strerror(-k) },
+				         { NULL, NULL } };
+			lr_expo_count(e, errors, l, st->etcd[i].errors_by_code[k]);
+		}
+	}
+	lr_expo_family(e, duration, "histogram", "etcd call attempts by method, "
+	               "from the request to the reply or the failure.");
+	for (size_t i = 0; i < st->n_etcd; i++) {
+		lr_label l[] = { { "method", st->etcd[i].method }, { NULL, NULL } };
+		if (!st->etcd[i].stream)
+			write_latency(e, duration, l, &st->etcd[i].latency);
+	}
+}
+
 static void write_metrics(lr_expo *e, const lr_runner_stats *st)
 {
-	lr_label version[] = { { "version", LR_LIB_VERSION }, { NULL, NULL } };
+	lr_label version[] = { { "version", lr_version() }, { NULL, NULL } };
 
 	lr_expo_family(e, "leaserun_build_info", "gauge",
 	               "Always 1; the labels name the build.");
@@ -150,6 +208,7 @@ static void write_metrics(lr_expo *e, const lr_runner_stats *st)
 		lr_expo_family(e, h->name, "histogram", h->help);
 		write_latency(e, h->name, NULL, &l);
 	}
+	write_etcd(e, st);
 }
 
 int lr_metrics_text(lr_runner *const *rs, size_t n, char **text, size_t *len,

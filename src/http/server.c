@@ -423,7 +423,7 @@ int lr_http_start(const lr_http_opts *o, lr_http **out, lr_err *err)
 		return lr_err_set(err, LR_EINVAL, "%s: no handler", what);
 	rc = lr_http_parse_address(o->listen, &sa, &sa_len, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "%s: listen", what);
+		return lr_err_wrap(err, rc, "%s: listen", what);
 	h = calloc(1, sizeof(*h));
 	if (h == NULL)
 		return lr_err_set(err, LR_ENOMEM, "%s: out of memory", what);

@@ -471,7 +471,7 @@ void lr_fleet_apply(lr_fleet *f, const lr_kv *kv, bool deleted, bool live)
 	if ((id = task_key(f, kv->key, &k)) != NULL)
 		apply_task_record(f, id, k, kv, deleted, live);
 	else if ((name = lr_key_id(f->client, LR_K_RUNNERS, kv->key)) != NULL &&
-	         lr_name_valid(name))
+	         lr_id_valid(name))
 		apply_runner(f, name, kv, deleted);
 	pthread_mutex_unlock(&f->mu);
 }

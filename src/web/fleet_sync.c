@@ -66,7 +66,7 @@ static int load_and_watch(lr_fleet *f, lr_err *err)
 		rc = lr_walk(f->client, &o, load_key, f, err);
 	}
 	if (rc != 0)
-		return lr_err_wrap(err, "web");
+		return lr_err_wrap(err, rc, "web");
 	pthread_mutex_lock(&f->mu);
 	if (rev > f->revision)
 		f->revision = rev;
@@ -76,7 +76,7 @@ static int load_and_watch(lr_fleet *f, lr_err *err)
 	rc = lr_watch_add(f->watch, lr_client_prefix(f->client), LR_KEY_PREFIX,
 	                  rev + 1, on_watch, f, &f->watcher, err);
 	if (rc != 0)
-		return lr_err_wrap(err, "web: watch %s", lr_client_prefix(f->client));
+		return lr_err_wrap(err, rc, "web: watch %s", lr_client_prefix(f->client));
 	return 0;
 }
 
@@ -85,7 +85,7 @@ int lr_fleet_start(lr_fleet *f, lr_err *err)
 	int rc = lr_watch_new(lr_client_etcd(f->client), &f->watch, err);
 
 	if (rc != 0)
-		return lr_err_wrap(err, "web: watch");
+		return lr_err_wrap(err, rc, "web: watch");
 	return load_and_watch(f, err);
 }
 

@@ -80,12 +80,13 @@ static json_t *spec_json(const json_t *spec)
 	const char *name;
 	json_t *v;
 
+	static const char *const fields[] = { "name", "run", "timeout_s" };
+
 	for (size_t i = 0; i < lr_spec_steps(spec); i++) {
+		const json_t *step = lr_spec_step(spec, i);
 		json_t *s = json_object();
-		json_object_set_new(s, "name", json_string(lr_spec_step_name(spec, i)));
-		json_object_set_new(s, "run", json_string(lr_spec_step_run(spec, i)));
-		json_object_set_new(s, "timeout_s",
-		                    json_integer(lr_spec_step_timeout_s(spec, i)));
+		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
+			json_object_set(s, fields[k], json_object_get(step, fields[k]));
 		json_array_append_new(steps, s);
 	}
 	json_object_foreach(lr_spec_env(spec), name, v)
