@@ -111,6 +111,10 @@ void web_events_open(lr_web *w, lr_http_req *req)
 		cl->next = w->clients;
 		w->clients = cl;
 		w->n_clients++;
+		/* The publisher asks for the runners' TTLs now that a page
+		 * shows them. */
+		w->kicked = true;
+		pthread_cond_signal(&w->cond);
 	}
 	pthread_mutex_unlock(&w->mu);
 	free(text);

@@ -11,6 +11,19 @@
 #include "httpc.h"
 #include "test.h"
 
+etcdh_cluster *web_etcd;
+
+int web_etcd_start(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &web_etcd);
+}
+
+void web_etcd_stop(void)
+{
+	etcdh_destroy(web_etcd);
+}
+
 /* Wait for "<marker>HOST:PORT" in the file at path; into addr. */
 static bool find_address(const char *path, const char *marker, char addr[ADDR_SIZE],
                          int timeout_ms)

@@ -5,10 +5,17 @@
 
 #include <stdbool.h>
 
+#include "etcd_harness.h"
 #include "fleet.h"
 #include "proc.h"
 
 #define ADDR_SIZE 64
+
+/* The one-member etcd of a test program: TEST_MAIN(web_etcd_start,
+ * web_etcd_stop), then etcdh_endpoints(web_etcd). */
+extern etcdh_cluster *web_etcd;
+int web_etcd_start(void);
+void web_etcd_stop(void);
 
 /* Start `leaserun web` on a free loopback port for f's prefix; its output
  * goes to <f->dir>/web.log. addr receives "127.0.0.1:PORT". Fails the test

@@ -12,13 +12,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "etcd_harness.h"
 #include "fleet.h"
 #include "httpc.h"
 #include "servers.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 
 #define SLOW_PER_SERVER 200
 /* Tasks are submitted one every SUBMIT_EVERY_MS for ATTACK_MS while the
@@ -156,7 +154,7 @@ TEST(hostile_clients_of_both_servers_do_not_stop_the_runner)
 	proc_bg web;
 	char maddr[ADDR_SIZE], waddr[ADDR_SIZE];
 	const char *extra[] = { "--concurrency", "4", NULL };
-	fleet_init(&f, etcdh_endpoints(cluster), "hostile");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "hostile");
 	metrics_worker_start(&f, 0, extra, maddr);
 	web_start(&web, &f, false, waddr);
 
@@ -183,17 +181,6 @@ TEST(hostile_clients_of_both_servers_do_not_stop_the_runner)
 	fleet_destroy(&f);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void)
-{
-	etcdh_destroy(cluster);
-}
-
 TEST_LIST(TEST_CASE(hostile_clients_of_both_servers_do_not_stop_the_runner));
 
-TEST_MAIN(setup, teardown)
+TEST_MAIN(web_etcd_start, web_etcd_stop)

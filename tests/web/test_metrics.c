@@ -6,12 +6,10 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "etcd_harness.h"
 #include "fleet.h"
 #include "servers.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 
 #define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
 
@@ -37,7 +35,7 @@ TEST(metrics_of_a_working_runner_pass_promtool_and_move)
 	fleet f;
 	char addr[ADDR_SIZE];
 	const char *extra[] = { "--concurrency", "2", NULL };
-	fleet_init(&f, etcdh_endpoints(cluster), "metrics");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "metrics");
 	metrics_worker_start(&f, 0, extra, addr);
 
 	char *before = metrics_get(addr);
@@ -90,7 +88,7 @@ TEST(gauges_show_the_running_task_the_busy_slot_and_the_pending_one)
 {
 	fleet f;
 	char addr[ADDR_SIZE];
-	fleet_init(&f, etcdh_endpoints(cluster), "gauges");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "gauges");
 	metrics_worker_start(&f, 0, NULL, addr);
 	fleet_submit(&f, "long", "{\"id\":\"%s\",\"steps\":[" STEP("a", "sleep 3") "]}");
 	CHECK(fleet_wait_state(&f, "long", LR_TASK_RUNNING, 10000) >= 0);
@@ -110,18 +108,7 @@ TEST(gauges_show_the_running_task_the_busy_slot_and_the_pending_one)
 	fleet_destroy(&f);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void)
-{
-	etcdh_destroy(cluster);
-}
-
 TEST_LIST(TEST_CASE(metrics_of_a_working_runner_pass_promtool_and_move),
           TEST_CASE(gauges_show_the_running_task_the_busy_slot_and_the_pending_one));
 
-TEST_MAIN(setup, teardown)
+TEST_MAIN(web_etcd_start, web_etcd_stop)

@@ -11,14 +11,12 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "etcd/kv.h"
-#include "etcd_harness.h"
 #include "records/spec.h"
 #include "cdp.h"
 #include "fleet.h"
 #include "servers.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 static lr_err err;
 
 #define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
@@ -36,7 +34,7 @@ static void page_open(struct page *p, const char *name, bool allow_cancel)
 {
 	char url[128];
 
-	fleet_init(&p->f, etcdh_endpoints(cluster), name);
+	fleet_init(&p->f, etcdh_endpoints(web_etcd), name);
 	web_start(&p->web, &p->f, allow_cancel, p->addr);
 	cdp_launch(&p->b, p->f.dir, 1400, 900);
 	snprintf(url, sizeof(url), "http://%s/", p->addr);
@@ -225,7 +223,7 @@ static void put_many_tasks(fleet *f, int n)
 TEST(ten_thousand_tasks_stay_usable_in_pages)
 {
 	struct page p;
-	fleet_init(&p.f, etcdh_endpoints(cluster), "tenk");
+	fleet_init(&p.f, etcdh_endpoints(web_etcd), "tenk");
 	int64_t t0 = lr_mono_ms();
 	put_many_tasks(&p.f, 10000);
 	printf("# 10000 tasks written in %lld ms\n", (long long)(lr_mono_ms() - t0));
@@ -256,17 +254,6 @@ TEST(ten_thousand_tasks_stay_usable_in_pages)
 	page_close(&p);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void)
-{
-	etcdh_destroy(cluster);
-}
-
 TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_second),
           TEST_CASE(a_running_tasks_progress_moves_without_a_reload),
           TEST_CASE(a_killed_runner_leaves_the_runners_list),
@@ -274,4 +261,4 @@ TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_seco
           TEST_CASE(the_detail_shows_steps_state_and_history_but_no_env_values),
           TEST_CASE(ten_thousand_tasks_stay_usable_in_pages));
 
-TEST_MAIN(setup, teardown)
+TEST_MAIN(web_etcd_start, web_etcd_stop)

@@ -6,12 +6,10 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "etcd_harness.h"
 #include "fleet.h"
 #include "servers.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 
 /* Frames written so far: each starts with the table's header. */
 static int frames(const char *log)
@@ -42,7 +40,7 @@ TEST(status_watch_redraws_on_a_change_and_only_then)
 	proc_bg watch;
 	char log[320];
 	char *argv[16];
-	fleet_init(&f, etcdh_endpoints(cluster), "watching");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "watching");
 	const char *args[] = { "status", "--watch", "--endpoints", f.endpoints,
 		               "--prefix", f.prefix, NULL };
 	proc_cli_argv(argv, 16, args);
@@ -65,17 +63,6 @@ TEST(status_watch_redraws_on_a_change_and_only_then)
 	fleet_destroy(&f);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void)
-{
-	etcdh_destroy(cluster);
-}
-
 TEST_LIST(TEST_CASE(status_watch_redraws_on_a_change_and_only_then));
 
-TEST_MAIN(setup, teardown)
+TEST_MAIN(web_etcd_start, web_etcd_stop)

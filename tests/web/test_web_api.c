@@ -7,13 +7,11 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "etcd_harness.h"
 #include "fleet.h"
 #include "httpc.h"
 #include "servers.h"
 #include "test.h"
 
-static etcdh_cluster *cluster;
 
 #define SECRET_SPEC "{\"id\":\"%s\",\"env\":{\"API_TOKEN\":\"hunter2-value\"}," \
                     "\"steps\":[{\"name\":\"a\",\"run\":\"sleep 30\"}]}"
@@ -36,7 +34,7 @@ TEST(neither_the_stream_nor_the_detail_carries_env_values)
 	fleet f;
 	proc_bg web;
 	char addr[ADDR_SIZE], *body = NULL;
-	fleet_init(&f, etcdh_endpoints(cluster), "noenv");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "noenv");
 	fleet_submit(&f, "s1", SECRET_SPEC);
 	web_start(&web, &f, false, addr);
 	CHECK_INT(status_of(addr, "GET", "/api/tasks/s1", NULL, &body), ==, 200);
@@ -60,7 +58,7 @@ TEST(the_page_is_served_with_a_strict_content_security_policy)
 	fleet f;
 	proc_bg web;
 	char addr[ADDR_SIZE], csp[512];
-	fleet_init(&f, etcdh_endpoints(cluster), "csp");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "csp");
 	web_start(&web, &f, false, addr);
 	const char *paths[] = { "/", "/app.js", "/style.css" };
 	for (int i = 0; i < 3; i++) {
@@ -87,7 +85,7 @@ TEST(cancel_is_refused_by_a_read_only_server)
 	fleet f;
 	proc_bg web;
 	char addr[ADDR_SIZE];
-	fleet_init(&f, etcdh_endpoints(cluster), "readonly");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "readonly");
 	fleet_submit(&f, "keep", SECRET_SPEC);
 	web_start(&web, &f, false, addr);
 	CHECK_INT(status_of(addr, "POST", "/api/tasks/keep/cancel", "X-Leaserun: cancel\r\n", NULL),
@@ -102,7 +100,7 @@ TEST(cancel_with_allow_cancel_comes_from_the_page_only)
 	fleet f;
 	proc_bg web;
 	char addr[ADDR_SIZE], *body = NULL, origin[128];
-	fleet_init(&f, etcdh_endpoints(cluster), "cancel");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "cancel");
 	fleet_start(&f, 0, NULL);
 	fleet_submit(&f, "stop-me", SECRET_SPEC);
 	CHECK(fleet_wait_state(&f, "stop-me", LR_TASK_RUNNING, 10000) >= 0);
@@ -132,7 +130,7 @@ TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 	fleet f;
 	proc_bg web;
 	char addr[ADDR_SIZE];
-	fleet_init(&f, etcdh_endpoints(cluster), "taken");
+	fleet_init(&f, etcdh_endpoints(web_etcd), "taken");
 	web_start(&web, &f, false, addr);
 	proc_result r = proc_cli(NULL, NULL, "web", "--endpoints", f.endpoints, "--prefix",
 	                         f.prefix, "--listen", addr, NULL);
@@ -147,21 +145,10 @@ TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 	fleet_destroy(&f);
 }
 
-static int setup(void)
-{
-	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
-}
-
-static void teardown(void)
-{
-	etcdh_destroy(cluster);
-}
-
 TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(the_page_is_served_with_a_strict_content_security_policy),
           TEST_CASE(cancel_is_refused_by_a_read_only_server),
           TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
 
-TEST_MAIN(setup, teardown)
+TEST_MAIN(web_etcd_start, web_etcd_stop)
