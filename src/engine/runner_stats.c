@@ -2,6 +2,8 @@
  * its gauges (slots, lease deadline), and the calls of its etcd client by
  * method. Threads: any, at any time; reads atomics and the client's
  * lock-free call counts, never the runner's mutex. */
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
