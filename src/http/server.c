@@ -337,7 +337,7 @@ bool lr_http_stream_write(lr_http_stream *s, const void *data, size_t len,
 	pthread_mutex_lock(&s->mu);
 	if (s->closed || s->gone || s->len - s->off + len > max_queued)
 		goto out;
-	if (s->len + len > s->cap) {
+	if (s->len + len > s->cap && s->off > 0) {
 		/* Move what is left to the front before growing. */
 		memmove(s->buf, s->buf + s->off, s->len - s->off);
 		s->len -= s->off;
