@@ -230,6 +230,15 @@ json_t *cdp_eval(cdp *b, const char *fmt, ...)
 	return v;
 }
 
+void cdp_run(cdp *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	json_decref(veval(b, fmt, ap));
+	va_end(ap);
+}
+
 int cdp_eval_bool(cdp *b, const char *fmt, ...)
 {
 	va_list ap;

@@ -34,6 +34,9 @@ void cdp_navigate(cdp *b, const char *url);
  * its value as JSON (new reference). Fails the test when it throws. */
 json_t *cdp_eval(cdp *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Evaluate for its effect; the value is dropped. */
+void cdp_run(cdp *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The same for an expression whose value is a boolean, a number or a
  * string. */
 int cdp_eval_bool(cdp *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -41,7 +41,7 @@ static void page_open(struct page *p, const char *name, bool allow_cancel)
 	cdp_navigate(&p->b, url);
 	/* Live once the snapshot came; a mark that a reload would erase. */
 	CHECK(cdp_wait_for(&p->b, 10000, "document.getElementById('conn').dataset.state === 'live'") >= 0);
-	cdp_eval(&p->b, "window.loadedOnce = true");
+	cdp_run(&p->b, "window.loadedOnce = true");
 }
 
 static void page_close(struct page *p)
@@ -82,7 +82,7 @@ TEST(a_running_tasks_progress_moves_without_a_reload)
 	fleet_submit(&p.f, "moving", "{\"id\":\"%s\",\"steps\":[" STEP("one", "sleep 1") ","
 	             STEP("two", "sleep 1") "," STEP("three", "sleep 1") "]}");
 	/* The page records every step text it shows, to be read at the end. */
-	cdp_eval(&p.b, "window.seen = []; setInterval(() => {"
+	cdp_run(&p.b, "window.seen = []; setInterval(() => {"
 	               " const c = document.querySelector('#tasks tr[data-id=\"moving\"] .c-step');"
 	               " if (c && window.seen[window.seen.length - 1] !== c.textContent)"
 	               "  window.seen.push(c.textContent); }, 10)");
@@ -183,7 +183,7 @@ TEST(the_detail_shows_steps_state_and_history_but_no_env_values)
 	             STEP("report", "true") "]}");
 	CHECK(fleet_wait_state(&p.f, "secretive", LR_TASK_SUCCEEDED, 20000) >= 0);
 	CHECK(cdp_wait_for(&p.b, 5000, row_js, "secretive") >= 0);
-	cdp_eval(&p.b, "%s.click()", "document.querySelector('#tasks tr[data-id=\"secretive\"]')");
+	cdp_run(&p.b, "%s.click()", "document.querySelector('#tasks tr[data-id=\"secretive\"]')");
 	CHECK(cdp_wait_for(&p.b, 5000, "document.querySelectorAll('#detail-steps li').length === 2") >= 0);
 	CHECK(cdp_wait_for(&p.b, 5000, "document.getElementById('detail-state-json').textContent.includes('42')") >= 0);
 	CHECK(cdp_eval_bool(&p.b, "document.getElementById('detail-env').textContent.includes('API_TOKEN')"));
@@ -237,15 +237,15 @@ TEST(ten_thousand_tasks_stay_usable_in_pages)
 	cdp_navigate(&p.b, url);
 	CHECK(cdp_wait_for(&p.b, 20000, "document.getElementById('page-info').textContent.endsWith('of 10000')") >= 0);
 	printf("# the page showed them %lld ms after it was asked for\n", (long long)(lr_mono_ms() - t0));
-	cdp_eval(&p.b, "window.loadedOnce = true");
+	cdp_run(&p.b, "window.loadedOnce = true");
 	CHECK_INT(cdp_eval_int(&p.b, "document.querySelectorAll('#tasks tbody tr').length"), ==, 50);
 	/* Newest first; the next page; a search. */
 	CHECK(cdp_eval_bool(&p.b, "%s !== null", "document.querySelector('#tasks tr[data-id=\"bulk-09999\"]')"));
 	t0 = lr_mono_ms();
-	cdp_eval(&p.b, "document.getElementById('next').click()");
+	cdp_run(&p.b, "document.getElementById('next').click()");
 	CHECK(cdp_wait_for(&p.b, 5000, "document.getElementById('page-info').textContent.startsWith('51–100')") >= 0);
 	printf("# the next page took %lld ms\n", (long long)(lr_mono_ms() - t0));
-	cdp_eval(&p.b, "(() => { const s = document.getElementById('search');"
+	cdp_run(&p.b, "(() => { const s = document.getElementById('search');"
 	               " s.value = 'bulk-00042'; s.dispatchEvent(new Event('input')); })()");
 	CHECK(cdp_wait_for(&p.b, 5000, "document.querySelectorAll('#tasks tbody tr').length === 1") >= 0);
 	/* Still live: a change reaches a page of ten thousand. */
