@@ -13,6 +13,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       gcc libc6-dev pkg-config meson ninja-build \
       libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev \
+      libmicrohttpd-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -22,11 +23,12 @@ RUN meson setup /build --buildtype=release \
  && /build/runner/leaserun --help >/dev/null
 
 FROM debian:bookworm-slim
-# libgrpc29 brings abseil, c-ares, re2 and OpenSSL; ca-certificates is for
+# libgrpc29 brings abseil, c-ares, re2 and OpenSSL; libmicrohttpd12 serves
+# --metrics and `leaserun web`; ca-certificates is for
 # etcd over TLS (--cacert may also name a CA of your own).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libgrpc29 libprotobuf-c1 libjansson4 ca-certificates \
+      libgrpc29 libprotobuf-c1 libjansson4 libmicrohttpd12 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 leaserun \
  && useradd --system --uid 10001 --gid leaserun --home-dir /home/leaserun \

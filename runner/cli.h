@@ -28,6 +28,11 @@ int cli_fail(const lr_err *err);
 /* Print "leaserun: <reason>" and the pointer to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Block SIGINT and SIGTERM in the calling thread and in every thread
+ * started after, and return a signalfd that reads them; -1 on failure.
+ * Call before the first thread starts (before connecting). */
+int cli_stop_signal_fd(void);
+
 /* The subcommands: argv holds the arguments after the subcommand word.
  * Each returns the exit status. */
 int cmd_submit(int argc, char **argv);
@@ -37,5 +42,6 @@ int cmd_cancel(int argc, char **argv);
 int cmd_runners(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_web(int argc, char **argv);
 
 #endif

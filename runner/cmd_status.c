@@ -1,13 +1,17 @@
 /* cmd_status.c - `leaserun status`: one task or the task list, as a table or
- * JSON, once or refreshed every second (--watch). Main thread; the SIGINT
- * handler only sets a flag. */
-#include <signal.h>
+ * JSON, once or redrawn on every change (--watch, from an etcd watch). Main
+ * thread; with --watch it waits for changes and for SIGINT/SIGTERM on file
+ * descriptors. */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
+#include "client/changes.h"
 #include "options.h"
 #include "output.h"
 
@@ -22,10 +26,10 @@ static const char usage[] =
     "               failed or cancelled\n"
     "  --limit N    at most N tasks (the oldest)\n"
     "  --json       JSON: an object with ID, otherwise an array\n"
-    "  --watch      refresh every second until interrupted\n";
+    "  --watch      redraw whenever a task changes, until interrupted\n";
 
-#define WATCH_INTERVAL_MS 1000
-#define WATCH_SLICE_MS 100
+/* Changes in a burst are drawn together: at most one redraw this often. */
+#define WATCH_MIN_REDRAW_MS 100
 
 struct query {
 	const char *id;
@@ -33,14 +37,6 @@ struct query {
 	size_t limit;
 	int json;
 };
-
-static volatile sig_atomic_t interrupted;
-
-static void on_interrupt(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
 
 /* Print the tasks of q to f. */
 static int show(FILE *f, lr_client *c, const struct query *q,
@@ -70,16 +66,6 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	return 0;
 }
 
-/* Sleep until the next refresh or an interrupt. */
-static void wait_refresh(void)
-{
-	struct timespec slice = { 0, WATCH_SLICE_MS * 1000000L };
-
-	for (int t = 0; t < WATCH_INTERVAL_MS && !interrupted;
-	     t += WATCH_SLICE_MS)
-		nanosleep(&slice, NULL);
-}
-
 /* One screen: built in memory first so that clearing and redrawing the
  * terminal happens in one write, without flicker. A failed first refresh
  * ends the command like a plain status would; a later one is shown and the
@@ -97,8 +83,8 @@ static int watch_frame(lr_client *c, const struct query *q,
 		return CLI_CONTINUE;
 	if (st->tty) {
 		lr_rfc3339_now(now);
-		fprintf(f, "\033[H\033[2JEvery %ds: leaserun status    %s\n\n",
-		        WATCH_INTERVAL_MS / 1000, now);
+		fprintf(f, "\033[H\033[2Jleaserun status, redrawn on every "
+		        "change    %s\n\n", now);
 	}
 	if (show(f, c, q, st, &err) != 0) {
 		if (first)
@@ -114,19 +100,65 @@ static int watch_frame(lr_client *c, const struct query *q,
 	return rc;
 }
 
-static int watch(lr_client *c, const struct query *q, const out_style *st)
+/* Wait until the records changed (true) or a stop signal came (false). A
+ * change right after a redraw waits for the rest of its burst. */
+static bool wait_change(lr_changes *ch, int sfd, int64_t last_draw)
 {
-	struct sigaction sa = { .sa_handler = on_interrupt };
-	int rc = CLI_CONTINUE;
+	struct pollfd p[2] = { { .fd = lr_changes_fd(ch), .events = POLLIN },
+		               { .fd = sfd, .events = POLLIN } };
 
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	for (int first = 1; !interrupted && rc == CLI_CONTINUE; first = 0) {
-		rc = watch_frame(c, q, st, first);
-		if (rc == CLI_CONTINUE)
-			wait_refresh();
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return false;
+		}
+		if (p[1].revents != 0)
+			return false;
+		if (p[0].revents != 0)
+			break;
 	}
+	int64_t wait = last_draw + WATCH_MIN_REDRAW_MS - lr_mono_ms();
+	if (wait > 0 && poll(&p[1], 1, (int)wait) > 0)
+		return false;
+	lr_changes_clear(ch);
+	return true;
+}
+
+/* Redraw whenever etcd reports a change of the records shown (a watch),
+ * never on a timer; until SIGINT or SIGTERM. */
+static int watch(const cli_common *common, const struct query *q,
+                 const out_style *st)
+{
+	int sfd = cli_stop_signal_fd();
+	lr_client *c = NULL;
+	lr_changes *ch = NULL;
+	lr_err err = { 0 };
+	int rc;
+
+	if (sfd < 0) {
+		fputs("leaserun: status: cannot wait for signals\n", stderr);
+		return EXIT_RUNTIME;
+	}
+	rc = cli_open(common, &c);
+	if (rc != CLI_CONTINUE)
+		goto out;
+	/* Watching first: a change made while the first screen is read
+	 * brings a second one. */
+	if (lr_changes_open(c, q->id, &ch, &err) != 0) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	for (int first = 1; rc == CLI_CONTINUE; first = 0) {
+		int64_t drawn = lr_mono_ms();
+		rc = watch_frame(c, q, st, first);
+		if (rc == CLI_CONTINUE && !wait_change(ch, sfd, drawn))
+			rc = EXIT_OK;
+	}
+out:
+	lr_changes_close(ch);
+	lr_client_close(c);
+	close(sfd);
 	return rc == CLI_CONTINUE ? EXIT_OK : rc;
 }
 
@@ -176,13 +208,14 @@ int cmd_status(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
 	if (rc == CLI_CONTINUE)
 		rc = make_query(args[0], state, limit, json, &q);
-	if (rc == CLI_CONTINUE)
-		rc = cli_open(&common, &c);
 	if (rc != CLI_CONTINUE)
 		return rc;
 	if (watching)
-		rc = watch(c, &q, &st);
-	else if (show(stdout, c, &q, &st, &err) != 0)
+		return watch(&common, &q, &st);
+	rc = cli_open(&common, &c);
+	if (rc != CLI_CONTINUE)
+		return rc;
+	if (show(stdout, c, &q, &st, &err) != 0)
 		rc = cli_fail(&err);
 	else
 		rc = EXIT_OK;

@@ -6,12 +6,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "http/server.h"
 #include "options.h"
 
 static const char usage[] =
     "Usage: leaserun worker [--name N] [--concurrency C] [--ttl S] "
     "[--grace S]\n"
-    "                       [--exit-when-idle]\n"
+    "                       [--exit-when-idle] [--metrics ADDR:PORT]\n"
     "\n"
     "Run a runner: claim pending tasks and run their steps with /bin/sh,\n"
     "until SIGTERM or SIGINT (then running steps get --grace seconds to\n"
@@ -22,6 +23,8 @@ static const char usage[] =
     "  --ttl S             lease TTL in seconds, >= 1 (default 10)\n"
     "  --grace S           seconds steps get to finish on stop (default 10)\n"
     "  --exit-when-idle    exit once no task is pending or claimed\n"
+    "  --metrics ADDR:PORT serve Prometheus metrics on http://ADDR:PORT/metrics\n"
+    "                      (\":9464\" means 127.0.0.1:9464; off by default)\n"
     "\n"
     "Exit status: 0 after a graceful stop, 1 etcd error or name in use,\n"
     "2 bad flags.\n";
@@ -68,7 +71,7 @@ static void release_stop_signals(void)
 }
 
 struct worker_flags {
-	const char *name, *concurrency, *ttl, *grace;
+	const char *name, *concurrency, *ttl, *grace, *metrics;
 	int exit_when_idle;
 };
 
@@ -87,6 +90,14 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
 	if (rc == CLI_CONTINUE && f->grace != NULL)
 		rc = cli_int("--grace", f->grace, 0, 86400, &grace);
+	if (rc == CLI_CONTINUE && f->metrics != NULL) {
+		/* A bad address is a usage error, found before connecting. */
+		struct sockaddr_storage sa;
+		socklen_t sa_len;
+		lr_err err = { 0 };
+		if (lr_http_parse_address(f->metrics, &sa, &sa_len, &err) != 0)
+			rc = cli_usage_error("--metrics: %s", err.msg);
+	}
 	*o = (lr_runner_opts){
 		.name = f->name,
 		.concurrency = (int)conc,
@@ -116,6 +127,23 @@ static void sweep_state_dirs(void)
 	lr_log_stderr(NULL, &rec);
 }
 
+/* /metrics on its own thread, before the runner claims anything: an
+ * address that cannot be listened on ends the command at once. */
+static int serve_metrics(lr_runner *r, const char *listen,
+                         lr_metrics_server **out)
+{
+	lr_err err = { 0 };
+	char msg[160];
+
+	if (lr_metrics_serve(&r, 1, listen, out, &err) != 0)
+		return cli_fail(&err);
+	snprintf(msg, sizeof(msg), "metrics on http://%s/metrics",
+	         lr_metrics_server_address(*out));
+	lr_log_record rec = { LR_LOG_INFO, NULL, NULL, NULL, -1, msg };
+	lr_log_stderr(NULL, &rec);
+	return CLI_CONTINUE;
+}
+
 int cmd_worker(int argc, char **argv)
 {
 	struct worker_flags f = { 0 };
@@ -125,6 +153,7 @@ int cmd_worker(int argc, char **argv)
 		{ "ttl", &f.ttl, NULL },
 		{ "grace", &f.grace, NULL },
 		{ "exit-when-idle", NULL, &f.exit_when_idle },
+		{ "metrics", &f.metrics, NULL },
 		{ NULL, NULL, NULL },
 	};
 	const cli_cmd cmd = { "worker", usage, flags, 0 };
@@ -132,6 +161,7 @@ int cmd_worker(int argc, char **argv)
 	lr_runner_opts o;
 	lr_client *c = NULL;
 	lr_runner *r = NULL;
+	lr_metrics_server *metrics = NULL;
 	lr_err err = { 0 };
 	int nargs;
 
@@ -155,10 +185,16 @@ int cmd_worker(int argc, char **argv)
 		goto cleanup;
 	}
 	sweep_state_dirs();
+	if (f.metrics != NULL) {
+		rc = serve_metrics(r, f.metrics, &metrics);
+		if (rc != CLI_CONTINUE)
+			goto cleanup;
+	}
 	signalled = r;
 	rc = lr_runner_run(r, &err) == 0 ? EXIT_OK : cli_fail(&err);
 	release_stop_signals();
 cleanup:
+	lr_metrics_server_free(metrics);
 	if (r != NULL)
 		lr_runner_free(r);
 	lr_client_close(c);

@@ -12,6 +12,13 @@ LR_PACKAGES=(
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev
 	etcd-server etcd-client
 	openssl
+	# The HTTP server of /metrics and `leaserun web`.
+	libmicrohttpd-dev
+	# The web tests: promtool checks /metrics (it ships in Debian's
+	# prometheus package, which on a systemd host also starts a
+	# Prometheus server on :9090: `systemctl disable --now prometheus`
+	# if it is not wanted), and headless Chromium loads the page.
+	prometheus chromium
 )
 
 lr_say() {
@@ -41,12 +48,13 @@ lr_missing_packages() {
 # Without dpkg, only check that the tools and libraries are there.
 lr_check_without_dpkg() {
 	local cmd missing=()
-	for cmd in gcc g++ pkg-config meson ninja protoc-c etcd etcdctl openssl node npm; do
+	for cmd in gcc g++ pkg-config meson ninja protoc-c etcd etcdctl openssl node npm \
+		promtool chromium; do
 		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 	done
 	if command -v pkg-config >/dev/null 2>&1 &&
-		! pkg-config --exists grpc gpr libprotobuf-c jansson; then
-		missing+=("pkg-config modules grpc gpr libprotobuf-c jansson")
+		! pkg-config --exists grpc gpr libprotobuf-c jansson libmicrohttpd; then
+		missing+=("pkg-config modules grpc gpr libprotobuf-c jansson libmicrohttpd")
 	fi
 	if [ "${#missing[@]}" -gt 0 ]; then
 		lr_say "missing: ${missing[*]}"

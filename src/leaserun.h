@@ -551,16 +551,51 @@ LR_API void lr_runner_stop(lr_runner *r);
 
 /* ---- statistics ----------------------------------------------------------- */
 
+/* The number of buckets of lr_latency.le. */
+#define LR_LATENCY_BUCKETS 18
+
 /* A latency distribution in milliseconds, from a fixed-bucket histogram:
  * quantiles are within about 6 % of the true value (buckets are 12.5 %
- * wide and reported at their middle); count, mean and max are exact. All 0
- * when count is 0. */
+ * wide and reported at their middle); count, mean, sum and max are exact.
+ * All 0 when count is 0. */
 typedef struct lr_latency {
 	uint64_t count;
 	double mean_ms;
 	double p50_ms, p90_ms, p99_ms;
 	double max_ms;
+	double sum_ms;
+	/* le[i]: the samples at or below lr_latency_bucket_s(i) (cumulative,
+	 * as a Prometheus histogram counts them). */
+	uint64_t le[LR_LATENCY_BUCKETS];
 } lr_latency;
+
+/* The upper bound of bucket i (0 <= i < LR_LATENCY_BUCKETS) in seconds:
+ * 2^(i+7) microseconds, doubling from 0.000128 s to 16.777216 s. These
+ * are edges of the histograms kept inside, so the counts are exact, not
+ * interpolated. 0 for an i out of range. */
+LR_API double lr_latency_bucket_s(int i);
+
+/* Error codes counted apart in lr_etcd_method_stats.errors: [-code] for
+ * LR_EINVAL (-1) .. -(LR_ETCD_ERROR_CODES - 1); [0] for any other. */
+#define LR_ETCD_ERROR_CODES 24
+/* Methods in lr_runner_stats.etcd (leaserun calls about a dozen). */
+#define LR_ETCD_METHODS 16
+
+/* The calls of one etcd method by a runner's client. */
+typedef struct lr_etcd_method_stats {
+	char method[48];          /* etcd's service and method, "KV/Txn" */
+	int stream;               /* 1: a bidi stream (Watch/Watch,
+	                             Lease/LeaseKeepAlive), 0: unary */
+	uint64_t calls;           /* unary: calls made */
+	uint64_t attempts;        /* unary: attempts, retries included */
+	uint64_t errors;          /* unary: calls that failed, any code */
+	uint64_t errors_by_code[LR_ETCD_ERROR_CODES];
+	uint64_t reopens;         /* stream: calls opened after the one before
+	                             ended (reconnects) */
+	lr_latency latency;       /* unary: each attempt; stream: the round
+	                             trips its owner times (LeaseKeepAlive: a
+	                             renewal sent to etcd's answer) */
+} lr_etcd_method_stats;
 
 /* What a runner has done since lr_runner_new (across lr_runner_run calls).
  * A plain struct owned by the caller. */
@@ -584,17 +619,70 @@ typedef struct lr_runner_stats {
 	lr_latency commit;     /* one step-commit txn */
 	lr_latency completion; /* the completion txn (done/<id> written and
 	                          the claim deleted, with the last step) */
+
+	/* Step executions (handler calls) by how they ended: ok (committed
+	 * or completing the task), retry and fail (as the handler returned),
+	 * stopped (cancel, lease loss or shutdown came first: nothing was
+	 * committed, whatever the handler returned). */
+	uint64_t steps_ok, steps_retry, steps_fail, steps_stopped;
+
+	/* Gauges: the figures now. */
+	uint64_t tasks_running;   /* claims this runner holds */
+	uint64_t slots;           /* workers (concurrency) */
+	uint64_t slots_free;      /* workers with no task */
+	uint64_t tasks_pending;   /* tasks this runner sees unclaimed: pending
+	                             in its watched set, or queued for one of
+	                             its workers but not yet claimed */
+	double lease_remaining_s; /* until the lease deadline (the send time
+	                             of the last renewal etcd answered, plus
+	                             the TTL); 0 while there is no lease */
+
+	/* The runner's etcd client (shared by the runners of one lr_client:
+	 * the sum counts each client once). */
+	lr_latency lease_renewal; /* keepalive round trips (the
+	                             Lease/LeaseKeepAlive entry's latency) */
+	uint64_t watch_reconnects;     /* Watch/Watch stream reopens */
+	uint64_t keepalive_reconnects; /* Lease/LeaseKeepAlive reopens */
+	size_t n_etcd;            /* entries of etcd[] in use */
+	lr_etcd_method_stats etcd[LR_ETCD_METHODS]; /* in the order first
+	                             called */
 } lr_runner_stats;
 
 /* Fill *out with r's statistics. Any thread, at any time, also while
- * lr_runner_run runs: cheap (no etcd call, no lock); the figures are then
- * read one after the other, not at a single instant. */
+ * lr_runner_run runs: cheap (no etcd call, no runner lock, about 10 KiB
+ * of struct); the figures are then read one after the other, not at a
+ * single instant. */
 LR_API void lr_runner_get_stats(const lr_runner *r, lr_runner_stats *out);
 
 /* The statistics of n runners together (for example every runner hosted
- * in one process): counters summed, latency histograms merged. */
+ * in one process): counters and gauges summed, latency histograms merged;
+ * lease_remaining_s is the least of the runners' (the nearest deadline). */
 LR_API void lr_runner_get_stats_sum(lr_runner *const *rs, size_t n,
                                     lr_runner_stats *out);
+
+/* ---- Prometheus metrics ----------------------------------------------------- */
+
+/* The statistics of n runners together (as lr_runner_get_stats_sum) in the
+ * Prometheus text format (version 0.0.4), names prefixed "leaserun_", for
+ * an embedder that serves /metrics itself. On success *text is a
+ * NUL-terminated string of *len bytes, freed by free(). */
+LR_API int lr_metrics_text(lr_runner *const *rs, size_t n, char **text,
+                           size_t *len, lr_err *err);
+
+typedef struct lr_metrics_server lr_metrics_server;
+
+/* Serve lr_metrics_text of rs[0..n) on GET /metrics at `listen`
+ * ("ADDR:PORT", "[V6ADDR]:PORT", or ":PORT" for 127.0.0.1; port 0 picks
+ * a free one), from a thread of its own: a scrape reads atomics and never
+ * waits for a runner; slow, idle or malformed connections are cut off and
+ * cannot delay the runners. The runners (the array is copied) must outlive
+ * the server. Errors: LR_EINVAL (address), LR_ESYS (cannot listen). */
+LR_API int lr_metrics_serve(lr_runner *const *rs, size_t n, const char *listen,
+                            lr_metrics_server **out, lr_err *err);
+/* The address actually listened on ("127.0.0.1:9464"). Borrowed. */
+LR_API const char *lr_metrics_server_address(const lr_metrics_server *s);
+/* Stop serving and free. NULL is allowed. */
+LR_API void lr_metrics_server_free(lr_metrics_server *s);
 
 #ifdef __cplusplus
 }

@@ -56,6 +56,16 @@ void lr_hist_add_to(const lr_hist *h, lr_hist_snap *s)
 		s->max_us = max;
 }
 
+void lr_hist_snap_add(lr_hist_snap *into, const lr_hist_snap *from)
+{
+	for (int i = 0; i < LR_HIST_BUCKETS; i++)
+		into->n[i] += from->n[i];
+	into->count += from->count;
+	into->sum_us += from->sum_us;
+	if (from->max_us > into->max_us)
+		into->max_us = from->max_us;
+}
+
 double lr_hist_quantile_ms(const lr_hist_snap *s, double q)
 {
 	uint64_t total = 0;
@@ -86,17 +96,58 @@ double lr_hist_quantile_ms(const lr_hist_snap *s, double q)
 	return (double)s->max_us / 1000.0;
 }
 
+/* The public buckets' bounds: 2^(i + LR_LE_FIRST_EXP) microseconds. */
+#define LR_LE_FIRST_EXP 7
+
+double lr_latency_bucket_s(int i)
+{
+	if (i < 0 || i >= LR_LATENCY_BUCKETS)
+		return 0;
+	return (double)(1ULL << (i + LR_LE_FIRST_EXP)) / 1e6;
+}
+
+/* Samples below 2^exp us: every bucket before the one that starts there.
+ * A sample is recorded in whole microseconds, rounded down, so one
+ * recorded as exactly 2^exp took at least that long: "below" is "at or
+ * below the bound" for the durations measured. */
+static void cumulative_le(const lr_hist_snap *s, uint64_t le[LR_LATENCY_BUCKETS])
+{
+	uint64_t seen = 0;
+	int from = 0;
+
+	for (int i = 0; i < LR_LATENCY_BUCKETS; i++) {
+		int upto = bucket_of(1ULL << (i + LR_LE_FIRST_EXP));
+		for (; from < upto; from++)
+			seen += s->n[from];
+		le[i] = seen;
+	}
+}
+
 void lr_hist_summary(const lr_hist_snap *s, lr_latency *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->count = s->count;
 	if (s->count == 0)
 		return;
+	out->sum_ms = (double)s->sum_us / 1000.0;
+	cumulative_le(s, out->le);
 	out->mean_ms = (double)s->sum_us / (double)s->count / 1000.0;
 	out->p50_ms = lr_hist_quantile_ms(s, 0.50);
 	out->p90_ms = lr_hist_quantile_ms(s, 0.90);
 	out->p99_ms = lr_hist_quantile_ms(s, 0.99);
 	out->max_ms = (double)s->max_us / 1000.0;
+}
+
+void lr_stats_step(lr_stats *s, bool stopped, lr_step_result res)
+{
+	if (stopped)
+		lr_stats_inc(&s->steps_stopped);
+	else if (res == LR_STEP_OK)
+		lr_stats_inc(&s->steps_ok);
+	else if (res == LR_STEP_RETRY)
+		lr_stats_inc(&s->steps_retry);
+	else
+		lr_stats_inc(&s->steps_fail);
 }
 
 void lr_stats_task_done(lr_stats *s, lr_task_state st)
@@ -135,6 +186,12 @@ void lr_stats_snapshot(const lr_stats *const *ss, size_t n, lr_runner_stats *out
 		out->tasks_cancelled += get(&s->tasks_cancelled);
 		out->tasks_let_go += get(&s->tasks_let_go);
 		out->lease_losses += get(&s->lease_losses);
+		out->steps_ok += get(&s->steps_ok);
+		out->steps_retry += get(&s->steps_retry);
+		out->steps_fail += get(&s->steps_fail);
+		out->steps_stopped += get(&s->steps_stopped);
+		out->tasks_running += get(&s->tasks_running);
+		out->tasks_pending += get(&s->tasks_pending);
 	}
 	out->tasks_finished = out->tasks_succeeded + out->tasks_failed + out->tasks_cancelled;
 	lr_hist_snap *h = calloc(3, sizeof(*h)); /* 7.5 KiB: not on the stack */

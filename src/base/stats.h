@@ -9,6 +9,7 @@
 #define LR_STATS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,8 @@ typedef struct lr_hist_snap {
 
 /* Add h's contents into *s (zero *s first for a plain copy). */
 void lr_hist_add_to(const lr_hist *h, lr_hist_snap *s);
+/* Add snapshot `from` into *into (histograms of several sources). */
+void lr_hist_snap_add(lr_hist_snap *into, const lr_hist_snap *from);
 /* The value below which a fraction q (0..1) of the samples lie, in ms:
  * the middle of that sample's bucket, never above the largest sample.
  * 0 when there is none. */
@@ -51,6 +54,10 @@ typedef struct lr_stats {
 	atomic_uint_least64_t claims_won, claims_lost, steps_committed,
 	    attempts_failed, tasks_succeeded, tasks_failed,
 	    tasks_cancelled, tasks_let_go, lease_losses;
+	/* Step executions by how they ended (lr_runner_stats.steps_*). */
+	atomic_uint_least64_t steps_ok, steps_retry, steps_fail, steps_stopped;
+	/* Gauges: claims held, workers busy with a job, pending tasks seen. */
+	atomic_uint_least64_t tasks_running, slots_busy, tasks_pending;
 	lr_hist claim, commit, completion;
 } lr_stats;
 
@@ -60,12 +67,24 @@ static inline void lr_stats_inc(atomic_uint_least64_t *c)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
+/* One less of a gauge. */
+static inline void lr_stats_dec(atomic_uint_least64_t *c)
+{
+	atomic_fetch_sub_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Count a step execution: stopped (cancel, lease loss, shutdown came
+ * first), else by the handler's result. */
+void lr_stats_step(lr_stats *s, bool stopped, lr_step_result res);
+
 /* Count a task this runner ended with state st (succeeded, failed,
  * cancelled). */
 void lr_stats_task_done(lr_stats *s, lr_task_state st);
 
-/* The public figures of n runners' counters together: counters summed,
- * histograms merged (lr_runner_get_stats_sum). */
+/* The public figures of n runners' counters together: counters and
+ * gauges summed, histograms merged (lr_runner_get_stats_sum). The figures
+ * a runner keeps outside lr_stats (slots, slots_free, lease_remaining_s)
+ * are left 0. */
 void lr_stats_snapshot(const lr_stats *const *ss, size_t n, lr_runner_stats *out);
 
 #endif

@@ -573,8 +573,8 @@ struct runner_list {
 	size_t n, cap;
 };
 
-static void runner_info_from(const lr_kv *kv, const char *name,
-                             lr_runner_info *info)
+void lr_runner_info_from(const lr_kv *kv, const char *name,
+                         lr_runner_info *info)
 {
 	lr_runner_rec rec;
 
@@ -607,7 +607,7 @@ static int collect_runner(void *user, const lr_kv *kv, const char *name,
 	if (grow((void **)&l->v, sizeof(*l->v), l->n, &l->cap) != 0)
 		return lr_err_set(err, LR_ENOMEM, "list runners: out of memory");
 	info = &l->v[l->n];
-	runner_info_from(kv, name, info);
+	lr_runner_info_from(kv, name, info);
 	if (info->lease != 0) {
 		int rc = lr_lease_ttl(lr_client_etcd(l->c), info->lease,
 		                      &info->ttl_left, &granted, err);

@@ -41,6 +41,11 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
  * done record that does not decode (the task is over either way). */
 lr_task_state lr_done_state(const lr_kv *done);
 
+/* What a runners/<name> key says (ttl_left -1: not asked). A record that
+ * does not decode still gives the name and the lease. */
+void lr_runner_info_from(const lr_kv *kv, const char *name,
+                         lr_runner_info *info);
+
 /* LR_EINVAL naming `what` unless id is a valid task id. */
 int lr_check_task_id(const char *what, const char *id, lr_err *err);
 

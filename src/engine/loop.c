@@ -341,6 +341,11 @@ static void run_loop(lr_runner *r)
 		}
 		if (l.grace_end == 0 && !l.resync)
 			dispatch(r);
+		/* For the statistics, which other threads read: pending in
+		 * the set, or queued for a worker but not yet claimed. */
+		atomic_store_explicit(&r->stats.tasks_pending,
+		                      r->set.pending + lr_jobq_waiting(&r->jobs),
+		                      memory_order_relaxed);
 		if (r->exit_when_idle && l.grace_end == 0 && !l.resync && idle(r)) {
 			lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
 			              "no task pending or claimed: exiting");
@@ -356,6 +361,8 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 {
 	lr_etcd *c = lr_client_etcd(r->client);
 	int rc = lr_keepalive_new(c, &r->ka, err);
+	if (rc == 0)
+		lr_runner_ka_open(r);
 	if (rc == 0)
 		rc = lr_watch_new(c, &r->watch, err);
 	if (rc == 0)
@@ -380,8 +387,10 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 	}
 	lr_watch_free(r->watch);
 	r->watch = NULL;
+	lr_runner_ka_close(r);
 	lr_keepalive_free(r->ka);
 	r->ka = NULL;
+	atomic_store(&r->stats.tasks_pending, 0);
 	if (rc == 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "stopped");
 	return rc;

@@ -146,25 +146,6 @@ int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn, void *u
 	return 0;
 }
 
-void lr_runner_get_stats_sum(lr_runner *const *rs, size_t n, lr_runner_stats *out)
-{
-	const lr_stats **ss = calloc(n > 0 ? n : 1, sizeof(*ss));
-	if (ss == NULL) {
-		memset(out, 0, sizeof(*out));
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		ss[i] = &rs[i]->stats;
-	lr_stats_snapshot(ss, n, out);
-	free(ss);
-}
-
-void lr_runner_get_stats(const lr_runner *r, lr_runner_stats *out)
-{
-	const lr_stats *ss = &r->stats;
-	lr_stats_snapshot(&ss, 1, out);
-}
-
 void lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb, void *user)
 {
 	r->cb = *cb;

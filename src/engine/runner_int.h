@@ -93,6 +93,10 @@ struct lr_runner {
 	atomic_bool draining;               /* no new step: finish, release */
 	atomic_llong lease;                 /* current lease, 0 while none */
 	lr_stats stats;                     /* any thread (atomics) */
+	/* r->ka may be read by a stats reader (runner_stats.c) while
+	 * ka_open; lr_runner_run frees it only after lr_runner_ka_close. */
+	atomic_bool ka_open;
+	atomic_int ka_readers;
 
 	/* The loop thread's. */
 	int64_t granted_ttl;
@@ -122,6 +126,13 @@ const struct lr_handler *lr_runner_handler(const lr_runner *r, const char *step)
 /* Monotonic ms by which everything done under `lease` must have stopped;
  * 0 when that lease is lost. Any thread. */
 int64_t lr_runner_deadline(lr_runner *r, int64_t lease);
+
+/* ---- runner_stats.c, for the loop ----------------------------------------- */
+
+/* r->ka exists (after lr_keepalive_new) / is about to be freed: the
+ * close waits for a stats reader that is looking at it. */
+void lr_runner_ka_open(lr_runner *r);
+void lr_runner_ka_close(lr_runner *r);
 
 /* ---- view.c: the task set kept current from etcd (loop thread) ----------- */
 

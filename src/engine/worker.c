@@ -297,6 +297,7 @@ static bool run_step(struct hold *h)
 	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error);
 	enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 	bool go_on;
+	lr_stats_step(&h->r->stats, why != LR_STOP_NONE, res);
 	if (why != LR_STOP_NONE) {
 		/* Whatever the handler returned, nothing is committed. */
 		stopped(h, why, true);
@@ -425,7 +426,9 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	report(&h, LR_REP_CLAIMED, &what);
 	if (t->cancel_requested)
 		lr_stop_request(&w->stop, LR_STOP_CANCEL);
+	lr_stats_inc(&r->stats.tasks_running);
 	run_steps(&h);
+	lr_stats_dec(&r->stats.tasks_running);
 	lr_claimed_task_clear(t);
 }
 
@@ -435,7 +438,9 @@ static void *worker_main(void *arg)
 	lr_runner *r = w->r;
 	struct lr_job job;
 	while (lr_jobq_take(&r->jobs, w->slot, &job)) {
+		lr_stats_inc(&r->stats.slots_busy);
 		run_job(w, &job);
+		lr_stats_dec(&r->stats.slots_busy);
 		lr_job_clear(&job);
 		lr_jobq_finish(&r->jobs, w->slot);
 		/* Nobody can ask this slot to stop any more: the loop finds

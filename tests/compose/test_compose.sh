@@ -224,14 +224,14 @@ check "the build stage is Debian bookworm, named" \
 	grep -Eiq '^FROM[[:space:]]+debian:bookworm[^[:space:]]*[[:space:]]+AS[[:space:]]+[a-z]+' "$DOCKERFILE"
 check "the build stage installs the -dev packages, meson and ninja" \
 	mentions_all "$(cat "$DOCKERFILE")" libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-	libjansson-dev meson ninja-build
+	libjansson-dev libmicrohttpd-dev meson ninja-build
 check "the build stage builds with meson" grep -Eq 'meson setup' "$DOCKERFILE"
 
 # The last stage: from its FROM to the end.
 runtime=$(awk 'toupper($1) == "FROM" { block = "" } { block = block $0 "\n" } END { printf "%s", block }' "$DOCKERFILE")
 check "the runtime stage is Debian bookworm" grep -Eiq '^FROM[[:space:]]+debian:bookworm' <<<"$runtime"
 check "the runtime stage installs the runtime libraries" \
-	mentions_all "$runtime" libgrpc29 libprotobuf-c1 libjansson4
+	mentions_all "$runtime" libgrpc29 libprotobuf-c1 libjansson4 libmicrohttpd12
 check "the runtime stage installs no -dev package" mentions_none "$runtime" '[a-z0-9]-dev\b'
 check "the runtime stage copies leaserun from the build stage" \
 	grep -Eiq '^COPY[[:space:]]+--from=' <<<"$runtime"

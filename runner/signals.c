@@ -1,0 +1,21 @@
+/* signals.c - SIGINT and SIGTERM as a file descriptor, for the commands
+ * that wait for them beside other events (web, status --watch). Main
+ * thread, before any other thread starts. */
+#include <signal.h>
+#include <sys/signalfd.h>
+
+#include "cli.h"
+
+int cli_stop_signal_fd(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	/* Blocked here, they stay blocked in every thread started later
+	 * (gRPC's, the server's), so the descriptor receives them all. */
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		return -1;
+	return signalfd(-1, &set, SFD_CLOEXEC);
+}

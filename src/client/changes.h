@@ -1,0 +1,28 @@
+/* changes.h - a file descriptor that becomes readable when the records of
+ * one task, or of every task, change in etcd (a watch): for displays that
+ * redraw when something happened instead of on a timer.
+ * Threads: open/clear/close on the caller's thread; the watch sets the
+ * descriptor from the etcd client's stream thread. */
+#ifndef LR_CLIENT_CHANGES_H
+#define LR_CLIENT_CHANGES_H
+
+#include "client/client.h"
+
+typedef struct lr_changes lr_changes;
+
+/* Watch tasks/, claims/, checkpoints/ and done/ of task id, or of every
+ * task when id is NULL, from now on. *out is freed by lr_changes_close. */
+int lr_changes_open(lr_client *c, const char *id, lr_changes **out, lr_err *err);
+
+/* Readable (poll POLLIN) once something changed since the last clear.
+ * Owned by ch. */
+int lr_changes_fd(const lr_changes *ch);
+
+/* Take the notification: the caller is about to read the records again.
+ * A watch that etcd ended (compaction) is started again from now, which
+ * loses nothing since the records are read after this. */
+void lr_changes_clear(lr_changes *ch);
+
+void lr_changes_close(lr_changes *ch);
+
+#endif

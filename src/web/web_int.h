@@ -1,0 +1,53 @@
+/* web_int.h - what the parts of the web server share: the server itself,
+ * its open event streams, and the functions each file offers the others.
+ * w->mu guards the streams and the publisher's flags; it is never held
+ * across an etcd call. */
+#ifndef LR_WEB_INT_H
+#define LR_WEB_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "client/client.h"
+#include "http/server.h"
+#include "web/fleet.h"
+#include "web/web.h"
+
+struct web_client {
+	lr_http_stream *stream;
+	struct web_client *next;
+};
+
+struct lr_web {
+	lr_client *client;
+	lr_fleet *fleet;
+	lr_http *http;
+	bool allow_cancel;
+	pthread_t publisher;
+	bool publisher_running;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;         /* kicked or stop */
+	bool kicked;                 /* the view changed */
+	bool stop;
+	struct web_client *clients;  /* open event streams */
+	size_t n_clients;
+};
+
+/* ---- events.c ------------------------------------------------------------ */
+
+/* GET /events: a stream that starts with the whole view ("snapshot") and
+ * then carries its changes ("update"). */
+void web_events_open(lr_web *w, lr_http_req *req);
+/* The view changed (lr_fleet_changed_fn). */
+void web_changed(void *user);
+/* The publisher thread: pushes changes, heartbeats, lease TTLs. */
+void *web_publisher_main(void *arg);
+/* Close every stream (the server is stopping). */
+void web_events_close_all(lr_web *w);
+
+/* ---- page.c ---------------------------------------------------------------- */
+
+/* Every request (lr_http_handler). */
+void web_route(void *user, lr_http_req *req);
+
+#endif

@@ -1,0 +1,68 @@
+/* test_status_watch.c - `leaserun status --watch` redraws when a task
+ * changes in etcd (a watch), and not otherwise: no timer. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "fleet.h"
+#include "servers.h"
+#include "test.h"
+
+
+/* Frames written so far: each starts with the table's header. */
+static int frames(const char *log)
+{
+	char *text = proc_slurp(log);
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, "ID ")) != NULL; p += 3)
+		if (p == text || p[-1] == '\n')
+			n++;
+	free(text);
+	return n;
+}
+
+static int64_t wait_frames(const char *log, int n, int timeout_ms)
+{
+	int64_t t0 = lr_mono_ms();
+	while (frames(log) < n) {
+		if (lr_mono_ms() - t0 > timeout_ms)
+			return -1;
+		lr_sleep_ms(10);
+	}
+	return lr_mono_ms() - t0;
+}
+
+TEST(status_watch_redraws_on_a_change_and_only_then)
+{
+	fleet f;
+	proc_bg watch;
+	char log[320];
+	char *argv[16];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "watching");
+	const char *args[] = { "status", "--watch", "--endpoints", f.endpoints,
+		               "--prefix", f.prefix, NULL };
+	proc_cli_argv(argv, 16, args);
+	snprintf(log, sizeof(log), "%s/watch.log", f.dir);
+	proc_start(&watch, argv, NULL, log);
+	CHECK(wait_frames(log, 1, 10000) >= 0);
+	/* Nothing changes: nothing is drawn (the old --watch redrew every
+	 * second). */
+	lr_sleep_ms(2500);
+	CHECK_INT(frames(log), ==, 1);
+	fleet_submit(&f, "seen", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
+	int64_t took = wait_frames(log, 2, 2000);
+	printf("# redrawn %lld ms after the submit\n", (long long)took);
+	CHECK(took >= 0);
+	CHECK(took <= 1000);
+	char *text = proc_slurp(log);
+	CHECK_HAS(strstr(text, "\nID ") != NULL ? strstr(text, "\nID ") : text, "seen");
+	free(text);
+	CHECK_INT(proc_stop(&watch, SIGTERM, 5000), ==, 0);
+	fleet_destroy(&f);
+}
+
+TEST_LIST(TEST_CASE(status_watch_redraws_on_a_change_and_only_then));
+
+TEST_MAIN(web_etcd_start, web_etcd_stop)

@@ -1,0 +1,154 @@
+/* test_web_api.c - what `leaserun web` answers besides the page: the event
+ * stream and a task's detail never carry env values; cancel only when
+ * allowed, and only from the page itself; unknown paths and methods. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "fleet.h"
+#include "httpc.h"
+#include "servers.h"
+#include "test.h"
+
+
+#define SECRET_SPEC "{\"id\":\"%s\",\"env\":{\"API_TOKEN\":\"hunter2-value\"}," \
+                    "\"steps\":[{\"name\":\"a\",\"run\":\"sleep 30\"}]}"
+
+static int status_of(const char *addr, const char *method, const char *path,
+                     const char *extra, char **body)
+{
+	http_resp r = http_method(addr, method, path, extra, 5000);
+	int st = r.status;
+	if (body != NULL) {
+		*body = r.body;
+		r.body = NULL;
+	}
+	http_resp_free(&r);
+	return st;
+}
+
+TEST(neither_the_stream_nor_the_detail_carries_env_values)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], *body = NULL;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "noenv");
+	fleet_submit(&f, "s1", SECRET_SPEC);
+	web_start(&web, &f, false, addr);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/s1", NULL, &body), ==, 200);
+	CHECK_HAS(body, "\"API_TOKEN\"");
+	CHECK(strstr(body, "hunter2") == NULL);
+	free(body);
+	/* The stream's first event, read until the server is stopped. */
+	http_resp r = http_get(addr, "/events", NULL, 1500);
+	CHECK_HAS(r.head, "text/event-stream");
+	CHECK_HAS(r.body, "event: snapshot\ndata: {");
+	CHECK_HAS(r.body, "\"s1\"");
+	CHECK(strstr(r.body, "hunter2") == NULL);
+	http_resp_free(&r);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
+TEST(the_page_is_served_with_a_strict_content_security_policy)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], csp[512];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "csp");
+	web_start(&web, &f, false, addr);
+	const char *paths[] = { "/", "/app.js", "/style.css" };
+	for (int i = 0; i < 3; i++) {
+		http_resp r = http_get(addr, paths[i], NULL, 5000);
+		CHECK_INT(r.status, ==, 200);
+		CHECK(http_header(&r, "Content-Security-Policy", csp, sizeof(csp)));
+		CHECK_HAS(csp, "default-src 'none'");
+		CHECK_HAS(csp, "script-src 'self'");
+		/* Nothing is fetched from elsewhere. */
+		CHECK(strstr(r.body, "http://") == NULL && strstr(r.body, "https://") == NULL);
+		http_resp_free(&r);
+	}
+	CHECK_INT(status_of(addr, "GET", "/nothing", NULL, NULL), ==, 404);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/no-such-task", NULL, NULL), ==, 404);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/bad%20id", NULL, NULL), ==, 404);
+	CHECK_INT(status_of(addr, "POST", "/", NULL, NULL), ==, 405);
+	CHECK_INT(status_of(addr, "DELETE", "/api/tasks/x", NULL, NULL), ==, 405);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
+TEST(cancel_is_refused_by_a_read_only_server)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "readonly");
+	fleet_submit(&f, "keep", SECRET_SPEC);
+	web_start(&web, &f, false, addr);
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/keep/cancel", "X-Leaserun: cancel\r\n", NULL),
+	          ==, 403);
+	CHECK_INT(fleet_state(&f, "keep", NULL, 0, NULL, NULL), ==, LR_TASK_PENDING);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
+TEST(cancel_with_allow_cancel_comes_from_the_page_only)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], *body = NULL, origin[128];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "cancel");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "stop-me", SECRET_SPEC);
+	CHECK(fleet_wait_state(&f, "stop-me", LR_TASK_RUNNING, 10000) >= 0);
+	web_start(&web, &f, true, addr);
+	/* A form or another site's script cannot set the header. */
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/stop-me/cancel", NULL, NULL), ==, 403);
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/stop-me/cancel",
+	                    "X-Leaserun: cancel\r\nOrigin: http://evil.example\r\n", NULL), ==, 403);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/stop-me/cancel", "X-Leaserun: cancel\r\n", NULL),
+	          ==, 405);
+	CHECK_INT(fleet_state(&f, "stop-me", NULL, 0, NULL, NULL), ==, LR_TASK_RUNNING);
+	snprintf(origin, sizeof(origin), "X-Leaserun: cancel\r\nOrigin: http://%s\r\n", addr);
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/stop-me/cancel", origin, &body), ==, 200);
+	CHECK_HAS(body, "cancel requested");
+	free(body);
+	CHECK(fleet_wait_state(&f, "stop-me", LR_TASK_CANCELLED, 15000) >= 0);
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/stop-me/cancel", origin, &body), ==, 200);
+	CHECK_HAS(body, "already cancelled");
+	free(body);
+	CHECK_INT(status_of(addr, "POST", "/api/tasks/ghost/cancel", origin, NULL), ==, 404);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
+TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "taken");
+	web_start(&web, &f, false, addr);
+	proc_result r = proc_cli(NULL, NULL, "web", "--endpoints", f.endpoints, "--prefix",
+	                         f.prefix, "--listen", addr, NULL);
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, addr);
+	proc_result_free(&r);
+	r = proc_cli(NULL, NULL, "web", "--endpoints", f.endpoints, "--listen", "8080", NULL);
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, ":PORT");
+	proc_result_free(&r);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
+TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
+          TEST_CASE(the_page_is_served_with_a_strict_content_security_policy),
+          TEST_CASE(cancel_is_refused_by_a_read_only_server),
+          TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
+          TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
+
+TEST_MAIN(web_etcd_start, web_etcd_stop)
