@@ -293,6 +293,9 @@ struct chunk {
 struct lr_txn {
 	Etcdserverpb__TxnRequest req;
 	size_t cap_cmp, cap_ops[2];
+	lr_txn *root;         /* the outermost txn: its chunks and oom serve all */
+	lr_txn *nested;       /* txns nested in this one (lr_txn_nest) */
+	lr_txn *next_nested;
 	struct chunk *chunks; /* the first one is where small pieces go */
 	bool oom;
 };
@@ -310,13 +313,14 @@ static struct chunk *new_chunk(size_t cap)
 /* n zeroed bytes, aligned for any type, freed with the txn. */
 static void *txn_alloc(lr_txn *t, size_t n)
 {
+	t = t->root;
 	size_t need = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
 	struct chunk *c = t->chunks;
 	if (need > TXN_CHUNK / 2) {
 		/* Its own chunk, behind the current one, which keeps its room. */
 		struct chunk *big = new_chunk(need);
 		if (big == NULL) {
-			t->oom = true;
+			t->root->oom = true;
 			return NULL;
 		}
 		big->used = need;
@@ -333,7 +337,7 @@ static void *txn_alloc(lr_txn *t, size_t n)
 	if (c == NULL || c->cap - c->used < need) {
 		c = new_chunk(TXN_CHUNK);
 		if (c == NULL) {
-			t->oom = true;
+			t->root->oom = true;
 			return NULL;
 		}
 		c->next = t->chunks;
@@ -389,8 +393,10 @@ static bool grow(void ***arr, size_t n, size_t *cap)
 lr_txn *lr_txn_new(void)
 {
 	lr_txn *t = calloc(1, sizeof(*t));
-	if (t != NULL)
+	if (t != NULL) {
 		etcdserverpb__txn_request__init(&t->req);
+		t->root = t;
+	}
 	return t;
 }
 
@@ -398,6 +404,11 @@ void lr_txn_free(lr_txn *t)
 {
 	if (t == NULL)
 		return;
+	while (t->nested != NULL) {
+		lr_txn *n = t->nested;
+		t->nested = n->next_nested;
+		lr_txn_free(n);
+	}
 	while (t->chunks != NULL) {
 		struct chunk *c = t->chunks;
 		t->chunks = c->next;
@@ -414,7 +425,7 @@ static Etcdserverpb__Compare *new_compare(lr_txn *t, const char *key, int flags,
 {
 	Etcdserverpb__Compare *cmp = txn_alloc(t, sizeof(*cmp));
 	if (cmp == NULL || !grow((void ***)&t->req.compare, t->req.n_compare, &t->cap_cmp)) {
-		t->oom = true;
+		t->root->oom = true;
 		return NULL;
 	}
 	etcdserverpb__compare__init(cmp);
@@ -452,7 +463,7 @@ void lr_txn_cmp(lr_txn *t, const char *key, int flags, enum lr_cmp_target target
 		cmp->lease = v;
 		break;
 	case LR_CMP_VALUE:
-		t->oom = true; /* misuse: values go through lr_txn_cmp_value */
+		t->root->oom = true; /* misuse: values go through lr_txn_cmp_value */
 		break;
 	}
 }
@@ -473,7 +484,7 @@ static Etcdserverpb__RequestOp *new_op(lr_txn *t, enum lr_txn_branch b)
 	size_t *n = b == LR_THEN ? &t->req.n_success : &t->req.n_failure;
 	Etcdserverpb__RequestOp *op = txn_alloc(t, sizeof(*op));
 	if (op == NULL || !grow((void ***)arr, *n, &t->cap_ops[b])) {
-		t->oom = true;
+		t->root->oom = true;
 		return NULL;
 	}
 	etcdserverpb__request_op__init(op);
@@ -523,6 +534,36 @@ void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags)
 	op->request_delete_range = dr;
 }
 
+lr_txn *lr_txn_nest(lr_txn *t, enum lr_txn_branch b)
+{
+	Etcdserverpb__RequestOp *op = new_op(t, b);
+	lr_txn *n = calloc(1, sizeof(*n));
+	if (op == NULL || n == NULL) {
+		free(n);
+		t->root->oom = true;
+		return t; /* calls on it only add to a txn that will not be sent */
+	}
+	etcdserverpb__txn_request__init(&n->req);
+	n->root = t->root;
+	n->next_nested = t->nested;
+	t->nested = n;
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN;
+	op->request_txn = &n->req;
+	return n;
+}
+
+size_t lr_txn_count(const lr_txn *t, int what)
+{
+	switch (what) {
+	case LR_TXN_COMPARES:
+		return t->req.n_compare;
+	case LR_TXN_THEN:
+		return t->req.n_success;
+	default:
+		return t->req.n_failure;
+	}
+}
+
 static int txn_result_from(lr_txn_result *r, Etcdserverpb__TxnResponse *resp,
                            struct holder *h)
 {
@@ -551,6 +592,13 @@ static int txn_result_from(lr_txn_result *r, Etcdserverpb__TxnResponse *resp,
 			o->type = LR_OP_DELETE;
 			o->deleted = op->response_delete_range->deleted;
 			break;
+		case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN:
+			o->type = LR_OP_TXN;
+			o->txn = calloc(1, sizeof(*o->txn));
+			if (o->txn == NULL ||
+			    txn_result_from(o->txn, op->response_txn, h) != 0)
+				return -1;
+			break;
 		default:
 			break;
 		}
@@ -561,7 +609,7 @@ static int txn_result_from(lr_txn_result *r, Etcdserverpb__TxnResponse *resp,
 int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err *err)
 {
 	memset(r, 0, sizeof(*r));
-	if (t->oom)
+	if (t->root->oom)
 		return lr_err_set(err, LR_ENOMEM, "txn: out of memory building it");
 	ProtobufCMessage *resp = NULL;
 	int rc = lr_etcd_unary(c, M_TXN, &t->req.base, &etcdserverpb__txn_response__descriptor,
@@ -586,13 +634,25 @@ const ProtobufCMessage *lr_txn_request(const lr_txn *t)
 	return &t->req.base;
 }
 
+/* The ops' own allocations (the protobuf reply is released by the
+ * outermost result only). */
+static void free_ops(lr_txn_result *r)
+{
+	for (size_t i = 0; r->ops != NULL && i < r->n_ops; i++) {
+		free(r->ops[i].kvs);
+		if (r->ops[i].txn != NULL) {
+			free_ops(r->ops[i].txn);
+			free(r->ops[i].txn);
+		}
+	}
+	free(r->ops);
+}
+
 void lr_txn_result_free(lr_txn_result *r)
 {
 	if (r == NULL)
 		return;
-	for (size_t i = 0; i < r->n_ops; i++)
-		free(r->ops != NULL ? r->ops[i].kvs : NULL);
-	free(r->ops);
+	free_ops(r);
 	release(r->pb_);
 	memset(r, 0, sizeof(*r));
 }

@@ -99,13 +99,27 @@ void lr_txn_put(lr_txn *t, enum lr_txn_branch b, const char *key, const void *va
 void lr_txn_get(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
 void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
 
-enum lr_op_type { LR_OP_RANGE = 1, LR_OP_PUT = 2, LR_OP_DELETE = 3 };
+/* A txn nested in branch b of t (etcd >= 3.3): its own compares decide
+ * its own branch, yet the whole is one request, one revision. Freed with
+ * t; build it with the calls above. No key may be written twice in one
+ * request, nested txns included. */
+lr_txn *lr_txn_nest(lr_txn *t, enum lr_txn_branch b);
+
+/* How many compares, or ops of a branch, t has (etcd refuses more than
+ * --max-txn-ops, 128 by default, of each in any one txn). */
+enum { LR_TXN_COMPARES = 0, LR_TXN_THEN = 1, LR_TXN_ELSE = 2 };
+size_t lr_txn_count(const lr_txn *t, int what);
+
+enum lr_op_type { LR_OP_RANGE = 1, LR_OP_PUT = 2, LR_OP_DELETE = 3, LR_OP_TXN = 4 };
+
+struct lr_txn_result;
 
 typedef struct lr_op_result {
 	enum lr_op_type type;
 	size_t n;       /* LR_OP_RANGE: kvs found */
 	lr_kv *kvs;
 	int64_t deleted; /* LR_OP_DELETE */
+	struct lr_txn_result *txn; /* LR_OP_TXN: the nested txn's result */
 } lr_op_result;
 
 typedef struct lr_txn_result {

@@ -2,6 +2,8 @@
  * Pure functions on JSON values owned by the caller; any thread. */
 #include "records/spec.h"
 
+#include "records/lockset.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,8 @@
 #define PATH_BUF 256
 
 static const char *const top_fields[] = {
-	"id", "steps", "state", "max_attempts", "retry_backoff_ms", "env", NULL,
+	"id", "steps", "state", "max_attempts", "retry_backoff_ms", "env", "locks",
+	"limits", NULL,
 };
 static const char *const step_fields[] = { "name", "run", "timeout_s", NULL };
 
@@ -607,6 +610,20 @@ static int normalise_env(json_t *spec, json_t *norm, lr_err *err)
 	return put(norm, "env", json_deep_copy(env), err);
 }
 
+/* "locks" and "limits", kept as given when valid, left out when absent (so
+ * that a spec without them is stored as before). */
+static int normalise_locks(json_t *spec, json_t *norm, lr_err *err)
+{
+	json_t *locks = json_object_get(spec, "locks");
+	json_t *limits = json_object_get(spec, "limits");
+	int rc = lr_lockset_parse(locks, limits, NULL, err);
+	if (rc == 0 && locks != NULL)
+		rc = put(norm, "locks", json_deep_copy(locks), err);
+	if (rc == 0 && limits != NULL)
+		rc = put(norm, "limits", json_deep_copy(limits), err);
+	return rc;
+}
+
 /* lr_spec_validate without the limit on the normalised size. */
 static int normalise(json_t *spec, const char *id_override, json_t **out, lr_err *err)
 {
@@ -639,6 +656,9 @@ static int normalise(json_t *spec, const char *id_override, json_t **out, lr_err
 	if (rc != 0)
 		goto cleanup;
 	rc = normalise_env(spec, norm, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = normalise_locks(spec, norm, err);
 	if (rc != 0)
 		goto cleanup;
 	*out = norm;
@@ -778,6 +798,12 @@ int64_t lr_spec_backoff_ms(const json_t *spec)
 json_t *lr_spec_env(const json_t *spec)
 {
 	return json_object_get(spec, "env");
+}
+
+int lr_spec_lockset(const json_t *spec, lr_lockset **out, lr_err *err)
+{
+	return lr_lockset_parse(json_object_get(spec, "locks"),
+	                        json_object_get(spec, "limits"), out, err);
 }
 
 json_t *lr_spec_state(const json_t *spec)

@@ -72,7 +72,11 @@ const json_t *lr_spec_step(const json_t *spec, size_t i);
 int64_t lr_spec_max_attempts(const json_t *spec);
 int64_t lr_spec_backoff_ms(const json_t *spec);
 json_t *lr_spec_env(const json_t *spec);   /* borrowed */
-json_t *lr_spec_state(const json_t *spec); /* borrowed */
+json_t *lr_spec_state(const json_t *spec);
+/* The spec's locks and limits: *out a new lockset (free()), NULL when it
+ * has neither. */
+struct lr_lockset;
+int lr_spec_lockset(const json_t *spec, struct lr_lockset **out, lr_err *err); /* borrowed */
 
 /* Checks of one JSON value, shared by spec and record decoding so that every
  * message has the same shape: "<path>: <what is wrong>". v is borrowed and may

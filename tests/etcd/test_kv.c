@@ -326,6 +326,84 @@ TEST(value_over_the_request_limit_is_a_clear_error)
 	lr_etcd_close(c);
 }
 
+/* Three inner txns in one outer: each decides by its own compares, all
+ * cost one revision. */
+TEST(nested_txns_decide_each_by_its_own_compares_in_one_revision)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("nested");
+	char a[256], b[256], d[256];
+	key(a, p, "a");
+	key(b, p, "b");
+	key(d, p, "d");
+	CHECK_OK(lr_kv_put(c, b, "taken", 5, 0, NULL, NULL, &err), &err);
+	lr_txn *t = lr_txn_new();
+	const char *keys[3] = { a, b, d };
+	for (int i = 0; i < 3; i++) {
+		lr_txn *in = lr_txn_nest(t, LR_THEN);
+		lr_txn_cmp(in, keys[i], 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(in, LR_THEN, keys[i], "mine", 4, 0);
+		lr_txn_get(in, LR_ELSE, keys[i], 0);
+	}
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(c, t, 0, &r, &err), &err);
+	CHECK(r.succeeded); /* no compares: the outer always succeeds */
+	CHECK_INT(r.n_ops, ==, 3);
+	bool want[3] = { true, false, true };
+	for (int i = 0; i < 3; i++) {
+		CHECK_INT(r.ops[i].type, ==, LR_OP_TXN);
+		CHECK(r.ops[i].txn->succeeded == want[i]);
+	}
+	CHECK_INT(r.ops[1].txn->ops[0].n, ==, 1); /* the failure branch's read */
+	int64_t rev = r.revision;
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	lr_range_result rr;
+	CHECK_OK(lr_kv_get(c, a, &rr, &err), &err);
+	CHECK_INT(rr.kvs[0].mod_rev, ==, rev);
+	lr_range_result_free(&rr);
+	CHECK_OK(lr_kv_get(c, d, &rr, &err), &err);
+	CHECK_INT(rr.kvs[0].mod_rev, ==, rev); /* the same revision */
+	lr_range_result_free(&rr);
+	CHECK_OK(lr_kv_get(c, b, &rr, &err), &err);
+	CHECK(rr.kvs[0].value_len == 5); /* untouched */
+	lr_range_result_free(&rr);
+	lr_etcd_close(c);
+}
+
+/* etcd refuses a request that writes one key twice, even in two branches
+ * of nested txns: batches must keep their keys apart. */
+TEST(nested_txns_may_not_write_one_key_twice)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("twice"), "k");
+	lr_txn *t = lr_txn_new();
+	for (int i = 0; i < 2; i++) {
+		lr_txn *in = lr_txn_nest(t, LR_THEN);
+		lr_txn_put(in, LR_THEN, k, "v", 1, 0);
+	}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(c, t, 0, &r, &err);
+	CHECK(rc != 0);
+	CHECK_HAS(err.msg, "duplicate key");
+	lr_txn_free(t);
+	/* A txn nested in a branch that is not taken writes nothing. */
+	t = lr_txn_new();
+	lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_GT, 0); /* false: k absent */
+	lr_txn *in = lr_txn_nest(t, LR_THEN);
+	lr_txn_put(in, LR_THEN, k, "v", 1, 0);
+	CHECK_OK(lr_etcd_txn(c, t, 0, &r, &err), &err);
+	CHECK(!r.succeeded);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	lr_range_result rr;
+	CHECK_OK(lr_kv_get(c, k, &rr, &err), &err);
+	CHECK_INT(rr.n, ==, 0);
+	lr_range_result_free(&rr);
+	lr_etcd_close(c);
+}
+
 static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
@@ -338,6 +416,8 @@ TEST_LIST(
 	TEST_CASE(txn_compares_on_create_revision_mod_revision_and_value),
 	TEST_CASE(txn_compare_on_lease_tells_which_lease_holds_the_key),
 	TEST_CASE(txn_prefix_compare_version_zero_means_no_key_under_it),
+	TEST_CASE(nested_txns_decide_each_by_its_own_compares_in_one_revision),
+	TEST_CASE(nested_txns_may_not_write_one_key_twice),
 	TEST_CASE(txn_with_ranges_puts_and_deletes_in_one_revision),
 	TEST_CASE(value_over_the_request_limit_is_a_clear_error),
 );
