@@ -18,6 +18,9 @@
 #define LR_K_RUNNERS "runners/"
 #define LR_K_CANCEL "cancel/"
 #define LR_K_SHARED "shared/"
+#define LR_K_LOCKS "locks/"   /* held locks (client/lock_keys.h) */
+#define LR_K_SLOTS "slots/"   /* held slots of pools */
+#define LR_K_WANTS "wants/"   /* what a holder or waiter asks for */
 
 /* The connection; borrowed, lives as long as the client. */
 lr_etcd *lr_client_etcd(const lr_client *c);

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "client/submit.h"
 #include "etcd/kv.h"
+#include "client/lock_keys.h"
 #include "records/spec.h"
 
 /* Create tasks/<id> with one txn: version == 0 puts the spec, otherwise the
@@ -29,6 +30,15 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_put(t, LR_THEN, key, value, len, 0);
 	lr_txn_get(t, LR_ELSE, key, 0);
+	/* A task that takes locks or slots queues for them from now on. */
+	char *wants = lr_wants_of_spec(value, len);
+	if (wants != NULL) {
+		char holder[LR_HOLDER_SIZE], wkey[LR_LOCK_KEY_SIZE];
+		lr_holder_of_task(id, holder);
+		lr_wants_key(c, holder, wkey);
+		lr_txn_put(t, LR_THEN, wkey, wants, strlen(wants), 0);
+		free(wants);
+	}
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
 	if (rc != 0) {
 		lr_err_wrap(err, rc, "submit %s", id);

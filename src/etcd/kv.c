@@ -468,6 +468,15 @@ void lr_txn_cmp(lr_txn *t, const char *key, int flags, enum lr_cmp_target target
 	}
 }
 
+void lr_txn_cmp_range(lr_txn *t, const char *key, const char *end,
+                      enum lr_cmp_target target, enum lr_cmp_op op, int64_t v)
+{
+	lr_txn_cmp(t, key, 0, target, op, v);
+	Etcdserverpb__Compare *cmp = t->req.n_compare > 0 ? t->req.compare[t->req.n_compare - 1] : NULL;
+	if (cmp != NULL && !t->root->oom)
+		cmp->range_end = txn_bytes(t, end, strlen(end));
+}
+
 void lr_txn_cmp_value(lr_txn *t, const char *key, enum lr_cmp_op op, const void *v,
                       size_t len)
 {

@@ -90,6 +90,10 @@ void lr_txn_free(lr_txn *t);
  * LR_KEY_PREFIX, comparing every key under it) with v. */
 void lr_txn_cmp(lr_txn *t, const char *key, int flags, enum lr_cmp_target target,
                 enum lr_cmp_op op, int64_t v);
+/* The same over every key in [key, end): on an empty range, the compare
+ * is judged against a key of zero version and revisions. */
+void lr_txn_cmp_range(lr_txn *t, const char *key, const char *end,
+                      enum lr_cmp_target target, enum lr_cmp_op op, int64_t v);
 void lr_txn_cmp_value(lr_txn *t, const char *key, enum lr_cmp_op op,
                       const void *v, size_t len);
 

@@ -1,0 +1,66 @@
+/* table.h - who holds which lock and slot, and who waits, as read from
+ * locks/, slots/ and wants/ (client/lock_keys.h) and kept current by their watch
+ * events; and whether a request can be taken now, fairly: a request never
+ * overtakes an older one it conflicts with.
+ *
+ * Threads: one owner thread (a runner's loop, a `leaserun run`, a page);
+ * no locking. */
+#ifndef LR_LOCKS_TABLE_H
+#define LR_LOCKS_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcd/kv.h"
+#include "client/lock_keys.h"
+
+typedef struct lr_lock_table lr_lock_table;
+
+lr_lock_table *lr_lock_table_new(const lr_client *c);
+void lr_lock_table_free(lr_lock_table *t);
+/* Forget everything (before a re-read). */
+void lr_lock_table_clear(lr_lock_table *t);
+
+/* A key under locks/, slots/ or wants/ that exists now (read, or a watch
+ * PUT), or was deleted. Returns true when the key was one of them (the
+ * table changed); anything that does not parse is ignored. */
+bool lr_lock_table_put(lr_lock_table *t, const lr_kv *kv);
+bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev);
+
+/* Whether `holder` holds any lock or slot. */
+bool lr_lock_table_holds(const lr_lock_table *t, const char *holder);
+/* The request of holder (from wants/), NULL when none is known; *rev its
+ * create revision: the order of requests. Borrowed. */
+const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder,
+                                      int64_t *rev);
+
+/* Decides whether a waiter still waits: a task's request outlives nothing
+ * but its task. NULL: every request in wants/ counts. */
+typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
+
+/* Whether set can be taken now by holder, whose request was made at
+ * request_rev (0: just now): no conflicting lock held by another holder, a
+ * free slot under each pool's limit and none held beyond it, and no older
+ * live request it conflicts with that is still waiting. On true,
+ * slots[i] is the slot to take in pool i. On false, why (size bytes, may
+ * be NULL) names what it waits for: "X org/a held by task:t-12 (box-1)". */
+bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
+                            const char *holder, int64_t request_rev, int *slots,
+                            lr_waiter_alive_fn alive, void *user, char *why, size_t size);
+
+/* Every lock held: path, mode, holder, and the key's JSON value (runner,
+ * host, since). */
+typedef void (*lr_hold_fn)(void *user, const char *path, lr_lock_mode mode,
+                           const char *holder, const char *value);
+void lr_lock_table_each_lock(const lr_lock_table *t, lr_hold_fn fn, void *user);
+/* Every slot held. */
+typedef void (*lr_slot_fn)(void *user, const char *pool, int index, const char *holder,
+                           const char *value);
+void lr_lock_table_each_slot(const lr_lock_table *t, lr_slot_fn fn, void *user);
+/* Every request, oldest first, and whether its holder holds. */
+typedef void (*lr_want_fn)(void *user, const char *holder, const lr_lockset *set,
+                           int64_t rev, bool holding, const char *value);
+void lr_lock_table_each_want(const lr_lock_table *t, lr_want_fn fn, void *user);
+
+#endif
