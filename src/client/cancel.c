@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "client/lock_keys.h"
 #include "client/task_records.h"
 #include "records/record.h"
 #include "records/spec.h"
@@ -84,6 +85,14 @@ static void cmp_version(lr_txn *t, const lr_client *c, const char *kind,
 	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, op, 0);
 }
 
+static void delete_wants(const lr_client *c, lr_txn *t, const char *id)
+{
+	char holder[LR_HOLDER_SIZE], key[LR_LOCK_KEY_SIZE];
+	lr_holder_of_task(id, holder);
+	lr_wants_key(c, holder, key);
+	lr_txn_delete(t, LR_THEN, key, 0);
+}
+
 /* The end txn (see the top of the file). *mine receives the done record it
  * tried to write. */
 static lr_txn *end_txn(const lr_client *c, const char *id,
@@ -106,6 +115,7 @@ static lr_txn *end_txn(const lr_client *c, const char *id,
 	lr_txn_put(t, LR_THEN, key, *mine, strlen(*mine), 0);
 	lr_key(c, LR_K_CANCEL, id, key);
 	lr_txn_delete(t, LR_THEN, key, 0);
+	delete_wants(c, t, id); /* it waits for no lock any more */
 	lr_task_records_ops(c, t, LR_ELSE, id);
 	return t;
 }

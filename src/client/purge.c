@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "client/lock_keys.h"
 #include "client/task_records.h"
 #include "client/walk.h"
 #include "records/record.h"
@@ -65,6 +66,10 @@ static int purge_task(struct purge *p, const char *id, const lr_kv *done,
 		lr_key(p->c, kinds[i], id, key);
 		lr_txn_delete(t, LR_THEN, key, 0);
 	}
+	char holder[LR_HOLDER_SIZE], wants[LR_LOCK_KEY_SIZE];
+	lr_holder_of_task(id, holder);
+	lr_wants_key(p->c, holder, wants);
+	lr_txn_delete(t, LR_THEN, wants, 0); /* one a task left behind */
 	rc = lr_etcd_txn(lr_client_etcd(p->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0)

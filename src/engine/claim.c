@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "etcd/kv.h"
+#include "locks/acquire.h"
 #include "records/record.h"
 #include "records/spec.h"
 
@@ -27,12 +29,15 @@ static void task_keys(const lr_client *c, const char *id, lr_task_keys *k)
 	lr_key(c, LR_K_CHECKPOINTS, id, k->ckpt);
 	lr_key(c, LR_K_DONE, id, k->done);
 	lr_key(c, LR_K_CANCEL, id, k->cancel);
+	lr_holder_of_task(id, k->holder);
+	lr_wants_key(c, k->holder, k->wants);
 }
 
 void lr_claimed_task_clear(lr_claimed_task *h)
 {
 	json_decref(h->spec);
 	json_decref(h->state);
+	free(h->locks);
 	memset(h, 0, sizeof(*h));
 }
 
@@ -117,11 +122,13 @@ struct view {
 	int64_t ckpt_rev;       /* 0 when absent */
 	int64_t task_rev;       /* create revision of the tasks/ key read */
 	int64_t cancel_rev;     /* mod revision of cancel/<id>; 0 when absent */
+	lr_lockset *locks;      /* the spec's locks and limits, or NULL */
 };
 
 static void view_clear(struct view *v)
 {
 	json_decref(v->spec);
+	free(v->locks);
 	lr_checkpoint_rec_clear(&v->ckpt);
 	memset(v, 0, sizeof(*v));
 }
@@ -134,7 +141,11 @@ static void view_set_spec(struct view *v, const char *id, const char *text, size
 	json_decref(v->spec);
 	v->spec = NULL;
 	v->spec_error[0] = '\0';
+	free(v->locks);
+	v->locks = NULL;
 	if (lr_spec_from_record(text, len, id, &v->spec, &e) != 0)
+		snprintf(v->spec_error, sizeof(v->spec_error), "%s", e.msg);
+	else if (lr_spec_lockset(v->spec, &v->locks, &e) != 0)
 		snprintf(v->spec_error, sizeof(v->spec_error), "%s", e.msg);
 }
 
@@ -216,8 +227,10 @@ static json_t *view_state(const struct view *v)
  * (`why` set) or cancelled (a cancel request was waiting for a holder;
  * no attempt is spent on it). */
 static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
-                         const struct view *v, const char *why, char **vals)
+                         const struct view *v, const int *slots, const char *why,
+                         char **vals, int *depth)
 {
+	*depth = 0;
 	lr_txn *t = lr_txn_new();
 	if (t == NULL)
 		return NULL;
@@ -238,19 +251,35 @@ static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
 		}
 		lr_txn_put(t, LR_THEN, k->done, vals[0], strlen(vals[0]), 0);
 		lr_txn_delete(t, LR_THEN, k->cancel, 0);
+		lr_txn_delete(t, LR_THEN, k->wants, 0);
 	} else {
 		lr_claim_rec rec = { .lease = who->lease };
 		snprintf(rec.runner, sizeof(rec.runner), "%s", who->runner);
+		for (size_t i = 0; v->locks != NULL && i < v->locks->n_limits; i++) {
+			lr_claim_slot *cs = &rec.slots[rec.n_slots++];
+			snprintf(cs->pool, sizeof(cs->pool), "%s", v->locks->limits[i].key);
+			cs->index = slots[i];
+		}
 		lr_rfc3339_now(rec.claimed_at);
 		vals[0] = lr_claim_encode(&rec);
 		int64_t next = v->has_ckpt ? v->ckpt.next_step : 0;
 		vals[1] = checkpoint_value(who, next, attempts + 1, view_state(v), 0);
-		if (vals[0] == NULL || vals[1] == NULL) {
+		if (v->locks != NULL)
+			vals[2] = lr_lock_value(k->holder, who->runner, NULL);
+		if (vals[0] == NULL || vals[1] == NULL || (v->locks != NULL && vals[2] == NULL)) {
 			lr_txn_free(t);
 			return NULL;
 		}
-		lr_txn_put(t, LR_THEN, k->claim, vals[0], strlen(vals[0]), who->lease);
-		lr_txn_put(t, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
+		/* The locks and slots with the claim, all or nothing. */
+		lr_txn *in = t;
+		if (v->locks != NULL) {
+			lr_lock_writes w = { .c = who->client, .set = v->locks, .slots = slots,
+			                     .holder = k->holder, .value = vals[2],
+			                     .lease = who->lease };
+			in = lr_locks_acquire(t, &w, depth);
+		}
+		lr_txn_put(in, LR_THEN, k->claim, vals[0], strlen(vals[0]), who->lease);
+		lr_txn_put(in, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
 	}
 	add_reads(t, LR_ELSE, k);
 	return t;
@@ -274,6 +303,8 @@ static int held_from_view(lr_claimed_task *h, const char *id, struct view *v, in
 	h->attempt = (v->has_ckpt ? v->ckpt.attempt : 0) + (adopted ? 0 : 1);
 	h->adopted = adopted;
 	h->cancel_requested = v->cancel_rev != 0;
+	h->locks = v->locks;
+	v->locks = NULL;
 	json_t *state = v->has_ckpt ? v->ckpt.state : lr_spec_state(h->spec);
 	h->state = json_deep_copy(state);
 	return h->state != NULL ? 0 : LR_ENOMEM;
@@ -385,11 +416,47 @@ void lr_prefetched_clear(lr_prefetched *p, size_t n)
 	}
 }
 
-int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
-             size_t spec_len, int64_t spec_rev, bool fresh, lr_claimed_task *h,
-             enum lr_claim_outcome *outcome, lr_task_state *ended_state,
-             char *ended_error, size_t ended_error_size, lr_err *err)
+/* The slots our own claim took, as its record says (-1 where it says
+ * nothing: the lease gives those back). */
+static void claimed_slots(const lr_kv *claim, const lr_lockset *set, int *slots)
 {
+	lr_claim_rec rec;
+	bool known = lr_claim_decode(claim->value, claim->value_len, &rec, NULL) == 0;
+	for (size_t i = 0; set != NULL && i < set->n_limits; i++) {
+		slots[i] = -1;
+		for (size_t j = 0; known && j < rec.n_slots; j++)
+			if (strcmp(rec.slots[j].pool, set->limits[i].key) == 0)
+				slots[i] = rec.slots[j].index;
+	}
+}
+
+/* The slot to take in each pool of v's limits: the ones given, or chosen
+ * at random when the caller did not know (a claim that finds one taken is
+ * blocked, and tried again after a change). */
+static void choose_slots(const struct view *v, const int *given, size_t n_given, int *slots)
+{
+	size_t n = v->locks != NULL ? v->locks->n_limits : 0;
+	lr_rng rng;
+	bool seeded = false;
+	for (size_t i = 0; i < n; i++) {
+		if (given != NULL && i < n_given && given[i] >= 0) {
+			slots[i] = given[i];
+			continue;
+		}
+		if (!seeded)
+			lr_rng_init(&rng, NULL);
+		seeded = true;
+		slots[i] = (int)lr_rng_below(&rng, (uint64_t)v->locks->limits[i].n);
+	}
+}
+
+int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
+             size_t spec_len, int64_t spec_rev, bool fresh, const int *slots,
+             size_t n_slots, lr_claimed_task *h, enum lr_claim_outcome *outcome,
+             lr_task_state *ended_state, char *ended_error, size_t ended_error_size,
+             lr_err *err)
+{
+	int chosen[LR_LIMITS_MAX];
 	lr_task_keys k;
 	task_keys(who->client, id, &k);
 	struct view v;
@@ -420,22 +487,27 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			bool done = decided(who, &r, outcome, &h->fence, &ours);
 			if (!done)
 				view_from_reads(&v, id, &r);
+			choose_slots(&v, slots, n_slots, chosen);
 			if (ours != NULL)
 				rc = adopt(who, &k, id, &v, ours, h, outcome, ended_state,
 				           ended_error, ended_error_size, err);
+			if (ours != NULL && *outcome == LR_CLAIM_WON)
+				claimed_slots(ours, h->locks, h->slots);
 			lr_txn_result_free(&r);
 			if (done || ours != NULL)
 				goto out;
 		}
 		char why[600];
 		end_reason(&v, true, why, sizeof(why));
-		char *vals[2] = { NULL, NULL };
-		lr_txn *t = claim_txn(who, &k, &v, why, vals);
+		choose_slots(&v, slots, n_slots, chosen);
+		char *vals[3] = { NULL, NULL, NULL };
+		int depth;
+		lr_txn *t = claim_txn(who, &k, &v, chosen, why, vals, &depth);
 		rc = t != NULL ? holder_txn(who, t, &r, err)
 		               : lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
 		lr_txn_free(t);
-		free(vals[0]);
-		free(vals[1]);
+		for (int i = 0; i < 3; i++)
+			free(vals[i]);
 		if (rc != 0) {
 			lr_err_wrap(err, rc, "claim %s", id);
 			goto out;
@@ -446,7 +518,9 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			have_reads = true;
 			continue;
 		}
-		if (v.cancel_rev != 0 || why[0] != '\0') {
+		if (v.cancel_rev == 0 && why[0] == '\0' && !lr_locks_acquired(&r, depth)) {
+			*outcome = LR_CLAIM_BLOCKED; /* nothing was written */
+		} else if (v.cancel_rev != 0 || why[0] != '\0') {
 			*outcome = LR_CLAIM_ENDED;
 			*ended_state = v.cancel_rev != 0 ? LR_TASK_CANCELLED : LR_TASK_FAILED;
 			snprintf(ended_error, ended_error_size, "%s",
@@ -454,6 +528,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		} else {
 			*outcome = LR_CLAIM_WON;
 			rc = held_from_view(h, id, &v, r.revision, r.revision, false);
+			memcpy(h->slots, chosen, sizeof(chosen));
 			h->keys = k;
 		}
 		lr_txn_result_free(&r);
@@ -468,6 +543,16 @@ out:
 }
 
 /* ---- fenced writes --------------------------------------------------------- */
+
+/* Give back the locks and slots the claim took, in branch THEN of t. */
+static void release_locks(const lr_claimant *who, const lr_claimed_task *h, lr_txn *t)
+{
+	if (h->locks == NULL)
+		return;
+	lr_lock_writes w = { .c = who->client, .set = h->locks, .slots = h->slots,
+	                     .holder = h->keys.holder };
+	lr_locks_release(t, LR_THEN, &w);
+}
 
 /* Put the checkpoint (and delete the claim when releasing), fenced and
  * guarded by the checkpoint's mod revision. */
@@ -488,8 +573,10 @@ static int fenced_checkpoint(const lr_claimant *who, lr_claimed_task *h, int64_t
 	fence_compares(t, k, who, h);
 	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, h->ckpt_rev);
 	lr_txn_put(t, LR_THEN, k->ckpt, val, strlen(val), 0);
-	if (release)
+	if (release) {
 		lr_txn_delete(t, LR_THEN, k->claim, 0);
+		release_locks(who, h, t);
+	}
 	lr_txn_get(t, LR_ELSE, k->ckpt, 0);
 	lr_txn_result r;
 	int rc = holder_txn(who, t, &r, err);
@@ -558,6 +645,7 @@ int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_er
 	lr_txn *t = lr_txn_new();
 	fence_compares(t, k, who, h);
 	lr_txn_delete(t, LR_THEN, k->claim, 0);
+	release_locks(who, h, t);
 	lr_txn_result r;
 	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);
@@ -581,7 +669,9 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
 	lr_txn_put(t, LR_THEN, k->done, val, strlen(val), 0);
 	lr_txn_delete(t, LR_THEN, k->claim, 0);
 	lr_txn_delete(t, LR_THEN, k->cancel, 0);
+	lr_txn_delete(t, LR_THEN, k->wants, 0);
 	lr_txn_get(t, LR_ELSE, k->done, 0);
+	release_locks(who, h, t);
 	lr_txn_result r;
 	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);

@@ -10,6 +10,8 @@
 #include <jansson.h>
 
 #include "client/client.h"
+#include "client/lock_keys.h"
+#include "records/lockset.h"
 
 /* Who writes: the runner's name and its current lease. */
 typedef struct lr_claimant {
@@ -37,6 +39,8 @@ typedef struct lr_task_keys {
 	char ckpt[LR_KEY_SIZE];
 	char done[LR_KEY_SIZE];
 	char cancel[LR_KEY_SIZE];
+	char holder[LR_HOLDER_SIZE];   /* "task:<id>": the holder of its locks */
+	char wants[LR_LOCK_KEY_SIZE];  /* its request for locks and slots */
 } lr_task_keys;
 
 /* A task held under a claim. */
@@ -58,6 +62,8 @@ typedef struct lr_claimed_task {
 	bool adopted;          /* a claim of ours found on our lease, taken up
 	                          again: whether its step started already is
 	                          for the caller to say (`started`) */
+	lr_lockset *locks;     /* what the claim took besides (owned), or NULL */
+	int slots[LR_LIMITS_MAX]; /* the slot taken in each pool of locks */
 	lr_task_keys keys;     /* its keys, built once for every write */
 } lr_claimed_task;
 
@@ -71,6 +77,7 @@ enum lr_claim_outcome {
 	LR_CLAIM_ENDED,    /* the claimer ended it: see *ended_state (failed
 	                      when its attempts ran out, cancelled when a
 	                      cancel request was waiting for a holder) */
+	LR_CLAIM_BLOCKED,  /* its locks or slots are held by others */
 };
 
 /* Claim task id in one txn (two when the checkpoint must be read first).
@@ -78,11 +85,15 @@ enum lr_claim_outcome {
  * tasks/<id> created at revision spec_rev; fresh says the task has never
  * been claimed, so that no checkpoint can exist. The claim holds only
  * while tasks/<id> is the one its spec was read from: a task purged (or
- * purged and submitted again) meanwhile is not claimed on the old spec. */
+ * purged and submitted again) meanwhile is not claimed on the old spec.
+ * A task with locks or limits takes them in the same txn, all or nothing:
+ * slots[i] (n_slots of them; NULL: pick at random) is the slot to take in
+ * the i-th pool of its limits. */
 int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
-             size_t spec_len, int64_t spec_rev, bool fresh, lr_claimed_task *h,
-             enum lr_claim_outcome *outcome, lr_task_state *ended_state,
-             char *ended_error, size_t ended_error_size, lr_err *err);
+             size_t spec_len, int64_t spec_rev, bool fresh, const int *slots,
+             size_t n_slots, lr_claimed_task *h, enum lr_claim_outcome *outcome,
+             lr_task_state *ended_state, char *ended_error, size_t ended_error_size,
+             lr_err *err);
 
 /* What a prefetch learnt of one task. */
 typedef struct lr_prefetched {

@@ -15,8 +15,13 @@
 #include "engine/claim.h"
 #include "leaserun.h"
 
-/* The watched directories of the prefix. */
-enum lr_dir { LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL, LR_DIR_COUNT };
+/* The watched directories of the prefix. wants/ comes with tasks/ (one
+ * watcher: a task and its request arrive together), done/ with claims/. */
+enum lr_dir {
+	LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL,
+	LR_DIR_LOCKS, LR_DIR_SLOTS, LR_DIR_WANTS,
+	LR_DIR_COUNT,
+};
 
 /* What a worker tells the loop about its task. */
 enum lr_report {
@@ -26,6 +31,7 @@ enum lr_report {
 	LR_REP_LET_GO,    /* not ours any more (dropped, released, error) */
 	LR_REP_LOST,      /* another runner's claim (revision in `fence`) won */
 	LR_REP_GONE,      /* the task no longer exists */
+	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */
 };
 
 enum lr_msg_kind {
@@ -47,8 +53,10 @@ struct lr_msg {
 			bool deleted;
 			char id[LR_ID_SIZE];
 			int64_t create_rev, mod_rev, version, lease;
-			char *value;     /* tasks/ puts only, when small (owned) */
+			char *value;     /* tasks/ puts when small, and every
+			                    put under locks/ slots/ wants/ (owned) */
 			size_t len;      /* of the value, also when not kept */
+			char *key;       /* locks/ slots/ wants/ only (owned) */
 		} watch;
 		struct {
 			char *reason;    /* owned, may be NULL */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "leaserun.h"
+#include "records/lockset.h"
 
 /* One task handed to a worker. A job holds no claim: another runner may
  * still take the task, which costs the claim txn that finds out. */
@@ -27,6 +28,8 @@ struct lr_job {
 	int64_t lease;      /* the lease to claim it on */
 	bool started;       /* a claim of ours is to be taken up again, and its
 	                       step started under it already */
+	size_t n_slots;     /* the slot to take in each pool of its limits */
+	int slots[LR_LIMITS_MAX];
 	/* Tasks whose specs the worker reads along with its own, for the
 	 * loop's cache (owned). */
 	char (*prefetch)[LR_ID_SIZE];

@@ -139,6 +139,13 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 	case LR_REP_GONE:
 		lr_view_settle(r, id, rev, true, 0, false);
 		break;
+	case LR_REP_BLOCKED: {
+		/* Our view of the locks was behind: wait for it to change. */
+		lr_entry *e = lr_taskset_find(&r->set, id);
+		if (e != NULL && e->state == LR_ENTRY_LOCAL)
+			lr_gate_block(r, e);
+		break;
+	}
 	}
 	r->busy--;
 }
@@ -180,6 +187,8 @@ static void dispatch(lr_runner *r)
 			return;
 		struct lr_job job = { .fresh = e->fresh, .create_rev = e->create_rev,
 		                      .lease = lease, .started = e->adopt_started };
+		if (!lr_gate_pass(r, e, &job))
+			continue; /* its locks or slots are taken: it waits */
 		e->adopt_started = false;
 		snprintf(job.id, sizeof(job.id), "%s", e->id);
 		lr_taskset_take_spec(&r->set, e, &job.spec, &job.spec_len);

@@ -35,6 +35,7 @@
 #include "engine/taskset.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"
+#include "locks/table.h"
 
 /* A worker that must read its task's spec reads the specs of up to this
  * many of the next pending tasks in the same txn (fewer when specs are
@@ -105,6 +106,9 @@ struct lr_runner {
 	lr_watcher *watchers[LR_DIR_COUNT];
 	struct lr_watch_ctx wctx[LR_DIR_COUNT];
 	lr_taskset set;
+	lr_lock_table *locks;   /* who holds and waits for locks and slots */
+	char **blocked;         /* ids of tasks waiting for a change of it */
+	size_t n_blocked, cap_blocked;
 	int64_t view_rev;       /* the revision the task set was read at:
 	                           watch events up to it are already in */
 	size_t spec_avg;        /* running mean of spec sizes seen */
@@ -150,6 +154,21 @@ void lr_view_apply(lr_runner *r, const struct lr_msg *m);
  * step (for a claim of ours that it let go of, to be taken up again). */
 void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
                     int64_t claim_rev, bool started);
+
+/* ---- gate.c: locks and slots at the door (loop thread) -------------------- */
+
+int lr_gate_init(lr_runner *r);
+void lr_gate_free(lr_runner *r);
+/* Read locks/ slots/ wants/ at *rev (0: the latest, stored back). */
+int lr_gate_load(lr_runner *r, int64_t *rev, lr_err *err);
+/* A watch event under locks/ slots/ wants/: any change lets every blocked
+ * task be looked at again. */
+void lr_gate_event(lr_runner *r, const struct lr_msg *m);
+/* Whether task e may be handed out now; job->slots are the slots to take.
+ * False: e is blocked until the next change. */
+bool lr_gate_pass(lr_runner *r, lr_entry *e, struct lr_job *job);
+/* e's claim found its locks or slots taken: wait for a change. */
+void lr_gate_block(lr_runner *r, lr_entry *e);
 
 /* ---- worker.c: the worker threads ---------------------------------------- */
 

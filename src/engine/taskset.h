@@ -15,6 +15,8 @@ enum lr_entry_state {
 	LR_ENTRY_PENDING,  /* no claim, not done: may be claimed */
 	LR_ENTRY_CLAIMED,  /* claimed by another runner */
 	LR_ENTRY_LOCAL,    /* handed to one of this runner's workers */
+	LR_ENTRY_BLOCKED,  /* its locks or slots are taken: waits for a change
+	                      (counted with the claimed ones) */
 };
 
 typedef struct lr_entry {

@@ -16,7 +16,8 @@
 #define LR_PAGE 1000
 
 static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-                                                     LR_K_CANCEL };
+                                                     LR_K_CANCEL, LR_K_LOCKS, LR_K_SLOTS,
+                                                     LR_K_WANTS };
 
 /* ---- claims ------------------------------------------------------------------ */
 
@@ -128,6 +129,8 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		                   .stop = &r->stop_requested };
 		rc = lr_walk(r->client, &o, reads[i].fn, &l, err);
 	}
+	if (rc == 0)
+		rc = lr_gate_load(r, &rev, err);
 	if (l.skipped > 0)
 		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
 		              "skipped %zu keys under %s whose names are not task ids",
@@ -136,9 +139,11 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		r->view_rev = rev;
 	/* Each watcher: the keys from one directory through another. */
 	static const struct { enum lr_dir dir; const char *first, *last; } watched[] = {
-		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_TASKS },
+		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_WANTS },
 		{ LR_DIR_CLAIMS, LR_K_CLAIMS, LR_K_DONE },
 		{ LR_DIR_CANCEL, LR_K_CANCEL, LR_K_CANCEL },
+		{ LR_DIR_LOCKS, LR_K_LOCKS, LR_K_LOCKS },
+		{ LR_DIR_SLOTS, LR_K_SLOTS, LR_K_SLOTS },
 	};
 	for (int d = 0; d < LR_DIR_COUNT; d++)
 		r->wctx[d] = (struct lr_watch_ctx){ r, (enum lr_dir)d };
@@ -161,7 +166,8 @@ int lr_view_load(lr_runner *r, lr_err *err)
 /* ---- watch events, on the stream thread ---------------------------------- */
 
 /* The directory of a watched key and the task id in it, or NULL. The
- * claims/ watcher also sees done/. */
+ * claims/ watcher also sees done/, the tasks/ one wants/; keys of locks/,
+ * slots/ and wants/ are passed whole (their "id" is the rest of the key). */
 static const char *event_id(const lr_runner *r, enum lr_dir watched, const char *key,
                             enum lr_dir *dir)
 {
@@ -170,7 +176,12 @@ static const char *event_id(const lr_runner *r, enum lr_dir watched, const char 
 	if (id == NULL && watched == LR_DIR_CLAIMS) {
 		*dir = LR_DIR_DONE;
 		id = lr_key_id(r->client, LR_K_DONE, key);
+	} else if (id == NULL && watched == LR_DIR_TASKS) {
+		*dir = LR_DIR_WANTS;
+		id = lr_key_id(r->client, LR_K_WANTS, key);
 	}
+	if (*dir >= LR_DIR_LOCKS)
+		return id;
 	return id != NULL && lr_id_valid(id) ? id : NULL;
 }
 
@@ -188,6 +199,11 @@ static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
 	case LR_DIR_TASKS:
 	case LR_DIR_CANCEL:
 		return deleted;
+	case LR_DIR_LOCKS:
+	case LR_DIR_SLOTS:
+		return !deleted; /* taken: nothing to start; let go: waiters may */
+	case LR_DIR_WANTS:
+		return false;
 	case LR_DIR_DONE:
 		return true;
 	case LR_DIR_CLAIMS:
@@ -230,7 +246,15 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 	m->lazy = lazy_event(r, b, i, dir, id);
 	m->u.watch.dir = dir;
 	m->u.watch.deleted = we->type == LR_EV_DELETE;
-	snprintf(m->u.watch.id, sizeof(m->u.watch.id), "%s", id);
+	if (dir >= LR_DIR_LOCKS) {
+		m->u.watch.key = strdup(we->kv.key);
+		if (!m->u.watch.deleted) {
+			m->u.watch.value = lr_kv_value_dup(&we->kv);
+			m->u.watch.len = we->kv.value_len;
+		}
+	} else {
+		snprintf(m->u.watch.id, sizeof(m->u.watch.id), "%s", id);
+	}
 	m->u.watch.create_rev = we->kv.create_rev;
 	m->u.watch.mod_rev = we->kv.mod_rev;
 	m->u.watch.version = we->kv.version;
@@ -339,6 +363,11 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 	/* Queued before the last re-read, which already shows it. */
 	if (m->u.watch.mod_rev <= r->view_rev)
 		return;
+	if (m->u.watch.dir >= LR_DIR_LOCKS) {
+		if (m->u.watch.key != NULL)
+			lr_gate_event(r, m);
+		return;
+	}
 	lr_entry *e = lr_taskset_find(&r->set, m->u.watch.id);
 	/* About an older task of the same id (purged since): each directory
 	 * has its own watcher, so such events may come after the new task's
@@ -363,6 +392,9 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 		if (!m->u.watch.deleted && e != NULL && e->state == LR_ENTRY_LOCAL)
 			lr_workers_signal(r, m->u.watch.id, LR_STOP_CANCEL);
 		return;
+	case LR_DIR_LOCKS:
+	case LR_DIR_SLOTS:
+	case LR_DIR_WANTS:
 	case LR_DIR_COUNT:
 		return;
 	}

@@ -51,6 +51,7 @@ static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
 		lr_stats_inc(&s->tasks_let_go);
 		break;
 	case LR_REP_GONE:
+	case LR_REP_BLOCKED:
 		break;
 	}
 }
@@ -383,7 +384,8 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	if (job->n_prefetch > 0 && job->spec == NULL)
 		prefetch(w, job);
 	int rc = lr_claim(&h.who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
-	                  &h.t, &oc, &ended, ended_error, sizeof(ended_error), &e);
+	                  job->n_slots > 0 ? job->slots : NULL, job->n_slots, &h.t, &oc, &ended,
+	                  ended_error, sizeof(ended_error), &e);
 	if (rc != 0) {
 		/* The loop learns from the watch whether the claim applied;
 		 * if it did, the task is taken up again. */
@@ -402,6 +404,9 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	}
 	case LR_CLAIM_GONE:
 		report(&h, LR_REP_GONE, NULL);
+		return;
+	case LR_CLAIM_BLOCKED:
+		report(&h, LR_REP_BLOCKED, NULL);
 		return;
 	case LR_CLAIM_ENDED: {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "task %s: %s",

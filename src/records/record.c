@@ -70,9 +70,41 @@ static int get_state(json_t *doc, json_t **out, lr_err *err)
 
 char *lr_claim_encode(const lr_claim_rec *c)
 {
-	return encode_new(json_pack("{s:s, s:I, s:s}", "runner", c->runner,
+	json_t *slots = NULL;
+	for (size_t i = 0; i < c->n_slots; i++) {
+		if (slots == NULL && (slots = json_object()) == NULL)
+			return NULL;
+		json_object_set_new(slots, c->slots[i].pool, json_integer(c->slots[i].index));
+	}
+	return encode_new(json_pack("{s:s, s:I, s:s, s:o*}", "runner", c->runner,
 	                            "lease", (json_int_t)c->lease, "claimed_at",
-	                            c->claimed_at));
+	                            c->claimed_at, "slots", slots));
+}
+
+/* doc["slots"]: {"POOL": index}, absent when the claim took none. */
+static int get_slots(json_t *doc, lr_claim_rec *c, lr_err *err)
+{
+	json_t *slots = json_object_get(doc, "slots");
+	if (slots == NULL)
+		return 0;
+	if (!json_is_object(slots) || json_object_size(slots) > LR_LIMITS_MAX)
+		return lr_err_set(err, LR_EINVAL, "slots: not an object of at most %d pools",
+		                  LR_LIMITS_MAX);
+	const char *pool;
+	json_t *v;
+	json_object_foreach(slots, pool, v) {
+		int64_t index;
+		if (strlen(pool) > LR_LOCK_SEG_MAX || strchr(pool, '/') != NULL ||
+		    !lr_lock_path_valid(pool))
+			return lr_err_set(err, LR_EINVAL, "slots: not a pool name: %.80s", pool);
+		int rc = lr_json_int(v, 0, LR_LIMIT_N_MAX - 1, "slots", &index, err);
+		if (rc != 0)
+			return rc;
+		lr_claim_slot *s = &c->slots[c->n_slots++];
+		memcpy(s->pool, pool, strlen(pool) + 1);
+		s->index = (int)index;
+	}
+	return 0;
 }
 
 int lr_claim_decode(const char *v, size_t len, lr_claim_rec *out, lr_err *err)
@@ -93,6 +125,9 @@ int lr_claim_decode(const char *v, size_t len, lr_claim_rec *out, lr_err *err)
 		goto cleanup;
 	rc = get_string(doc, "claimed_at", 0, c.claimed_at,
 	                sizeof(c.claimed_at), err);
+	if (rc != 0)
+		goto cleanup;
+	rc = get_slots(doc, &c, err);
 	if (rc != 0)
 		goto cleanup;
 	*out = c;

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "leaserun.h"
+#include "records/lockset.h"
 
 /* Values this large were not written by leaserun (a checkpoint is a 512 KiB
  * state plus a few fields; etcd itself refuses requests over 1.5 MiB by
@@ -26,11 +27,21 @@
  * truncated. Fields they do not know are ignored, so that a newer runner's
  * records stay readable. On failure *out is left untouched. */
 
-/* claims/<id>: which runner holds the task, on which lease. */
+/* A slot of a pool that a claim took with the task. */
+typedef struct lr_claim_slot {
+	char pool[LR_LOCK_SEG_MAX + 1];
+	int index;                    /* 0..LR_LIMIT_N_MAX-1 */
+} lr_claim_slot;
+
+/* claims/<id>: which runner holds the task, on which lease, and the slots
+ * it took with it ("slots": {"gpu": 3}, absent when none), so that a
+ * runner taking up its own claim again knows what to give back. */
 typedef struct lr_claim_rec {
 	char runner[256];
 	int64_t lease; /* > 0 */
 	char claimed_at[LR_TIME_BUF];
+	size_t n_slots;
+	lr_claim_slot slots[LR_LIMITS_MAX];
 } lr_claim_rec;
 
 char *lr_claim_encode(const lr_claim_rec *c);

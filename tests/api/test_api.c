@@ -344,7 +344,7 @@ TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
 	lr_task_state ended;
 	char why[700];
 	/* Gone: the claim writes nothing for a task that no longer exists. */
-	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
+	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, NULL, 0, &h, &oc,
 	                  &ended, why, sizeof(why), &err), &err);
 	CHECK_INT(oc, ==, LR_CLAIM_GONE);
 	CHECK_INT(key_rev(c, LR_K_CLAIMS, "p1"), ==, 0); /* none */
@@ -353,7 +353,7 @@ TEST(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale)
 	/* Submitted again with other steps: the claim runs the new spec. */
 	hosted_submit(c, "{\"id\":\"p1\",\"steps\":[{\"name\":\"new\",\"run\":\"-\"}]}");
 	CHECK(key_rev(c, LR_K_TASKS, "p1") > rev);
-	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, &h, &oc,
+	CHECK_OK(lr_claim(&who, "p1", old_spec, strlen(old_spec), rev, true, NULL, 0, &h, &oc,
 	                  &ended, why, sizeof(why), &err), &err);
 	CHECK_INT(oc, ==, LR_CLAIM_WON);
 	CHECK_STR(lr_spec_step_name(h.spec, 0), "new");

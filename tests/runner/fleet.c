@@ -188,8 +188,9 @@ int fleet_holder(fleet *f, const char *id)
 	char runner[64];
 	if (fleet_state(f, id, runner, sizeof(runner), NULL, NULL) != LR_TASK_RUNNING)
 		return -1;
+	/* Never a slot that was not started: kill(0, ...) would hit the test. */
 	for (int i = 0; i < FLEET_MAX; i++)
-		if (strcmp(f->names[i], runner) == 0)
+		if (f->pids[i] > 0 && runner[0] != '\0' && strcmp(f->names[i], runner) == 0)
 			return i;
 	return -1;
 }
