@@ -19,7 +19,9 @@ static const char usage[] =
     "Usage: leaserun status [ID] [--state S] [--limit N] [--json] [--watch]\n"
     "\n"
     "Show tasks, oldest first: state, step k/n (with a progress bar on a\n"
-    "terminal), attempt, runner, time since the last change, error.\n"
+    "terminal), attempt, runner, time since the last change, and the error\n"
+    "or, for a pending task, what it waits for (\"waiting: X org/a held by\n"
+    "task t-12 on box-1\").\n"
     "\n"
     "  ID           only this task (exit 4 when there is no such task)\n"
     "  --state S    only tasks in state S: pending, running, succeeded,\n"
@@ -55,15 +57,16 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	}
 	if (rc != 0)
 		return rc;
-	if (q->json)
+	rc = lr_task_waits(c, v, n, err);
+	if (rc == 0 && q->json)
 		out_status_json(f, v, n, q->id != NULL);
-	else
+	else if (rc == 0)
 		out_status_table(f, v, n, st, lr_wall_ms());
 	if (q->id != NULL)
 		lr_task_status_clear(&one);
 	else
 		lr_task_list_free(v, n);
-	return 0;
+	return rc;
 }
 
 /* One screen: built in memory first so that clearing and redrawing the

@@ -218,6 +218,15 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n,
 		const lr_task_status *s = &v[i];
 		char step[256], bar[BAR_WIDTH + 3], attempt[48], age[48];
 		char *error = one_line(s->error);
+		if (s->waiting != NULL && error != NULL) {
+			/* what holds it back now, before an earlier attempt's error */
+			char *w = NULL;
+			if (asprintf(&w, "waiting: %s", s->waiting) > 0) {
+				free(error);
+				error = one_line(w);
+			}
+			free(w);
+		}
 		step_of(s, step, sizeof(step));
 		bar_of(s, bar, sizeof(bar));
 		attempt_of(s, attempt, sizeof(attempt));
@@ -246,7 +255,7 @@ static json_t *str_or_null(const char *s)
 static json_t *status_json(const lr_task_status *s)
 {
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
-	                 "s:I}",
+	                 "s:I, s:o}",
 	                 "id", s->id, "state", lr_task_state_name(s->state),
 	                 "next_step", (json_int_t)s->next_step, "steps",
 	                 (json_int_t)s->steps, "step_name",
@@ -255,7 +264,8 @@ static json_t *status_json(const lr_task_status *s)
 	                 (json_int_t)s->max_attempts, "runner",
 	                 str_or_null(s->runner), "error", str_or_null(s->error),
 	                 "updated_at", str_or_null(s->updated_at),
-	                 "create_revision", (json_int_t)s->create_revision);
+	                 "create_revision", (json_int_t)s->create_revision,
+	                 "waiting", str_or_null(s->waiting));
 }
 
 /* Print doc (stolen) indented; -1 when it could not be built. */

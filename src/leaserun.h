@@ -246,6 +246,9 @@ typedef struct lr_task_status {
 	char *error;            /* failed/cancelled reason; may be NULL */
 	char *updated_at;       /* RFC 3339 of the last change seen; may be NULL */
 	int64_t create_revision;/* etcd revision that created the task */
+	char *waiting;          /* pending: what it waits for, filled in by
+	                           lr_task_waits ("X org/a held by task t-12 on
+	                           box-1"); NULL otherwise */
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);
@@ -258,6 +261,11 @@ LR_API int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err
 LR_API int lr_task_list(lr_client *c, int state_filter, size_t limit,
                  lr_task_status **out, size_t *n, lr_err *err);
 LR_API void lr_task_list_free(lr_task_status *list, size_t n);
+
+/* Fill in `waiting` for the pending tasks of list whose locks or slots
+ * cannot be taken now: held by others, or asked for first by an older
+ * request they must not overtake. Reads locks/, slots/ and wants/ once. */
+LR_API int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
 
 /* Cancel a pending or running task (one txn). A pending task ends cancelled
  * at once; a running one is stopped by its holder. When the task had
@@ -401,6 +409,14 @@ LR_API const char *lr_step_runner(const lr_step *s);
 LR_API const void *lr_step_spec(const lr_step *s);
 /* The task spec's env object (json_t *). */
 LR_API const void *lr_step_env(const lr_step *s);
+/* The locks the task holds, as its spec asks for them: {"PATH": "MODE"}
+ * (json_t *; ancestors are held in IS or IX besides), NULL when none. */
+LR_API const void *lr_step_locks(const lr_step *s);
+/* The slot the task holds in each pool of its limits: {"KEY": index},
+ * index from 0 to N-1 (json_t *), NULL when it names no limits. Shell
+ * steps see both as JSON in LEASERUN_LOCKS and LEASERUN_SLOTS ("{}" when
+ * none). */
+LR_API const void *lr_step_slots(const lr_step *s);
 /* The current state (json_t *, borrowed). */
 LR_API void *lr_step_state(lr_step *s);
 /* Replace the state (json_t *; the library steals the reference). It is

@@ -1,5 +1,6 @@
 /* changes.c - "something changed" for a task or all tasks, as an eventfd
- * set by four watchers (tasks/, claims/, checkpoints/, done/).
+ * set by watchers of tasks/, claims/, checkpoints/ and done/, and of
+ * locks/ and slots/ for what pending tasks wait for.
  * Threads: see changes.h; `dead` is an atomic shared with the watch. */
 #include "client/changes.h"
 
@@ -15,8 +16,11 @@
 
 static const char *const kinds[] = {
 	LR_K_TASKS, LR_K_CLAIMS, LR_K_CHECKPOINTS, LR_K_DONE,
+	/* what pending tasks wait for: watched whole, whatever the id */
+	LR_K_LOCKS, LR_K_SLOTS,
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define FIRST_WHOLE 4
 
 struct lr_changes {
 	lr_client *client;
@@ -48,9 +52,10 @@ static int add_watchers(lr_changes *ch, lr_err *err)
 	for (size_t i = 0; i < N_KINDS; i++) {
 		if (ch->watchers[i] != NULL)
 			continue;
-		lr_key(ch->client, kinds[i], ch->id != NULL ? ch->id : "", key);
-		int rc = lr_watch_add(ch->watch, key, ch->id != NULL ? 0 : LR_KEY_PREFIX,
-		                      0, on_change, ch, &ch->watchers[i], err);
+		const char *id = i < FIRST_WHOLE ? ch->id : NULL;
+		lr_key(ch->client, kinds[i], id != NULL ? id : "", key);
+		int rc = lr_watch_add(ch->watch, key, id != NULL ? 0 : LR_KEY_PREFIX, 0,
+		                      on_change, ch, &ch->watchers[i], err);
 		if (rc != 0)
 			return lr_err_wrap(err, rc, "watch %s", key);
 	}

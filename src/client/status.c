@@ -104,6 +104,7 @@ void lr_task_status_clear(lr_task_status *s)
 	free(s->runner);
 	free(s->error);
 	free(s->updated_at);
+	free(s->waiting);
 	memset(s, 0, sizeof(*s));
 }
 

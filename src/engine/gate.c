@@ -9,10 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "client/walk.h"
 #include "engine/runner_int.h"
-
-#define LR_LOCK_PAGE 500
 
 int lr_gate_init(lr_runner *r)
 {
@@ -31,26 +28,12 @@ void lr_gate_free(lr_runner *r)
 	r->n_blocked = r->cap_blocked = 0;
 }
 
-static int load_one(void *user, const lr_kv *kv, const char *rest, lr_err *err)
-{
-	lr_lock_table_put(user, kv);
-	return 0;
-}
-
 int lr_gate_load(lr_runner *r, int64_t *rev, lr_err *err)
 {
-	lr_lock_table_clear(r->locks);
 	for (size_t i = 0; i < r->n_blocked; i++)
 		free(r->blocked[i]);
 	r->n_blocked = 0; /* the task set is read again too */
-	static const char *const dirs[] = { LR_K_LOCKS, LR_K_SLOTS, LR_K_WANTS };
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		lr_walk_opts o = { .kind = dirs[i], .page = LR_LOCK_PAGE, .revision = rev,
-		                   .stop = &r->stop_requested };
-		rc = lr_walk(r->client, &o, load_one, r->locks, err);
-	}
-	return rc;
+	return lr_lock_table_load(r->locks, r->client, rev, &r->stop_requested, err);
 }
 
 /* Every task waiting for a change is pending again: the loop looks at

@@ -21,6 +21,20 @@ const char *lr_step_runner(const lr_step *s) { return s->r->name; }
 const void *lr_step_spec(const lr_step *s) { return s->step_spec; }
 const void *lr_step_env(const lr_step *s) { return lr_spec_env(s->h->spec); }
 void *lr_step_state(lr_step *s) { return s->state; }
+const void *lr_step_locks(const lr_step *s) { return json_object_get(s->h->spec, "locks"); }
+const void *lr_step_slots(const lr_step *s) { return s->slots; }
+
+/* {"pool": index} of the slots the claim took; NULL when none. */
+static json_t *slots_held(const lr_claimed_task *h)
+{
+	if (h->locks == NULL || h->locks->n_limits == 0)
+		return NULL;
+	json_t *o = json_object();
+	for (size_t i = 0; o != NULL && i < h->locks->n_limits; i++)
+		if (h->slots[i] >= 0)
+			json_object_set_new(o, h->locks->limits[i].key, json_integer(h->slots[i]));
+	return o;
+}
 int lr_step_cancel_fd(const lr_step *s) { return s->w->stop.fd; }
 
 lr_step_stop lr_step_stop_reason(const lr_step *s)
@@ -106,6 +120,7 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 		.name = lr_spec_step_name(h->spec, (size_t)h->next_step),
 		/* A failed attempt must not leak its changes into the next. */
 		.state = json_deep_copy(h->state),
+		.slots = slots_held(h),
 	};
 	*state_out = NULL;
 	*error = NULL;
@@ -127,5 +142,6 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 		*state_out = s.state;
 	else
 		json_decref(s.state);
+	json_decref(s.slots);
 	return res;
 }

@@ -17,6 +17,7 @@ struct lr_step {
 	const json_t *step_spec;
 	const char *name;
 	json_t *state;          /* the handler's working state (owned) */
+	json_t *slots;          /* {"pool": index} of the claim, or NULL (owned) */
 	char error[2048];
 };
 

@@ -10,6 +10,10 @@
 
 #include <jansson.h>
 
+#include "client/walk.h"
+
+#define LR_LOCK_PAGE 500
+
 struct hold {
 	char *key;
 	char path[LR_LOCK_PATH_SIZE];
@@ -81,6 +85,28 @@ void lr_lock_table_clear(lr_lock_table *t)
 	for (size_t i = 0; i < t->n_wants; i++)
 		drop_want(&t->wants[i]);
 	t->n_holds = t->n_slots = t->n_wants = 0;
+}
+
+static int load_one(void *user, const lr_kv *kv, const char *rest, lr_err *err)
+{
+	(void)rest;
+	(void)err;
+	lr_lock_table_put(user, kv);
+	return 0;
+}
+
+int lr_lock_table_load(lr_lock_table *t, lr_client *c, int64_t *rev, atomic_int *stop,
+                       lr_err *err)
+{
+	lr_lock_table_clear(t);
+	static const char *const dirs[] = { LR_K_LOCKS, LR_K_SLOTS, LR_K_WANTS };
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		lr_walk_opts o = { .kind = dirs[i], .page = LR_LOCK_PAGE, .revision = rev,
+		                   .stop = stop };
+		rc = lr_walk(c, &o, load_one, t, err);
+	}
+	return rc;
 }
 
 void lr_lock_table_free(lr_lock_table *t)
@@ -256,16 +282,19 @@ const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder
 	return NULL;
 }
 
-/* "(box-1)" from a lock or slot value, "" when it names no runner. */
-static void where(const char *value, char *buf, size_t size)
+/* A holder as people read it: "task t-12 on box-1" from "task:t-12" and
+ * the runner (or host) in its key's value (NULL: none known). */
+static void who(const char *holder, const char *value, char *buf, size_t size)
 {
-	json_t *v = json_loads(value, 0, NULL);
+	json_t *v = value != NULL ? json_loads(value, 0, NULL) : NULL;
 	const char *runner = json_string_value(json_object_get(v, "runner"));
 	const char *host = json_string_value(json_object_get(v, "host"));
-	if (runner != NULL || host != NULL)
-		snprintf(buf, size, " (%s)", runner != NULL ? runner : host);
-	else
-		buf[0] = '\0';
+	const char *at = runner != NULL ? runner : host;
+	const char *colon = strchr(holder, ':');
+	int kind = colon != NULL ? (int)(colon - holder) : 0;
+	const char *name = colon != NULL ? colon + 1 : holder;
+	snprintf(buf, size, "%.*s%s%s%s%s", kind, holder, kind > 0 ? " " : "", name,
+	         at != NULL ? " on " : "", at != NULL ? at : "");
 	json_decref(v);
 }
 
@@ -278,10 +307,10 @@ static bool blocked_by_lock(const lr_lock_table *t, const lr_lock_node *n,
 		    lr_lock_compatible(n->mode, h->mode))
 			continue;
 		if (why != NULL) {
-			char at[128];
-			where(h->value, at, sizeof(at));
-			snprintf(why, size, "%s %s held by %s%s", lr_lock_mode_name(h->mode), h->path,
-			         h->holder, at);
+			char by[LR_HOLDER_SIZE + 300];
+			who(h->holder, h->value, by, sizeof(by));
+			snprintf(why, size, "%s %s held by %s", lr_lock_mode_name(h->mode), h->path,
+			         by);
 		}
 		return true;
 	}
@@ -307,9 +336,12 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 			continue;
 		held++;
 		if (s->index >= l->n) {
-			if (why != NULL)
-				snprintf(why, size, "pool %s: slot %d held by %s, beyond our limit of %d",
-				         l->key, s->index, s->holder, l->n);
+			if (why != NULL) {
+				char by[LR_HOLDER_SIZE + 300];
+				who(s->holder, s->value, by, sizeof(by));
+				snprintf(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
+				         l->key, s->index, by, l->n);
+			}
 			return -1;
 		}
 	}
@@ -336,8 +368,11 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
 		    lr_lock_table_holds(t, w->holder) || (alive != NULL && !alive(user, w->holder)))
 			continue;
-		if (why != NULL)
-			snprintf(why, size, "behind %s, which asked first", w->holder);
+		if (why != NULL) {
+			char by[LR_HOLDER_SIZE + 300];
+			who(w->holder, NULL, by, sizeof(by));
+			snprintf(why, size, "behind %s, which asked first", by);
+		}
 		return false;
 	}
 	return true;

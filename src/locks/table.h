@@ -8,6 +8,7 @@
 #ifndef LR_LOCKS_TABLE_H
 #define LR_LOCKS_TABLE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,11 @@ lr_lock_table *lr_lock_table_new(const lr_client *c);
 void lr_lock_table_free(lr_lock_table *t);
 /* Forget everything (before a re-read). */
 void lr_lock_table_clear(lr_lock_table *t);
+/* Forget everything and read locks/, slots/ and wants/ afresh, all at
+ * *rev (0: the latest, stored back), paged; stop (may be NULL) ends a long
+ * read early with LR_ECANCELLED. Runs on the caller's thread. */
+int lr_lock_table_load(lr_lock_table *t, lr_client *c, int64_t *rev, atomic_int *stop,
+                       lr_err *err);
 
 /* A key under locks/, slots/ or wants/ that exists now (read, or a watch
  * PUT), or was deleted. Returns true when the key was one of them (the
@@ -44,7 +50,7 @@ typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
  * free slot under each pool's limit and none held beyond it, and no older
  * live request it conflicts with that is still waiting. On true,
  * slots[i] is the slot to take in pool i. On false, why (size bytes, may
- * be NULL) names what it waits for: "X org/a held by task:t-12 (box-1)". */
+ * be NULL) names what it waits for: "X org/a held by task t-12 on box-1". */
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
                             const char *holder, int64_t request_rev, int *slots,
                             lr_waiter_alive_fn alive, void *user, char *why, size_t size);
