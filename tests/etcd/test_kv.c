@@ -404,6 +404,107 @@ TEST(nested_txns_may_not_write_one_key_twice)
 	lr_etcd_close(c);
 }
 
+/* etcd judges every compare of a request, nested ones included, against
+ * the store as it was before the request, yet a read runs in order and
+ * sees what the ops before it wrote. So a batch must never hold a txn
+ * whose compares look at a key that another txn of the batch writes. */
+TEST(nested_compares_see_the_store_before_the_request_and_reads_see_earlier_writes)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("before"), "k");
+	lr_txn *t = lr_txn_new();
+	lr_txn *first = lr_txn_nest(t, LR_THEN);
+	lr_txn_cmp(first, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(first, LR_THEN, k, "first", 5, 0);
+	lr_txn *second = lr_txn_nest(t, LR_THEN);
+	lr_txn_cmp(second, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0); /* true: judged before */
+	lr_txn_get(second, LR_THEN, k, 0);                      /* sees "first" */
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(c, t, 0, &r, &err), &err);
+	CHECK(r.ops[0].txn->succeeded);
+	CHECK(r.ops[1].txn->succeeded);
+	CHECK_INT(r.ops[1].txn->ops[0].n, ==, 1);
+	CHECK(r.ops[1].txn->ops[0].kvs[0].value_len == 5);
+	/* A nested reply carries no revision of its own: the request's is
+	 * every nested txn's. */
+	CHECK_INT(r.ops[0].txn->revision, ==, 0);
+	CHECK(r.revision > 0);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	lr_etcd_close(c);
+}
+
+/* Which writes of one key in two nested txns etcd refuses (checked before
+ * anything applies): two puts, even in the THEN of one and the ELSE of the
+ * other, and a delete followed by a put; a put followed by a delete, and
+ * two deletes, pass. A batch keeps every written key to one member. */
+TEST(nested_txns_writing_one_key_refused_or_not_by_kind_and_order)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[256];
+	key(k, test_prefix("putdel"), "k");
+	enum { DEL_DEL, PUT_DEL, DEL_PUT, PUT_PUT_ELSE };
+	for (int shape = DEL_DEL; shape <= PUT_PUT_ELSE; shape++) {
+		lr_txn *t = lr_txn_new();
+		lr_txn *a = lr_txn_nest(t, LR_THEN);
+		lr_txn *b = lr_txn_nest(t, LR_THEN);
+		if (shape == DEL_DEL || shape == DEL_PUT)
+			lr_txn_delete(a, LR_THEN, k, 0);
+		else
+			lr_txn_put(a, LR_THEN, k, "v", 1, 0);
+		if (shape == DEL_DEL || shape == PUT_DEL)
+			lr_txn_delete(b, LR_ELSE, k, 0);
+		else
+			lr_txn_put(b, shape == DEL_PUT ? LR_THEN : LR_ELSE, k, "v", 1, 0);
+		lr_txn_result r;
+		int rc = lr_etcd_txn(c, t, 0, &r, &err);
+		if (shape == DEL_DEL || shape == PUT_DEL) {
+			CHECK_OK(rc, &err);
+			lr_txn_result_free(&r);
+		} else {
+			CHECK(rc != 0);
+			CHECK_HAS(err.msg, "duplicate key");
+		}
+		lr_txn_free(t);
+	}
+	lr_etcd_close(c);
+}
+
+/* --max-txn-ops (128 by default) is a budget down the nesting: a txn
+ * nested in one of n ops (the most of its compares and each branch) may
+ * have at most 128 - n of its own. An outer txn of 100 nested txns of 28
+ * compares passes, of 29 does not. */
+static int nested_of(lr_etcd *c, const char *p, int inner_compares)
+{
+	lr_txn *t = lr_txn_new();
+	for (int i = 0; i < 100; i++) {
+		lr_txn *in = lr_txn_nest(t, LR_THEN);
+		for (int j = 0; j < inner_compares; j++) {
+			char k[256], name[32];
+			snprintf(name, sizeof(name), "%d-%d", i, j);
+			key(k, p, name);
+			lr_txn_cmp(in, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		}
+	}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(c, t, 0, &r, &err);
+	if (rc == 0)
+		lr_txn_result_free(&r);
+	lr_txn_free(t);
+	return rc;
+}
+
+TEST(nested_txns_share_the_op_limit_with_their_parents)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("opcap");
+	CHECK_OK(nested_of(c, p, 28), &err);
+	CHECK(nested_of(c, p, 29) != 0);
+	CHECK_HAS(err.msg, "too many operations");
+	lr_etcd_close(c);
+}
+
 static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
@@ -418,6 +519,9 @@ TEST_LIST(
 	TEST_CASE(txn_prefix_compare_version_zero_means_no_key_under_it),
 	TEST_CASE(nested_txns_decide_each_by_its_own_compares_in_one_revision),
 	TEST_CASE(nested_txns_may_not_write_one_key_twice),
+	TEST_CASE(nested_compares_see_the_store_before_the_request_and_reads_see_earlier_writes),
+	TEST_CASE(nested_txns_writing_one_key_refused_or_not_by_kind_and_order),
+	TEST_CASE(nested_txns_share_the_op_limit_with_their_parents),
 	TEST_CASE(txn_with_ranges_puts_and_deletes_in_one_revision),
 	TEST_CASE(value_over_the_request_limit_is_a_clear_error),
 );
