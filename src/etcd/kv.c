@@ -3,6 +3,7 @@
  * calls block in lr_etcd_unary (unary.c). */
 #include "etcd/kv.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,24 +123,29 @@ static void free_keys(struct keybuf *k)
 	}
 }
 
-/* What a result's pb_ points at: the reply and the key copies. */
+/* What a result's pb_ points at: the reply and the key copies. The results
+ * of txns sent together (lr_etcd_txn_many) share one, each with a
+ * reference, and may be freed on different threads. */
 struct holder {
 	ProtobufCMessage *reply;
 	struct keybuf *keys;
+	atomic_int refs;
 };
 
 static void *hold(ProtobufCMessage *reply)
 {
 	struct holder *h = calloc(1, sizeof(*h));
-	if (h != NULL)
+	if (h != NULL) {
 		h->reply = reply;
+		atomic_init(&h->refs, 1);
+	}
 	return h;
 }
 
 static void release(void *p)
 {
 	struct holder *h = p;
-	if (h == NULL)
+	if (h == NULL || atomic_fetch_sub(&h->refs, 1) > 1)
 		return;
 	if (h->reply != NULL)
 		protobuf_c_message_free_unpacked(h->reply, NULL);
@@ -633,6 +639,68 @@ int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err
 	r->pb_ = h;
 	if (txn_result_from(r, (Etcdserverpb__TxnResponse *)resp, h) != 0) {
 		lr_txn_result_free(r);
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
+	}
+	return 0;
+}
+
+int lr_etcd_txn_many(lr_etcd *c, const lr_txn *const *ts, size_t n, int flags,
+                     lr_txn_result *rs, lr_err *err)
+{
+	if (n == 1)
+		return lr_etcd_txn(c, ts[0], flags, &rs[0], err);
+	memset(rs, 0, n * sizeof(*rs));
+	Etcdserverpb__TxnRequest outer = ETCDSERVERPB__TXN_REQUEST__INIT;
+	Etcdserverpb__RequestOp *ops = calloc(n, sizeof(*ops));
+	Etcdserverpb__RequestOp **refs = calloc(n, sizeof(*refs));
+	if (ops == NULL || refs == NULL) {
+		free(ops);
+		free(refs);
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
+	}
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (ts[i]->root->oom)
+			rc = lr_err_set(err, LR_ENOMEM, "txn: out of memory building it");
+		etcdserverpb__request_op__init(&ops[i]);
+		ops[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN;
+		ops[i].request_txn = (Etcdserverpb__TxnRequest *)&ts[i]->req;
+		refs[i] = &ops[i];
+	}
+	outer.success = refs;
+	outer.n_success = n;
+	ProtobufCMessage *resp = NULL;
+	if (rc == 0)
+		rc = lr_etcd_unary(c, M_TXN, &outer.base, &etcdserverpb__txn_response__descriptor,
+		                   &resp, flags, err);
+	free(ops);
+	free(refs);
+	if (rc != 0)
+		return rc;
+	Etcdserverpb__TxnResponse *tr = (Etcdserverpb__TxnResponse *)resp;
+	struct holder *h = hold(resp);
+	if (h == NULL) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
+	}
+	if (tr->n_responses != n) {
+		release(h);
+		return lr_err_set(err, LR_EETCD, "etcd %s (Txn): %zu replies to %zu txns",
+		                  lr_etcd_endpoints(c), tr->n_responses, n);
+	}
+	atomic_store(&h->refs, (int)n);
+	int64_t rev = tr->header != NULL ? tr->header->revision : 0;
+	for (size_t i = 0; i < n; i++) {
+		Etcdserverpb__ResponseOp *op = tr->responses[i];
+		rs[i].pb_ = h;
+		if (op->response_case != ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN ||
+		    txn_result_from(&rs[i], op->response_txn, h) != 0)
+			rc = LR_ENOMEM;
+		rs[i].revision = rev; /* a nested reply carries none of its own */
+	}
+	if (rc != 0) {
+		for (size_t i = 0; i < n; i++)
+			lr_txn_result_free(&rs[i]);
 		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
 	}
 	return 0;

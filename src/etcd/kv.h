@@ -139,6 +139,17 @@ typedef struct lr_txn_result {
 int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err *err);
 void lr_txn_result_free(lr_txn_result *r);
 
+/* Run n txns (n >= 1) as one request, each nested in the THEN branch of an
+ * outer txn without compares: each decides by its own compares, all apply
+ * in one revision, for the cost of one proposal. rs[i] (n of them, each
+ * freed with lr_txn_result_free, on any thread) is ts[i]'s result, with the
+ * request's revision. etcd judges every compare before any write and
+ * refuses a request that writes a key twice or goes over --max-txn-ops down
+ * its nesting: lr_txn_group (txn_group.h) tells which txns may go
+ * together. flags as lr_etcd_txn. On failure no result is filled. */
+int lr_etcd_txn_many(lr_etcd *c, const lr_txn *const *ts, size_t n, int flags,
+                     lr_txn_result *rs, lr_err *err);
+
 /* The txn request as protobuf-c will pack it (borrowed; for tests that
  * check what goes on the wire). */
 const ProtobufCMessage *lr_txn_request(const lr_txn *t);

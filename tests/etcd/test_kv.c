@@ -505,6 +505,50 @@ TEST(nested_txns_share_the_op_limit_with_their_parents)
 	lr_etcd_close(c);
 }
 
+/* lr_etcd_txn_many: each txn's own result, the request's revision in
+ * each, results freed one by one in any order. */
+TEST(txns_sent_together_each_get_their_own_result_and_the_one_revision)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("many");
+	char a[256], b[256];
+	key(a, p, "a");
+	key(b, p, "b");
+	CHECK_OK(lr_kv_put(c, b, "taken", 5, 0, NULL, NULL, &err), &err);
+	lr_txn *ts[2];
+	const char *keys[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		ts[i] = lr_txn_new();
+		lr_txn_cmp(ts[i], keys[i], 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(ts[i], LR_THEN, keys[i], "mine", 4, 0);
+		lr_txn_get(ts[i], LR_ELSE, keys[i], 0);
+	}
+	lr_txn_result rs[2];
+	CHECK_OK(lr_etcd_txn_many(c, (const lr_txn *const *)ts, 2, LR_CALL_RETRY, rs, &err),
+	         &err);
+	CHECK(rs[0].succeeded);
+	CHECK(!rs[1].succeeded);
+	CHECK_INT(rs[0].revision, ==, rs[1].revision);
+	lr_txn_result_free(&rs[0]);
+	CHECK_INT(rs[1].n_ops, ==, 1);
+	CHECK(rs[1].ops[0].n == 1 && rs[1].ops[0].kvs[0].value_len == 5);
+	int64_t rev = rs[1].revision;
+	lr_txn_result_free(&rs[1]);
+	lr_range_result rr;
+	CHECK_OK(lr_kv_get(c, a, &rr, &err), &err);
+	CHECK_INT(rr.kvs[0].mod_rev, ==, rev);
+	lr_range_result_free(&rr);
+	/* One alone is sent as itself. */
+	CHECK_OK(lr_etcd_txn_many(c, (const lr_txn *const *)ts, 1, LR_CALL_RETRY, rs, &err),
+	         &err);
+	CHECK(!rs[0].succeeded);
+	CHECK_INT(rs[0].revision, ==, rev);
+	lr_txn_result_free(&rs[0]);
+	for (int i = 0; i < 2; i++)
+		lr_txn_free(ts[i]);
+	lr_etcd_close(c);
+}
+
 static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
@@ -522,6 +566,7 @@ TEST_LIST(
 	TEST_CASE(nested_compares_see_the_store_before_the_request_and_reads_see_earlier_writes),
 	TEST_CASE(nested_txns_writing_one_key_refused_or_not_by_kind_and_order),
 	TEST_CASE(nested_txns_share_the_op_limit_with_their_parents),
+	TEST_CASE(txns_sent_together_each_get_their_own_result_and_the_one_revision),
 	TEST_CASE(txn_with_ranges_puts_and_deletes_in_one_revision),
 	TEST_CASE(value_over_the_request_limit_is_a_clear_error),
 );
