@@ -17,6 +17,7 @@
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/batch.h"
 #include "etcd/kv.h"
 #include "locks/acquire.h"
 #include "records/record.h"
@@ -103,7 +104,9 @@ static int holder_txn(const lr_claimant *who, const lr_txn *t, lr_txn_result *r,
                       lr_err *err)
 {
 	for (;;) {
-		int rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
+		int rc = who->batch != NULL
+		             ? lr_batch_txn(who->batch, t, r, err)
+		             : lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
 		if (rc == 0 || !lr_claim_transient(rc) || who->again == NULL ||
 		    !who->again(who->again_user, rc))
 			return rc;

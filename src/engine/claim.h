@@ -27,6 +27,9 @@ typedef struct lr_claimant {
 	 * NULL: no second try. */
 	bool (*again)(void *user, int code);
 	void *again_user;
+	/* The runner's group commit (batch.h): its txns may share a request
+	 * with other workers'. NULL: each txn is a request of its own. */
+	struct lr_batch *batch;
 } lr_claimant;
 
 /* Whether a failed write's outcome is open and a retry may settle it. */

@@ -28,6 +28,7 @@
 #include "base/backoff.h"
 #include "base/stats.h"
 #include "client/client.h"
+#include "engine/batch.h"
 #include "engine/claim.h"
 #include "engine/inbox.h"
 #include "engine/jobq.h"
@@ -47,6 +48,10 @@
  * a task takes the next one at once instead of waiting for the loop to
  * hear of it. */
 #define LR_READY_AHEAD(concurrency) (1 + (concurrency) / 8)
+
+/* Group commit (batch.h): requests in flight at once, txns in each. */
+#define LR_BATCH_IN_FLIGHT 2
+#define LR_BATCH_TXNS 64
 
 struct lr_worker {
 	lr_runner *r;
@@ -86,6 +91,8 @@ struct lr_runner {
 	pthread_mutex_t log_mu;             /* one record at a time */
 	lr_inbox inbox;                     /* to the loop */
 	lr_jobq jobs;                       /* from the loop to the workers */
+	lr_batch *batch;                    /* the workers' txns, grouped
+	                                       (while lr_runner_run runs) */
 	struct lr_worker *workers;          /* `concurrency` of them; NULL
 	                                       outside lr_runner_run (under
 	                                       workers_mu for renewals) */

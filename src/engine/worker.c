@@ -372,7 +372,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	lr_runner *r = w->r;
 	struct hold h = { .w = w, .r = r, .job = job };
 	h.who = (lr_claimant){ .client = r->client, .runner = r->name, .lease = job->lease,
-	                       .again = write_again, .again_user = &h };
+	                       .again = write_again, .again_user = &h, .batch = r->batch };
 	lr_backoff_init(&h.write_retry, 200, 5000);
 	/* A stop asked for since the job was taken stays asked for. */
 	lr_stop_arm(&w->stop, job->lease, lr_runner_deadline(r, job->lease));
@@ -461,9 +461,13 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 {
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	r->workers = calloc((size_t)r->concurrency, sizeof(*r->workers));
-	if (r->workers == NULL || lr_jobq_init(&r->jobs, (size_t)cap, r->concurrency) != 0) {
+	r->batch = lr_batch_new(lr_client_etcd(r->client), LR_BATCH_IN_FLIGHT, LR_BATCH_TXNS);
+	if (r->workers == NULL || r->batch == NULL ||
+	    lr_jobq_init(&r->jobs, (size_t)cap, r->concurrency) != 0) {
 		free(r->workers);
 		r->workers = NULL;
+		lr_batch_free(r->batch);
+		r->batch = NULL;
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
 	}
 	for (int i = 0; i < r->concurrency; i++) {
@@ -496,6 +500,8 @@ void lr_workers_join(lr_runner *r)
 		lr_stop_free(&workers[i].stop);
 	lr_jobq_free(&r->jobs);
 	free(workers);
+	lr_batch_free(r->batch);
+	r->batch = NULL;
 }
 
 void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline)

@@ -1,0 +1,206 @@
+/* batch.c - group commit of a runner's txns (see batch.h): a queue of
+ * waiting callers, one of whom leads each request. Worker threads; the
+ * mutex guards the queue, the free groups and the count in flight. */
+#include "engine/batch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "engine/claim.h"
+#include "etcd/txn_group.h"
+
+/* One caller's txn, on its stack while it waits. */
+struct entry {
+	const lr_txn *t;
+	lr_txn_result *r;
+	lr_err *err;
+	int rc;
+	bool taken;          /* a leader has it (or looks at it) */
+	bool done;           /* r, err and rc are filled */
+	pthread_cond_t cv;
+	struct entry *next;
+};
+
+/* What one leader needs for its request. */
+struct lead {
+	lr_txn_group *g;
+	struct entry **members;
+	lr_txn_result *results;
+	struct lead *next_free;
+};
+
+struct lr_batch {
+	lr_etcd *c;
+	size_t max_txns;
+	int max_in_flight;
+	pthread_mutex_t mu;
+	struct entry *head, *tail; /* waiting, not taken */
+	int in_flight;
+	struct lead *leads;        /* max_in_flight of them */
+	struct lead *free_leads;
+	atomic_uint_fast64_t requests, txns;
+};
+
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns)
+{
+	lr_batch *b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return NULL;
+	b->c = c;
+	b->max_txns = max_txns;
+	b->max_in_flight = max_in_flight;
+	b->leads = calloc((size_t)max_in_flight, sizeof(*b->leads));
+	if (b->leads == NULL || pthread_mutex_init(&b->mu, NULL) != 0) {
+		free(b->leads);
+		free(b);
+		return NULL;
+	}
+	for (int i = 0; i < max_in_flight; i++) {
+		struct lead *l = &b->leads[i];
+		l->g = lr_txn_group_new(max_txns);
+		l->members = calloc(max_txns, sizeof(*l->members));
+		l->results = calloc(max_txns, sizeof(*l->results));
+		if (l->g == NULL || l->members == NULL || l->results == NULL) {
+			b->max_in_flight = i + 1;
+			lr_batch_free(b);
+			return NULL;
+		}
+		l->next_free = b->free_leads;
+		b->free_leads = l;
+	}
+	atomic_init(&b->requests, 0);
+	atomic_init(&b->txns, 0);
+	return b;
+}
+
+void lr_batch_free(lr_batch *b)
+{
+	if (b == NULL)
+		return;
+	for (int i = 0; i < b->max_in_flight; i++) {
+		lr_txn_group_free(b->leads[i].g);
+		free(b->leads[i].members);
+		free(b->leads[i].results);
+	}
+	free(b->leads);
+	pthread_mutex_destroy(&b->mu);
+	free(b);
+}
+
+void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns)
+{
+	*requests = atomic_load(&b->requests);
+	*txns = atomic_load(&b->txns);
+}
+
+/* ---- leading a request ----------------------------------------------------- */
+
+/* Take into l's group self first, then whatever queued that may go with
+ * it, oldest first; the rest stays queued in order. Under the mutex. */
+static size_t gather(lr_batch *b, struct lead *l, struct entry *self)
+{
+	lr_txn_group_clear(l->g);
+	/* Not in the group (out of memory there): self goes alone. */
+	bool grouped = lr_txn_group_add(l->g, self->t);
+	size_t n = 0;
+	l->members[n++] = self;
+	struct entry **link = &b->head, *last = NULL;
+	for (struct entry *e = b->head; e != NULL; e = *link) {
+		if (e == self || (grouped && n < b->max_txns && lr_txn_group_add(l->g, e->t))) {
+			if (e != self)
+				l->members[n++] = e;
+			e->taken = true;
+			*link = e->next;
+			continue;
+		}
+		last = e;
+		link = &e->next;
+	}
+	b->tail = last;
+	return n;
+}
+
+/* Send the members, one request; fill each member's result. Without the
+ * mutex. */
+static void send(lr_batch *b, struct lead *l, size_t n)
+{
+	lr_err err = {0};
+	const lr_txn **ts = (const lr_txn **)lr_txn_group_members(l->g);
+	const lr_txn *alone[1];
+	if (lr_txn_group_size(l->g) != n) { /* self alone (see gather) */
+		alone[0] = l->members[0]->t;
+		ts = alone;
+	}
+	int rc = lr_etcd_txn_many(b->c, ts, n, LR_CALL_RETRY, l->results, &err);
+	atomic_fetch_add(&b->requests, 1);
+	atomic_fetch_add(&b->txns, n);
+	if (rc != 0 && n > 1 && !lr_claim_transient(rc)) {
+		/* Something in it was refused: each alone, so it fails alone. */
+		for (size_t i = 0; i < n; i++) {
+			struct entry *e = l->members[i];
+			e->rc = lr_etcd_txn(b->c, e->t, LR_CALL_RETRY, e->r, e->err);
+			atomic_fetch_add(&b->requests, 1);
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct entry *e = l->members[i];
+		e->rc = rc;
+		if (rc == 0)
+			*e->r = l->results[i];
+		else
+			*e->err = err;
+	}
+}
+
+/* Lead one request that carries self. Under the mutex, which it lets go
+ * of while the request is in flight. */
+static void lead(lr_batch *b, struct entry *self)
+{
+	struct lead *l = b->free_leads;
+	b->free_leads = l->next_free;
+	b->in_flight++;
+	size_t n = gather(b, l, self);
+	if (b->head != NULL && b->in_flight < b->max_in_flight)
+		pthread_cond_signal(&b->head->cv); /* room for another request */
+	pthread_mutex_unlock(&b->mu);
+	send(b, l, n);
+	pthread_mutex_lock(&b->mu);
+	for (size_t i = 0; i < n; i++) {
+		l->members[i]->done = true;
+		if (l->members[i] != self)
+			pthread_cond_signal(&l->members[i]->cv);
+	}
+	b->in_flight--;
+	l->next_free = b->free_leads;
+	b->free_leads = l;
+	if (b->head != NULL)
+		pthread_cond_signal(&b->head->cv); /* it leads the next one */
+}
+
+int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
+{
+	memset(r, 0, sizeof(*r));
+	struct entry e = { .t = t, .r = r, .err = err };
+	if (pthread_cond_init(&e.cv, NULL) != 0)
+		return lr_etcd_txn(b->c, t, LR_CALL_RETRY, r, err);
+	pthread_mutex_lock(&b->mu);
+	if (b->tail != NULL)
+		b->tail->next = &e;
+	else
+		b->head = &e;
+	b->tail = &e;
+	while (!e.done) {
+		if (!e.taken && b->in_flight < b->max_in_flight)
+			lead(b, &e);
+		else
+			pthread_cond_wait(&e.cv, &b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+	pthread_cond_destroy(&e.cv);
+	return e.rc;
+}

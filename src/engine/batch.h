@@ -1,0 +1,41 @@
+/* batch.h - group commit: the claims and fenced writes that a runner's
+ * workers have ready at the same moment go to etcd as one request.
+ *
+ * No timers: a txn that finds fewer than max_in_flight requests in flight
+ * goes at once, with whatever else is queued; otherwise it waits, and the
+ * next request carries everything that queued while the earlier ones were
+ * in flight. Each txn keeps its own compares and result (nested txns,
+ * lr_etcd_txn_many), and lr_txn_group keeps out of one request any two
+ * txns whose keys would make one's outcome depend on the other's.
+ *
+ * Threads: any thread may call lr_batch_txn, which blocks; the callers
+ * themselves send the requests (one leads each), so no thread of its own.
+ * One mutex guards the queue; nothing is sent under it. */
+#ifndef LR_ENGINE_BATCH_H
+#define LR_ENGINE_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etcd/kv.h"
+
+typedef struct lr_batch lr_batch;
+
+/* A queue sending on c (borrowed; outlives the batch) with at most
+ * max_in_flight requests in flight and max_txns txns in each. NULL when
+ * out of memory. */
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns);
+/* No call may be in lr_batch_txn any more. */
+void lr_batch_free(lr_batch *b);
+
+/* lr_etcd_txn(c, t, LR_CALL_RETRY, r, err), but t may share its request
+ * with the txns of other callers: only for txns whose compares make a
+ * second application fail visibly. A request that fails for a reason other
+ * than a lost connection or reply is sent again txn by txn, so that one
+ * txn etcd refuses fails alone. Blocks; t is borrowed until it returns. */
+int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err);
+
+/* Requests sent and txns carried so far. Any thread. */
+void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns);
+
+#endif
