@@ -86,8 +86,8 @@ struct results {
 	double submit_per_s;
 	double run_s, tasks_per_s, cpu_us_per_task, switches_per_task, rss_mb;
 	lr_runner_stats st;
-	uint64_t writes, w_claims, w_commits, w_completions;
-	double writes_per_task, efficiency;
+	uint64_t txns, writes, w_claims, w_commits, w_completions;
+	double txns_per_task, writes_per_task, efficiency;
 };
 
 /* ---- a pool of threads over an index range ------------------------------ */
@@ -284,10 +284,16 @@ static int submit_one(struct pool *p, long i, lr_err *err)
 
 enum { W_CLAIM = 1, W_CKPT = 2, W_DONE = 4, W_OTHER = 8 };
 
-/* Replays the prefix's events from one revision on: each revision is one
- * txn; those that touched a task's claim, checkpoint or done record are
- * the writes the runners made for the tasks (submits and runner names are
- * left out). */
+/* Replays the prefix's events from one revision on. A revision is one
+ * txn, which may carry the writes of several tasks (group commit): each
+ * task's claim, checkpoint or done record written in it is one write for
+ * that task, and a revision holding any of them is one txn (submits and
+ * runner names are left out). */
+struct touched {
+	char id[LR_ID_SIZE];
+	int kinds;           /* W_* of this task in the revision */
+};
+
 struct tally {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
@@ -295,37 +301,62 @@ struct tally {
 	int64_t until;       /* the sentinel's revision: the end of the replay */
 	bool reached, dead;
 	int64_t rev;         /* revision being summed up */
-	int kinds;           /* W_* seen in it */
-	uint64_t writes, claims, commits, completions;
+	struct touched *tasks; /* the tasks it touched so far */
+	size_t n_tasks, cap_tasks;
+	uint64_t txns, writes, claims, commits, completions;
 };
 
-static int kind_of(lr_client *c, const lr_watch_event *ev)
+static int kind_of(lr_client *c, const lr_watch_event *ev, const char **id)
 {
 	bool put = ev->type == LR_EV_PUT;
-	if (lr_key_id(c, LR_K_CLAIMS, ev->kv.key) != NULL)
-		return put ? W_CLAIM : W_OTHER;
-	if (lr_key_id(c, LR_K_CHECKPOINTS, ev->kv.key) != NULL)
-		return W_CKPT;
-	if (lr_key_id(c, LR_K_DONE, ev->kv.key) != NULL)
-		return W_DONE;
-	if (lr_key_id(c, LR_K_CANCEL, ev->kv.key) != NULL)
-		return W_OTHER;
+	const char *kinds[] = { LR_K_CLAIMS, LR_K_CHECKPOINTS, LR_K_DONE, LR_K_CANCEL };
+	const int w[] = { put ? W_CLAIM : W_OTHER, W_CKPT, W_DONE, W_OTHER };
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		*id = lr_key_id(c, kinds[i], ev->kv.key);
+		if (*id != NULL)
+			return w[i];
+	}
 	return 0; /* tasks/, runners/, the sentinel */
+}
+
+/* Task id's kinds in the revision summed up; false when out of memory. */
+static bool tally_touch(struct tally *t, const char *id, int kind)
+{
+	for (size_t i = 0; i < t->n_tasks; i++)
+		if (strcmp(t->tasks[i].id, id) == 0) {
+			t->tasks[i].kinds |= kind;
+			return true;
+		}
+	if (t->n_tasks == t->cap_tasks) {
+		size_t cap = t->cap_tasks ? 2 * t->cap_tasks : 64;
+		struct touched *n = realloc(t->tasks, cap * sizeof(*n));
+		if (n == NULL)
+			return false;
+		t->tasks = n;
+		t->cap_tasks = cap;
+	}
+	struct touched *e = &t->tasks[t->n_tasks++];
+	snprintf(e->id, sizeof(e->id), "%s", id);
+	e->kinds = kind;
+	return true;
 }
 
 /* The revision summed up so far is complete: count it. */
 static void tally_close(struct tally *t)
 {
-	if (t->kinds != 0) {
+	if (t->n_tasks > 0)
+		t->txns++;
+	for (size_t i = 0; i < t->n_tasks; i++) {
+		int kinds = t->tasks[i].kinds;
 		t->writes++;
-		if (t->kinds & W_CLAIM)
+		if (kinds & W_CLAIM)
 			t->claims++;
-		else if (t->kinds & W_DONE)
+		else if (kinds & W_DONE)
 			t->completions++;
-		else if (t->kinds & W_CKPT)
+		else if (kinds & W_CKPT)
 			t->commits++;
 	}
-	t->kinds = 0;
+	t->n_tasks = 0;
 }
 
 static void on_history(void *user, const lr_watch_batch *b)
@@ -344,7 +375,10 @@ static void on_history(void *user, const lr_watch_batch *b)
 			t->reached = true;
 			break;
 		}
-		t->kinds |= kind_of(t->c, ev);
+		const char *id = NULL;
+		int kind = kind_of(t->c, ev, &id);
+		if (kind != 0 && !tally_touch(t, id, kind))
+			t->dead = true;
 	}
 	if (t->reached || t->dead)
 		pthread_cond_broadcast(&t->cond);
@@ -384,6 +418,8 @@ static int count_writes(lr_client *c, int64_t from, struct results *res, lr_err 
 			                "(compacted, or etcd too slow)");
 	}
 	lr_watch_free(w); /* no callback after this */
+	free(t.tasks);
+	res->txns = t.txns;
 	res->writes = t.writes;
 	res->w_claims = t.claims;
 	res->w_commits = t.commits;
@@ -576,6 +612,7 @@ static void print_json(const struct bench_opts *o, const struct results *r)
 	json_object_set_new(j, "tasks_per_s", json_real(round_to(r->tasks_per_s, 0.1)));
 	json_object_set_new(j, "raw_txn_per_s", json_real(round_to(r->raw_per_s, 0.1)));
 	json_object_set_new(j, "writes_per_task", json_real(round_to(r->writes_per_task, 0.001)));
+	json_object_set_new(j, "txns_per_task", json_real(round_to(r->txns_per_task, 0.001)));
 	json_object_set_new(j, "claim_p50_ms", json_real(round_to(r->st.claim.p50_ms, 0.001)));
 	json_object_set_new(j, "claim_p99_ms", json_real(round_to(r->st.claim.p99_ms, 0.001)));
 	json_object_set_new(j, "commit_p50_ms", json_real(round_to(r->st.commit.p50_ms, 0.001)));
@@ -602,6 +639,7 @@ static void print_json(const struct bench_opts *o, const struct results *r)
 	json_object_set_new(j, "context_switches_per_task",
 	                    json_real(round_to(r->switches_per_task, 0.1)));
 	json_object_set_new(j, "writes", json_integer((json_int_t)r->writes));
+	json_object_set_new(j, "txns", json_integer((json_int_t)r->txns));
 	json_object_set_new(j, "claims_lost", json_integer((json_int_t)r->st.claims_lost));
 	json_object_set_new(j, "submit_per_s", json_real(round_to(r->submit_per_s, 0.1)));
 	json_dumpf(j, stdout, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
@@ -642,6 +680,10 @@ static void print_table(const char *endpoints, const char *prefix,
 	         (unsigned long long)r->w_claims, (unsigned long long)r->w_commits,
 	         (unsigned long long)r->w_completions);
 	row("etcd writes per task", v, n);
+	snprintf(v, sizeof(v), "%.3f", r->txns_per_task);
+	snprintf(n, sizeof(n), "%llu etcd revisions (txns) for the tasks' writes",
+	         (unsigned long long)r->txns);
+	row("etcd txns per task", v, n);
 	snprintf(v, sizeof(v), "%.3f", r->efficiency);
 	row("efficiency", v, "tasks/s x writes per task / raw txn/s");
 	snprintf(v, sizeof(v), "%.0f", r->cpu_us_per_task);
@@ -762,6 +804,7 @@ int cmd_bench(int argc, char **argv)
 	if (lrc == 0) {
 		res.rss_mb = peak_rss_mb();
 		res.writes_per_task = (double)res.writes / (double)o.tasks;
+		res.txns_per_task = (double)res.txns / (double)o.tasks;
 		res.efficiency = res.raw_per_s > 0
 		                     ? res.tasks_per_s * res.writes_per_task / res.raw_per_s : 0;
 		if (o.json)
