@@ -1,0 +1,236 @@
+/* test_batch.c - group commit (engine/batch.h) against a real etcd: many
+ * threads' txns share requests, yet each decides by its own compares as if
+ * it had run alone, and a txn etcd refuses fails alone. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "engine/batch.h"
+#include "test.h"
+
+#define THREADS 16
+#define EACH 40
+
+struct racer {
+	lr_etcd *c;
+	lr_batch *b;
+	const char *prefix;
+	int index;
+	int won, lost, failed;  /* counts of this thread's txns */
+	bool bad_reply;         /* a result that contradicts its own compares */
+	char why[600];
+};
+
+/* Create-once of keys k<thread>-<i>; those with i even exist already. */
+static void *create_once(void *arg)
+{
+	struct racer *x = arg;
+	for (int i = 0; i < EACH; i++) {
+		char k[256];
+		snprintf(k, sizeof(k), "%sk%d-%d", x->prefix, x->index, i);
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(t, LR_THEN, k, "new", 3, 0);
+		lr_txn_get(t, LR_ELSE, k, 0);
+		lr_txn_result r;
+		lr_err e = {0};
+		if (lr_batch_txn(x->b, t, &r, &e) != 0) {
+			x->failed++;
+			snprintf(x->why, sizeof(x->why), "%s", e.msg);
+		} else {
+			bool existed = i % 2 == 0;
+			if (r.succeeded == existed || r.revision <= 0)
+				x->bad_reply = true;
+			if (!r.succeeded && (r.n_ops != 1 || r.ops[0].n != 1 ||
+			                     r.ops[0].kvs[0].value_len != 3))
+				x->bad_reply = true; /* its own failure read */
+			r.succeeded ? x->won++ : x->lost++;
+			lr_txn_result_free(&r);
+		}
+		lr_txn_free(t);
+	}
+	return NULL;
+}
+
+static void race(struct racer *x, void *(*fn)(void *))
+{
+	pthread_t th[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		CHECK(pthread_create(&th[i], NULL, fn, &x[i]) == 0);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+}
+
+TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 2, 64);
+	const char *p = test_prefix("share");
+	lr_err e = {0};
+	for (int t = 0; t < THREADS; t++)
+		for (int i = 0; i < EACH; i += 2) {
+			char k[256];
+			snprintf(k, sizeof(k), "%sk%d-%d", p, t, i);
+			CHECK_OK(lr_kv_put(c, k, "old", 3, 0, NULL, NULL, &e), &e);
+		}
+	struct racer x[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		x[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i };
+	race(x, create_once);
+	for (int i = 0; i < THREADS; i++) {
+		if (x[i].failed > 0)
+			TEST_FAIL("thread %d: %s", i, x[i].why);
+		CHECK(!x[i].bad_reply);
+		CHECK_INT(x[i].won, ==, EACH / 2);
+		CHECK_INT(x[i].lost, ==, EACH / 2);
+	}
+	uint64_t requests, txns;
+	lr_batch_counts(b, &requests, &txns);
+	CHECK_INT(txns, ==, THREADS * EACH);
+	printf("  %llu txns in %llu requests\n", (unsigned long long)txns,
+	       (unsigned long long)requests);
+	CHECK(requests < txns); /* 16 threads at once: some went together */
+	lr_batch_free(b);
+	lr_etcd_close(c);
+}
+
+/* Each thread tries to take "the lock": no key under L/ may exist, then it
+ * puts its own key under L/. etcd judges the compares of one request
+ * before its writes, so two such txns in one request would both win: the
+ * group keeps them apart, and exactly one wins, every round. Fillers keep
+ * the requests in flight busy, so that the takers of a round queue up
+ * together. */
+static pthread_barrier_t round_start;
+static atomic_bool fill;
+
+static void *filler(void *arg)
+{
+	struct racer *x = arg;
+	static char big[200 * 1024];
+	for (int i = 0; atomic_load(&fill); i++) {
+		char k[256];
+		snprintf(k, sizeof(k), "%sfill%d-%d", x->prefix, x->index, i % 8);
+		lr_txn *t = lr_txn_new();
+		lr_txn_put(t, LR_THEN, k, big, sizeof(big), 0);
+		lr_txn_result r;
+		lr_err e = {0};
+		if (lr_batch_txn(x->b, t, &r, &e) == 0)
+			lr_txn_result_free(&r);
+		lr_txn_free(t);
+	}
+	return NULL;
+}
+
+static void *take_lock(void *arg)
+{
+	struct racer *x = arg;
+	for (int round = 0; round < 10; round++) {
+		pthread_barrier_wait(&round_start);
+		char lock[256], mine[300];
+		snprintf(lock, sizeof(lock), "%sL%d/", x->prefix, round);
+		snprintf(mine, sizeof(mine), "%s%d", lock, x->index);
+		lr_txn *t = lr_txn_new();
+		lr_txn_cmp(t, lock, LR_KEY_PREFIX, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_put(t, LR_THEN, mine, "held", 4, 0);
+		lr_txn_result r;
+		lr_err e = {0};
+		if (lr_batch_txn(x->b, t, &r, &e) != 0) {
+			x->failed++;
+			snprintf(x->why, sizeof(x->why), "%s", e.msg);
+		} else {
+			r.succeeded ? x->won++ : x->lost++;
+			lr_txn_result_free(&r);
+		}
+		lr_txn_free(t);
+	}
+	return NULL;
+}
+
+TEST(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 2, 64);
+	const char *p = test_prefix("lock");
+	struct racer x[THREADS], f[2];
+	pthread_t fillers[2];
+	atomic_store(&fill, true);
+	for (int i = 0; i < 2; i++) {
+		f[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i };
+		CHECK(pthread_create(&fillers[i], NULL, filler, &f[i]) == 0);
+	}
+	pthread_barrier_init(&round_start, NULL, THREADS);
+	for (int i = 0; i < THREADS; i++)
+		x[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i };
+	race(x, take_lock);
+	atomic_store(&fill, false);
+	for (int i = 0; i < 2; i++)
+		pthread_join(fillers[i], NULL);
+	pthread_barrier_destroy(&round_start);
+	int won = 0;
+	for (int i = 0; i < THREADS; i++) {
+		if (x[i].failed > 0)
+			TEST_FAIL("thread %d: %s", i, x[i].why);
+		won += x[i].won;
+	}
+	CHECK_INT(won, ==, 10); /* one per round */
+	lr_batch_free(b);
+	lr_etcd_close(c);
+}
+
+/* A txn that etcd refuses (an empty key) fails alone: the others that
+ * shared its request are sent again each alone and apply. */
+static void *bad_or_good(void *arg)
+{
+	struct racer *x = arg;
+	for (int i = 0; i < EACH; i++) {
+		char k[256];
+		snprintf(k, sizeof(k), "%sk%d-%d", x->prefix, x->index, i);
+		bool bad = x->index == 0 && i % 4 == 0;
+		lr_txn *t = lr_txn_new();
+		lr_txn_put(t, LR_THEN, bad ? "" : k, "v", 1, 0);
+		lr_txn_result r;
+		lr_err e = {0};
+		int rc = lr_batch_txn(x->b, t, &r, &e);
+		if (rc == 0) {
+			r.succeeded && !bad ? x->won++ : (x->bad_reply = true);
+			lr_txn_result_free(&r);
+		} else if (bad && strstr(e.msg, "key is not provided") != NULL) {
+			x->lost++;
+		} else {
+			x->failed++;
+			snprintf(x->why, sizeof(x->why), "%s", e.msg);
+		}
+		lr_txn_free(t);
+	}
+	return NULL;
+}
+
+TEST(a_txn_etcd_refuses_fails_alone)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 1, 64);
+	struct racer x[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		x[i] = (struct racer){ .c = c, .b = b, .prefix = test_prefix("bad"), .index = i };
+	race(x, bad_or_good);
+	for (int i = 0; i < THREADS; i++) {
+		if (x[i].failed > 0)
+			TEST_FAIL("thread %d: %s", i, x[i].why);
+		CHECK(!x[i].bad_reply);
+		CHECK_INT(x[i].won + x[i].lost, ==, EACH);
+	}
+	CHECK_INT(x[0].lost, ==, EACH / 4);
+	lr_batch_free(b);
+	lr_etcd_close(c);
+}
+
+static int setup(void) { return cluster_up(1, NULL); }
+
+TEST_LIST(
+	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
+	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
+	TEST_CASE(a_txn_etcd_refuses_fails_alone),
+);
+TEST_MAIN(setup, cluster_down)
