@@ -63,17 +63,18 @@ lr_check_without_dpkg() {
 	fi
 }
 
-# The npm packages of bindings/node (Node-API headers, LangGraph for the
-# tests) as its committed package-lock.json pins them: `npm ci` when
-# node_modules is missing or older than the lockfile; silent otherwise.
+# The npm packages of DIR (default bindings/node: Node-API headers,
+# LangGraph for the tests) as its committed package-lock.json pins them:
+# `npm ci` when node_modules is missing or older than the lockfile; silent
+# otherwise.
 lr_npm_ci() {
-	local dir=$LR_ROOT/bindings/node
+	local dir=${1:-$LR_ROOT/bindings/node}
 	[ -f "$dir/package-lock.json" ] || return 0
 	if [ -f "$dir/node_modules/.package-lock.json" ] &&
 		[ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
 		return 0
 	fi
-	lr_say "installing the npm packages of bindings/node (npm ci)"
+	lr_say "installing the npm packages of ${dir#"$LR_ROOT"/} (npm ci)"
 	(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2) || {
 		lr_say "npm ci failed in $dir"
 		return 1
