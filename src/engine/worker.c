@@ -500,6 +500,11 @@ void lr_workers_join(lr_runner *r)
 		lr_stop_free(&workers[i].stop);
 	lr_jobq_free(&r->jobs);
 	free(workers);
+	uint64_t requests, txns;
+	lr_batch_counts(r->batch, &requests, &txns);
+	lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+	              "group commit: %llu txns in %llu requests", (unsigned long long)txns,
+	              (unsigned long long)requests);
 	lr_batch_free(r->batch);
 	r->batch = NULL;
 }

@@ -2,7 +2,10 @@
  * cluster, for about 30 s under random SIGKILL, SIGSTOP/SIGCONT and graceful
  * restarts of runners, with the etcd leader killed and restarted once; and
  * again with etcd members paused (SIGSTOP) for seconds at a time instead,
- * the leader among them, while the runners keep their leases.
+ * the leader among them, while the runners keep their leases; and a third
+ * time, shorter, with 16 workers per runner, so that every task is in some
+ * runner's hands at once and their claims, commits and releases share
+ * requests (group commit) whose txns succeed and fail side by side.
  * Afterwards every task has succeeded, every committed step ran to its end
  * under the claim that committed it, and etcd's history shows no claim
  * overwritten and no write outside the live claim.
@@ -34,6 +37,7 @@
 #define STOP_MS 10000           /* for a runner to exit after SIGTERM */
 
 static const char *const runner_flags[] = { "--concurrency", "2", "--grace", "1", NULL };
+static const char *const wide_flags[] = { "--concurrency", "16", "--grace", "1", NULL };
 
 static etcdh_cluster *cluster;
 static lr_err err;
@@ -80,6 +84,8 @@ struct chaos {
 	fleet f;
 	int64_t start;           /* of the chaos, monotonic ms */
 	struct slot slot[RUNNERS];
+	const char *const *flags; /* of every runner */
+	int64_t chaos_ms;        /* how long the chaos lasts */
 	int kills, pauses, stops, restarts, submit_retries;
 	int failures;            /* runners that exited on their own or badly */
 	bool closing;            /* the final stop: no more restarts */
@@ -108,9 +114,9 @@ static void slot_spawn(struct chaos *ch, int i, bool wait)
 	char name[32];
 	snprintf(name, sizeof(name), "r%d.%d", i, ch->slot[i].generation++);
 	if (wait)
-		fleet_start_named(&ch->f, i, name, NULL, runner_flags);
+		fleet_start_named(&ch->f, i, name, NULL, ch->flags);
 	else
-		fleet_spawn(&ch->f, i, name, NULL, runner_flags);
+		fleet_spawn(&ch->f, i, name, NULL, ch->flags);
 	ch->slot[i].state = SLOT_UP;
 }
 
@@ -353,7 +359,7 @@ static int finished(struct chaos *ch, int *succeeded)
 
 static void run_chaos(struct chaos *ch)
 {
-	int64_t leader_kill_at = ch->start + rnd_between(8000, 16000);
+	int64_t leader_kill_at = ch->start + rnd_between(ch->chaos_ms / 4, ch->chaos_ms / 2);
 	int64_t member_back_at = 0;
 	bool leader_killed = false;
 	int64_t next_pause = ch->start + rnd_between(1000, 4000);
@@ -361,7 +367,7 @@ static void run_chaos(struct chaos *ch)
 	int next_task = EARLY_TASKS;
 	for (;;) {
 		int64_t now = lr_mono_ms();
-		if (now - ch->start >= CHAOS_MS)
+		if (now - ch->start >= ch->chaos_ms)
 			break;
 		tend(ch);
 		if (now >= next_strike) {
@@ -369,8 +375,8 @@ static void run_chaos(struct chaos *ch)
 			next_strike = now + rnd_between(300, 1200);
 		}
 		/* The late tasks arrive over the first 80 % of the chaos. */
-		int64_t due = ch->start + (int64_t)(next_task - EARLY_TASKS) * (CHAOS_MS * 8 / 10) /
-		                              (TASKS - EARLY_TASKS);
+		int64_t due = ch->start + (int64_t)(next_task - EARLY_TASKS) *
+		                              (ch->chaos_ms * 8 / 10) / (TASKS - EARLY_TASKS);
 		if (next_task < TASKS && now >= due)
 			submit_task(ch, next_task++);
 		if (ch->pause_members && ch->paused_member < 0 && now >= next_pause) {
@@ -409,6 +415,9 @@ struct ledger {
 	char runner[TASKS][STEPS][64];
 	size_t committed;
 	size_t strays;            /* writes for a task this test never made */
+	int64_t rev;              /* the revision of the last write seen */
+	int rev_task;             /* its task; -2 once a second task wrote in it */
+	size_t shared_revs;       /* revisions holding writes of several tasks */
 };
 
 static void on_write(void *user, const history_event *e)
@@ -418,6 +427,13 @@ static void on_write(void *user, const history_event *e)
 	if (t < 0) {
 		l->strays++;
 		return;
+	}
+	if (e->revision != l->rev) {
+		l->rev = e->revision;
+		l->rev_task = t;
+	} else if (l->rev_task != t && l->rev_task != -2) {
+		l->shared_revs++; /* one request carried several tasks' txns */
+		l->rev_task = -2;
 	}
 	if (e->committed < 0 || e->committed >= STEPS)
 		return;
@@ -468,11 +484,14 @@ static void check_steps_ran(const struct ledger *l, bool ran[TASKS][STEPS])
 		}
 }
 
-static void chaos_run(const char *name, bool pause_members)
+static void chaos_run(const char *name, bool pause_members, const char *const *flags,
+                      int64_t chaos_ms)
 {
 	pick_seed();
 	static struct chaos ch;
 	memset(&ch, 0, sizeof(ch));
+	ch.flags = flags;
+	ch.chaos_ms = chaos_ms;
 	ch.down_member = -1;
 	ch.paused_member = -1;
 	ch.pause_members = pause_members;
@@ -524,9 +543,10 @@ static void chaos_run(const char *name, bool pause_members)
 	       ch.stops, ch.restarts, pause_members ? 0 : 1, ch.member_pauses,
 	       ch.submit_retries);
 	printf("# claims %zu, step executions %zu (%zu reached their end), re-executions "
-	       "%zu, commits %zu, violations %zu\n", rep.claims, starts, ends,
+	       "%zu, commits %zu, violations %zu, revisions with writes of several tasks "
+	       "%zu\n", rep.claims, starts, ends,
 	       starts > (size_t)TASKS * STEPS ? starts - (size_t)TASKS * STEPS : 0,
-	       l.committed, rep.violations);
+	       l.committed, rep.violations, l.shared_revs);
 	if (rep.violations > 0)
 		TEST_FAIL("history: %zu violations; first: %s", rep.violations, rep.first);
 	CHECK_INT(ch.failures, ==, 0);
@@ -536,17 +556,24 @@ static void chaos_run(const char *name, bool pause_members)
 	CHECK_INT(l.strays, ==, 0);
 	CHECK_INT(l.committed, ==, TASKS * STEPS);
 	check_steps_ran(&l, ran);
+	if (ch.flags == wide_flags)
+		CHECK(l.shared_revs > 0); /* group commit was at work */
 	fleet_destroy(&ch.f);
 }
 
 TEST(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos)
 {
-	chaos_run("chaos", false);
+	chaos_run("chaos", false, runner_flags, CHAOS_MS);
 }
 
 TEST(every_task_succeeds_while_etcd_members_pause_for_seconds)
 {
-	chaos_run("chaos-pause", true);
+	chaos_run("chaos-pause", true, runner_flags, CHAOS_MS);
+}
+
+TEST(every_task_succeeds_through_chaos_with_sixteen_workers_per_runner)
+{
+	chaos_run("chaos-wide", false, wide_flags, CHAOS_MS * 2 / 3);
 }
 
 static int setup(void)
@@ -560,5 +587,6 @@ static void teardown(void) { etcdh_destroy(cluster); }
 TEST_LIST(
 	TEST_CASE(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos),
 	TEST_CASE(every_task_succeeds_while_etcd_members_pause_for_seconds),
+	TEST_CASE(every_task_succeeds_through_chaos_with_sixteen_workers_per_runner),
 );
 TEST_MAIN(setup, teardown)
