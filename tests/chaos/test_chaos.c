@@ -86,6 +86,7 @@ struct chaos {
 	struct slot slot[RUNNERS];
 	const char *const *flags; /* of every runner */
 	int64_t chaos_ms;        /* how long the chaos lasts */
+	int early;               /* tasks submitted before it */
 	int kills, pauses, stops, restarts, submit_retries;
 	int failures;            /* runners that exited on their own or badly */
 	bool closing;            /* the final stop: no more restarts */
@@ -364,7 +365,7 @@ static void run_chaos(struct chaos *ch)
 	bool leader_killed = false;
 	int64_t next_pause = ch->start + rnd_between(1000, 4000);
 	int64_t next_strike = ch->start + rnd_between(300, 1200);
-	int next_task = EARLY_TASKS;
+	int next_task = ch->early;
 	for (;;) {
 		int64_t now = lr_mono_ms();
 		if (now - ch->start >= ch->chaos_ms)
@@ -375,9 +376,9 @@ static void run_chaos(struct chaos *ch)
 			next_strike = now + rnd_between(300, 1200);
 		}
 		/* The late tasks arrive over the first 80 % of the chaos. */
-		int64_t due = ch->start + (int64_t)(next_task - EARLY_TASKS) *
-		                              (ch->chaos_ms * 8 / 10) / (TASKS - EARLY_TASKS);
-		if (next_task < TASKS && now >= due)
+		if (next_task < TASKS &&
+		    now >= ch->start + (int64_t)(next_task - ch->early) * (ch->chaos_ms * 8 / 10) /
+		                           (TASKS - ch->early))
 			submit_task(ch, next_task++);
 		if (ch->pause_members && ch->paused_member < 0 && now >= next_pause) {
 			pause_member(ch);
@@ -492,13 +493,16 @@ static void chaos_run(const char *name, bool pause_members, const char *const *f
 	memset(&ch, 0, sizeof(ch));
 	ch.flags = flags;
 	ch.chaos_ms = chaos_ms;
+	/* Many workers: every task at once, so that claims race in shared
+	 * requests. */
+	ch.early = flags == wide_flags ? TASKS : EARLY_TASKS;
 	ch.down_member = -1;
 	ch.paused_member = -1;
 	ch.pause_members = pause_members;
 	fleet_init(&ch.f, etcdh_endpoints(cluster), name);
 	for (int i = 0; i < RUNNERS; i++)
 		slot_spawn(&ch, i, true);
-	for (int t = 0; t < EARLY_TASKS; t++)
+	for (int t = 0; t < ch.early; t++)
 		submit_task(&ch, t);
 
 	ch.start = lr_mono_ms();
