@@ -4,6 +4,7 @@
 #include "engine/batch.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -19,9 +20,12 @@ struct entry {
 	lr_txn_result *r;
 	lr_err *err;
 	int rc;
-	bool taken;          /* a leader has it (or looks at it) */
-	bool done;           /* r, err and rc are filled */
-	pthread_cond_t cv;
+	bool taken;          /* a leader has it, or looks at it (under mu) */
+	int lead_posts;      /* posts of `wake` to let it lead (under mu) */
+	atomic_bool done;    /* r, err and rc are filled: final */
+	sem_t wake;          /* posted once when done, and under mu whenever
+	                        it may lead; the caller takes every post before
+	                        it returns, so no post reaches a gone entry */
 	struct entry *next;
 };
 
@@ -99,28 +103,30 @@ void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns)
 
 /* ---- leading a request ----------------------------------------------------- */
 
-/* Take into l's group self first, then whatever queued that may go with
- * it, oldest first; the rest stays queued in order. Under the mutex. */
-static size_t gather(lr_batch *b, struct lead *l, struct entry *self)
+/* Take into l's group self first, then whatever of `queue` may go with
+ * it, oldest first. Returns the members' count; *rest gets the others, in
+ * order. Without the mutex: the queue was taken off the batch. */
+static size_t gather(lr_batch *b, struct lead *l, struct entry *self, struct entry *queue,
+                     struct entry **rest)
 {
 	lr_txn_group_clear(l->g);
 	/* Not in the group (out of memory there): self goes alone. */
 	bool grouped = lr_txn_group_add(l->g, self->t);
 	size_t n = 0;
 	l->members[n++] = self;
-	struct entry **link = &b->head, *last = NULL;
-	for (struct entry *e = b->head; e != NULL; e = *link) {
-		if (e == self || (grouped && n < b->max_txns && lr_txn_group_add(l->g, e->t))) {
-			if (e != self)
-				l->members[n++] = e;
-			e->taken = true;
-			*link = e->next;
+	struct entry **link = rest;
+	for (struct entry *e = queue, *next; e != NULL; e = next) {
+		next = e->next;
+		if (e == self)
+			continue;
+		if (grouped && n < b->max_txns && lr_txn_group_add(l->g, e->t)) {
+			l->members[n++] = e;
 			continue;
 		}
-		last = e;
+		*link = e;
 		link = &e->next;
 	}
-	b->tail = last;
+	*link = NULL;
 	return n;
 }
 
@@ -157,36 +163,72 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 	}
 }
 
-/* Lead one request that carries self. Under the mutex, which it lets go
- * of while the request is in flight. */
+/* Let the queue's head lead the next request. Under the mutex: a queued
+ * entry's caller is waiting. */
+static void wake_head(lr_batch *b)
+{
+	if (b->head == NULL)
+		return;
+	b->head->lead_posts++;
+	sem_post(&b->head->wake);
+}
+
+/* Lead one request that carries self: called under the mutex, returns
+ * without it. The queue is taken off the batch while the request is
+ * gathered, so that callers arriving meanwhile are not held up; those
+ * left out go back to its head, in order. Members are told they are done
+ * outside the mutex, so that they do not wake only to wait for it. */
 static void lead(lr_batch *b, struct entry *self)
 {
 	struct lead *l = b->free_leads;
 	b->free_leads = l->next_free;
 	b->in_flight++;
-	size_t n = gather(b, l, self);
-	if (b->head != NULL && b->in_flight < b->max_in_flight)
-		pthread_cond_signal(&b->head->cv); /* room for another request */
+	struct entry *queue = b->head;
+	for (struct entry *e = queue; e != NULL; e = e->next)
+		e->taken = true;
+	b->head = b->tail = NULL;
 	pthread_mutex_unlock(&b->mu);
-	send(b, l, n);
-	pthread_mutex_lock(&b->mu);
-	for (size_t i = 0; i < n; i++) {
-		l->members[i]->done = true;
-		if (l->members[i] != self)
-			pthread_cond_signal(&l->members[i]->cv);
+
+	struct entry *rest = NULL;
+	size_t n = gather(b, l, self, queue, &rest);
+	if (rest != NULL) {
+		pthread_mutex_lock(&b->mu);
+		struct entry *last = rest;
+		for (struct entry *e = rest; e != NULL; e = e->next) {
+			e->taken = false;
+			last = e;
+		}
+		last->next = b->head;
+		if (b->head == NULL)
+			b->tail = last;
+		b->head = rest;
+		if (b->in_flight < b->max_in_flight)
+			wake_head(b); /* room for another request */
+		pthread_mutex_unlock(&b->mu);
 	}
+
+	send(b, l, n);
+
+	/* Members left the queue: no lead post can reach them any more. */
+	for (size_t i = 1; i < n; i++) {
+		struct entry *e = l->members[i];
+		atomic_store(&e->done, true);
+		sem_post(&e->wake); /* the last touch of a member */
+	}
+	pthread_mutex_lock(&b->mu);
 	b->in_flight--;
-	l->next_free = b->free_leads;
+	l->next_free = b->free_leads; /* another leader may take it now */
 	b->free_leads = l;
-	if (b->head != NULL)
-		pthread_cond_signal(&b->head->cv); /* it leads the next one */
+	wake_head(b); /* it leads the next request */
+	pthread_mutex_unlock(&b->mu);
 }
 
 int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
 {
 	memset(r, 0, sizeof(*r));
 	struct entry e = { .t = t, .r = r, .err = err };
-	if (pthread_cond_init(&e.cv, NULL) != 0)
+	atomic_init(&e.done, false);
+	if (sem_init(&e.wake, 0, 0) != 0)
 		return lr_etcd_txn(b->c, t, LR_CALL_RETRY, r, err);
 	pthread_mutex_lock(&b->mu);
 	if (b->tail != NULL)
@@ -194,13 +236,32 @@ int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
 	else
 		b->head = &e;
 	b->tail = &e;
-	while (!e.done) {
-		if (!e.taken && b->in_flight < b->max_in_flight)
+	int taken_posts = 0;
+	for (;;) {
+		if (!e.taken && b->in_flight < b->max_in_flight) {
 			lead(b, &e);
-		else
-			pthread_cond_wait(&e.cv, &b->mu);
+			taken_posts = -1; /* no post of done to wait for */
+			break;
+		}
+		pthread_mutex_unlock(&b->mu);
+		while (sem_wait(&e.wake) != 0)
+			; /* EINTR */
+		taken_posts++;
+		if (atomic_load(&e.done))
+			break;
+		pthread_mutex_lock(&b->mu); /* woken to lead, maybe */
 	}
-	pthread_mutex_unlock(&b->mu);
-	pthread_cond_destroy(&e.cv);
+	if (taken_posts >= 0) {
+		/* Done: no more lead posts can come (it left the queue). Take the
+		 * ones still pending, and the post of done, before the semaphore
+		 * goes. */
+		pthread_mutex_lock(&b->mu);
+		int due = e.lead_posts + 1;
+		pthread_mutex_unlock(&b->mu);
+		for (; taken_posts < due; taken_posts++)
+			while (sem_wait(&e.wake) != 0)
+				;
+	}
+	sem_destroy(&e.wake);
 	return e.rc;
 }
