@@ -37,6 +37,19 @@ for (const c of concs) {
     fmt(med('lease-per-task', c, 'cpu_us_per_task')),
     fmt(med('leaserun', c, 'commit_p99_ms'), 1) + ' ms'], w));
 }
+if (rows.some((r) => r.design === 'before')) {
+  console.log('');
+  console.log(pad(['concurrency', 'before tasks/s', 'now tasks/s', 'ratio', 'txns per task',
+    'CPU us/task', '(before)', 'commit p99'], w));
+  for (const c of concs) {
+    const b = med('before', c, 'tasks_per_s');
+    const lr = med('leaserun', c, 'tasks_per_s');
+    console.log(pad([c, fmt(b), fmt(lr), fmt(lr / b, 1) + 'x',
+      `${fmt(med('before', c, 'writes_per_task'), 2)} -> ${fmt(med('leaserun', c, 'txns_per_task'), 2)}`,
+      fmt(med('leaserun', c, 'cpu_us_per_task')), fmt(med('before', c, 'cpu_us_per_task')),
+      `${fmt(med('before', c, 'commit_p99_ms'), 1)} -> ${fmt(med('leaserun', c, 'commit_p99_ms'), 1)} ms`], w));
+  }
+}
 console.log('');
 const w2 = [11, 22, 20, 22, 22];
 console.log(pad(['concurrency', 'client CPU us/call:', 'min_client Put', 'min_client txn',

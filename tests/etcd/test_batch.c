@@ -23,6 +23,17 @@ struct racer {
 	char why[600];
 };
 
+/* Send t through the batch; false (the failure noted) when it failed. */
+static bool send_txn(struct racer *x, const lr_txn *t, lr_txn_result *r)
+{
+	lr_err e = {0};
+	if (lr_batch_txn(x->b, t, r, &e) == 0)
+		return true;
+	x->failed++;
+	snprintf(x->why, sizeof(x->why), "%s", e.msg);
+	return false;
+}
+
 /* Create-once of keys k<thread>-<i>; those with i even exist already. */
 static void *create_once(void *arg)
 {
@@ -35,11 +46,7 @@ static void *create_once(void *arg)
 		lr_txn_put(t, LR_THEN, k, "new", 3, 0);
 		lr_txn_get(t, LR_ELSE, k, 0);
 		lr_txn_result r;
-		lr_err e = {0};
-		if (lr_batch_txn(x->b, t, &r, &e) != 0) {
-			x->failed++;
-			snprintf(x->why, sizeof(x->why), "%s", e.msg);
-		} else {
+		if (send_txn(x, t, &r)) {
 			bool existed = i % 2 == 0;
 			if (r.succeeded == existed || r.revision <= 0)
 				x->bad_reply = true;
@@ -135,11 +142,7 @@ static void *take_lock(void *arg)
 		lr_txn_cmp(t, lock, LR_KEY_PREFIX, LR_CMP_VERSION, LR_CMP_EQ, 0);
 		lr_txn_put(t, LR_THEN, mine, "held", 4, 0);
 		lr_txn_result r;
-		lr_err e = {0};
-		if (lr_batch_txn(x->b, t, &r, &e) != 0) {
-			x->failed++;
-			snprintf(x->why, sizeof(x->why), "%s", e.msg);
-		} else {
+		if (send_txn(x, t, &r)) {
 			r.succeeded ? x->won++ : x->lost++;
 			lr_txn_result_free(&r);
 		}
