@@ -170,7 +170,7 @@ enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
 
 static void add_reads(lr_txn *t, enum lr_txn_branch b, const lr_task_keys *k)
 {
-	lr_txn_get(t, b, k->claim, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, b, k->claim, 0); /* its record: the slots it took */
 	lr_txn_get(t, b, k->done, LR_RANGE_KEYS_ONLY);
 	lr_txn_get(t, b, k->ckpt, 0);
 	lr_txn_get(t, b, k->task, 0);
