@@ -113,6 +113,14 @@ TEST(submit_rejects_invalid_specs_and_stores_nothing)
 	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\",\"timeout_s\":-1}]}",
 	               "timeout_s");
 	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":5}]}", "run");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"locks\":{\"org/a\":\"W\"}}", "locks.org/a: expected one of");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"locks\":{\"org//a\":\"X\"}}", "locks.org//a: a path is");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"limits\":{\"gpu\":0}}", "limits.gpu");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"limits\":{\"a/b\":2}}", "limits.a/b");
 	check_rejected(c, "", "empty");
 	lr_client_close(c);
 }
