@@ -12,6 +12,7 @@ enum {
 	EXIT_USAGE = 2,
 	EXIT_EXISTS = 3,
 	EXIT_NOTFOUND = 4,
+	EXIT_BUSY = 5,      /* `run --wait` ran out before the locks were free */
 };
 
 /* Returned by helpers when the command should go on (any exit status is
@@ -43,5 +44,7 @@ int cmd_runners(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_web(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_locks(int argc, char **argv);
 
 #endif

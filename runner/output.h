@@ -29,4 +29,7 @@ void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
                        const out_style *st, int64_t now_ms);
 int out_runners_json(FILE *f, const lr_runner_info *v, size_t n);
 
+/* The document of lr_locks_read: what is held, then what is asked for. */
+void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms);
+
 #endif

@@ -1,0 +1,349 @@
+/* test_run.c - `leaserun run`, `leaserun locks` and the hold API against a
+ * real etcd: the compatibility matrix with two holders, exit statuses,
+ * invalid input, a limit, fairness, a holder killed with SIGKILL, and a
+ * fenced release after the lease was lost. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/clock.h"
+#include "cli_run.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
+#include "test.h"
+
+static const char *const modes[5] = { "IS", "IX", "S", "SIX", "X" };
+
+/* Whether `want` on a node runs beside `held` on the same node. */
+static const char same_node[5][6] = {
+	/*          IS IX S SIX X */
+	/* IS  */ "11110",
+	/* IX  */ "11000",
+	/* S   */ "10100",
+	/* SIX */ "10000",
+	/* X   */ "00000",
+};
+
+/* A `leaserun run` in the background that holds `lock` (PATH=MODE) until
+ * stopped; returns once it holds it (its command touched a file). */
+static void hold_in_background(proc_bg *p, const char *lock, const char *ttl)
+{
+	static int n;
+	char mark[600], script[700], log[600];
+	snprintf(mark, sizeof(mark), "%s/held-%d", cli_tmpdir, n);
+	snprintf(log, sizeof(log), "%s/bg-%d.log", cli_tmpdir, n++);
+	snprintf(script, sizeof(script), "touch %s; exec sleep 60", mark);
+	const char *args[] = { "run", "--lock", lock, "--ttl", ttl, "--", "sh", "-c", script,
+		               NULL };
+	cli_start(p, log, args);
+	int64_t t0 = lr_mono_ms();
+	while (access(mark, F_OK) != 0) {
+		if (!proc_alive(p) || lr_mono_ms() - t0 > 10000)
+			TEST_FAIL("leaserun run --lock %s never held it: %s", lock, proc_slurp(log));
+		lr_sleep_ms(5);
+	}
+}
+
+/* `leaserun run --lock lock --wait 0.3 -- true`: its exit status. */
+static int try_lock(const char *lock)
+{
+	proc_result r = RUN("run", "--lock", lock, "--wait", "0.3", "--", "true");
+	int st = r.status;
+	if (st == 5)
+		CHECK_HAS(r.err, "held by run ");
+	proc_result_free(&r);
+	return st;
+}
+
+TEST(the_compatibility_matrix_holds_pair_by_pair)
+{
+	lr_client *c = fixture_client("run_matrix");
+	cli_use_client(c);
+	for (int held = 0; held < 5; held++) {
+		char lock[64];
+		proc_bg bg;
+		snprintf(lock, sizeof(lock), "r/n=%s", modes[held]);
+		hold_in_background(&bg, lock, "10");
+		for (int want = 0; want < 5; want++) {
+			snprintf(lock, sizeof(lock), "r/n=%s", modes[want]);
+			int st = try_lock(lock);
+			int expected = same_node[held][want] == '1' ? 0 : 5;
+			if (st != expected)
+				TEST_FAIL("%s held, %s asked: exit %d, expected %d", modes[held],
+				          modes[want], st, expected);
+		}
+		/* Below and above: the intention locks of the other side. */
+		CHECK_INT(try_lock("r/n/c=X"), ==, held <= 1 ? 0 : 5);
+		CHECK_INT(try_lock("r=S"), ==, held == 0 || held == 2 ? 0 : 5);
+		CHECK_INT(try_lock("other=X"), ==, 0);
+		CHECK_INT(proc_stop(&bg, SIGTERM, 5000), ==, 128 + SIGTERM);
+	}
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
+{
+	lr_client *c = fixture_client("run_status");
+	cli_use_client(c);
+	proc_result r = RUN("run", "--lock", "a/b=S", "--limit", "gpu=3", "--",
+	                    "sh", "-c", "echo \"$LEASERUN_FENCE|$LEASERUN_LOCKS|$LEASERUN_SLOTS\"; exit 7");
+	CHECK_INT(r.status, ==, 7);
+	long fence = atol(r.out);
+	CHECK(fence > 0);
+	CHECK_HAS(r.out, "|{\"a/b\":\"S\"}|{\"gpu\":");
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", "sh", "-c", "kill -9 $$");
+	CHECK_INT(r.status, ==, 128 + SIGKILL);
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", "no-such-program-here");
+	CHECK_INT(r.status, ==, 127);
+	CHECK_HAS(r.err, "no-such-program-here");
+	proc_result_free(&r);
+	/* Given back each time, and each fence is newer. */
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	r = RUN("run", "--lock", "a", "--", "sh", "-c", "echo $LEASERUN_FENCE");
+	CHECK(atol(r.out) > fence);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+TEST(invalid_locks_and_limits_exit_2_and_store_nothing)
+{
+	lr_client *c = fixture_client("run_invalid");
+	cli_use_client(c);
+	static const char *const bad[][2] = {
+		{ "--lock", "a//b" }, { "--lock", "a=W" }, { "--lock", "a b" },
+		{ "--limit", "gpu=0" }, { "--limit", "gpu=10001" }, { "--limit", "gpu" },
+		{ "--limit", "a/b=2" }, { "--ttl", "0" }, { "--wait", "soon" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		proc_result r = RUN("run", bad[i][0], bad[i][1], "--", "true");
+		if (r.status != 2)
+			TEST_FAIL("%s %s: exit %d (%s)", bad[i][0], bad[i][1], r.status, r.err);
+		proc_result_free(&r);
+	}
+	proc_result r = RUN("run", "--lock", "a");
+	CHECK_INT(r.status, ==, 2); /* no command */
+	proc_result_free(&r);
+	r = RUN("run", "--", "true");
+	CHECK_INT(r.status, ==, 2); /* nothing to hold */
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- a limit, fairness ----------------------------------------------------- */
+
+TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
+{
+	lr_client *c = fixture_client("run_limit");
+	cli_use_client(c);
+	char log[600], script[1400];
+	snprintf(log, sizeof(log), "%s/limit.log", cli_tmpdir);
+	/* +1 at the start, -1 at the end: the running sum is how many run. */
+	snprintf(script, sizeof(script),
+	         "echo \"$(date +%%s%%N) 1\" >> %s; sleep 0.3; echo \"$(date +%%s%%N) -1\" >> %s",
+	         log, log);
+	proc_bg bg[5];
+	for (int i = 0; i < 5; i++) {
+		char out[600];
+		snprintf(out, sizeof(out), "%s/limit-%d.out", cli_tmpdir, i);
+		const char *args[] = { "run", "--limit", "pool=2", "--", "sh", "-c", script, NULL };
+		cli_start(&bg[i], out, args);
+	}
+	for (int i = 0; i < 5; i++)
+		CHECK_INT(proc_wait(&bg[i], 20000), ==, 0);
+	char *text = proc_slurp(log);
+	int64_t at[10];
+	int d[10], n = 0;
+	for (char *line = strtok(text, "\n"); line != NULL && n < 10; line = strtok(NULL, "\n")) {
+		long long t;
+		if (sscanf(line, "%lld %d", &t, &d[n]) == 2)
+			at[n++] = t;
+	}
+	free(text);
+	CHECK_INT(n, ==, 10);
+	/* Sorted by time, ends before starts at the same instant. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && (at[j] < at[j - 1] || (at[j] == at[j - 1] && d[j] < d[j - 1])); j--) {
+			int64_t ta = at[j]; at[j] = at[j - 1]; at[j - 1] = ta;
+			int td = d[j]; d[j] = d[j - 1]; d[j - 1] = td;
+		}
+	int running = 0, most = 0;
+	for (int i = 0; i < n; i++) {
+		running += d[i];
+		most = running > most ? running : most;
+	}
+	printf("# 5 holders of a pool of 2: at most %d at once\n", most);
+	CHECK_INT(most, ==, 2);
+	lr_client_close(c);
+}
+
+TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
+{
+	lr_client *c = fixture_client("run_fair");
+	cli_use_client(c);
+	proc_bg reader, writer;
+	hold_in_background(&reader, "doc=S", "10");
+	char out[600];
+	snprintf(out, sizeof(out), "%s/writer.out", cli_tmpdir);
+	const char *args[] = { "run", "--lock", "doc=X", "--", "true", NULL };
+	cli_start(&writer, out, args);
+	lr_sleep_ms(300); /* the writer queued */
+	/* Compatible with the reader that holds, but behind the writer. */
+	proc_result r = RUN("run", "--lock", "doc=S", "--wait", "0.3", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "which asked first");
+	proc_result_free(&r);
+	CHECK(proc_alive(&writer));
+	CHECK_INT(proc_stop(&reader, SIGTERM, 5000), ==, 128 + SIGTERM);
+	CHECK_INT(proc_wait(&writer, 5000), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(locks_json_shows_the_holder_and_the_waiter)
+{
+	lr_client *c = fixture_client("run_list");
+	cli_use_client(c);
+	proc_bg holder, waiter;
+	hold_in_background(&holder, "team/agent=X", "10");
+	char out[600];
+	snprintf(out, sizeof(out), "%s/waiter.out", cli_tmpdir);
+	const char *args[] = { "run", "--lock", "team/agent/tools=IX", "--", "true", NULL };
+	cli_start(&waiter, out, args);
+	lr_sleep_ms(300);
+	proc_result r = RUN("locks", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *doc = json_loads(r.out, 0, NULL);
+	CHECK(doc != NULL);
+	json_t *held = json_object_get(doc, "held"), *waiting = json_object_get(doc, "waiting");
+	CHECK_INT(json_array_size(held), ==, 2); /* team IX, team/agent X */
+	CHECK_INT(json_array_size(waiting), ==, 1);
+	json_t *w = json_array_get(waiting, 0);
+	CHECK(strncmp(json_string_value(json_object_get(w, "holder")), "run:", 4) == 0);
+	CHECK_HAS(json_string_value(json_object_get(w, "waiting_for")), "X team/agent held by run");
+	json_decref(doc);
+	proc_result_free(&r);
+	r = RUN("locks");
+	CHECK_HAS(r.out, "team/agent");
+	CHECK_HAS(r.out, "X team/agent held by run");
+	proc_result_free(&r);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 5000), ==, 128 + SIGTERM);
+	CHECK_INT(proc_wait(&waiter, 5000), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- a holder killed, a lease lost ------------------------------------------- */
+
+TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
+{
+	lr_client *c = fixture_client("run_kill");
+	cli_use_client(c);
+	char beats[600], script[900], out[600];
+	snprintf(beats, sizeof(beats), "%s/beats", cli_tmpdir);
+	snprintf(out, sizeof(out), "%s/killed.out", cli_tmpdir);
+	snprintf(script, sizeof(script),
+	         "while :; do date +%%s%%N >> %s; sleep 0.05; done", beats);
+	proc_bg bg;
+	const char *args[] = { "run", "--lock", "k", "--ttl", "2", "--", "sh", "-c", script, NULL };
+	cli_start(&bg, out, args);
+	int64_t t0 = lr_mono_ms();
+	while (access(beats, F_OK) != 0 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(10);
+	lr_sleep_ms(200);
+	kill(bg.pid, SIGKILL);
+	proc_wait(&bg, 5000);
+	int64_t killed = lr_mono_ms();
+	proc_result r = RUN("run", "--lock", "k", "--", "sh", "-c", "date +%s%N");
+	CHECK_INT(r.status, ==, 0);
+	int64_t took = lr_mono_ms() - killed;
+	long long first_new = atoll(r.out);
+	proc_result_free(&r);
+	char *text = proc_slurp(beats);
+	size_t len = strlen(text);
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	char *last = strrchr(text, '\n');
+	long long last_old = atoll(last != NULL ? last + 1 : text);
+	free(text);
+	printf("# lock free %lld ms after the holder's SIGKILL (TTL 2 s); its command's last "
+	       "beat %.1f ms before the next holder's command\n",
+	       (long long)took, (double)(first_new - last_old) / 1e6);
+	CHECK(took < 4000);
+	CHECK(first_new > last_old);
+	lr_client_close(c);
+}
+
+TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
+{
+	lr_client *c = fixture_client("run_fence");
+	lr_err err;
+	json_t *locks = json_pack("{s:s}", "doc/1", "X"), *limits = json_pack("{s:i}", "api", 1);
+	lr_hold_opts o = { .locks = locks, .limits = limits, .ttl_s = 2, .wait_ms = 5000,
+		           .cancel_fd = -1 };
+	lr_hold *old = NULL, *next = NULL;
+	CHECK_OK(lr_hold_acquire(c, &o, &old, &err), &err);
+	int64_t fence = lr_hold_fence(old);
+	/* Its lease ends under it, as when etcd expired it. */
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lr_hold_lease(old), &err), &err);
+	CHECK_OK(lr_hold_acquire(c, &o, &next, &err), &err);
+	CHECK(lr_hold_fence(next) > fence);
+	/* The old holder learns it from the keepalive, and its command would
+	 * be stopped; its release deletes nothing of the next holder's. */
+	int64_t t0 = lr_mono_ms();
+	uint64_t v;
+	while (read(lr_hold_lost_fd(old), &v, sizeof(v)) != sizeof(v) && lr_mono_ms() - t0 < 5000)
+		lr_sleep_ms(20);
+	CHECK(lr_mono_ms() - t0 < 5000);
+	lr_hold_release(old, &err);
+	CHECK_INT(fixture_count(c, "locks/"), ==, 2);
+	CHECK_INT(fixture_count(c, "slots/"), ==, 1);
+	CHECK_OK(lr_hold_release(next, &err), &err);
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	CHECK_INT(fixture_count(c, "wants/"), ==, 0);
+	json_decref(locks);
+	json_decref(limits);
+	lr_client_close(c);
+}
+
+TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
+{
+	lr_client *c = fixture_client("run_lost");
+	cli_use_client(c);
+	proc_bg bg;
+	hold_in_background(&bg, "lost", "2");
+	/* Its lease, from its request in wants/, ended under it. */
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_WANTS, "", key);
+	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX };
+	lr_range_result r;
+	lr_err err;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	int64_t lease = r.kvs[0].lease;
+	lr_range_result_free(&r);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
+	/* Noticed at the next renewal (TTL/3), the command stopped at once. */
+	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
+	lr_client_close(c);
+}
+
+TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
+          TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
+          TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
+          TEST_CASE(invalid_locks_and_limits_exit_2_and_store_nothing),
+          TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
+          TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
+          TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
+          TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
+          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
+TEST_MAIN(cli_setup, cli_teardown)
