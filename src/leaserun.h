@@ -51,6 +51,8 @@ enum {
 	LR_ECLOSED = -18,     /* the handle is being closed */
 	LR_EINTERNAL = -19,   /* a bug: please report it */
 	LR_EBUSY = -20,       /* locks still held by others when a wait ran out (exit 5) */
+	LR_ESTATE = -21,      /* the task's state does not allow it: a retry of a
+	                         task not failed or cancelled (exit 6) */
 };
 
 /* The error a failing call leaves behind: its code and a readable message
@@ -233,6 +235,17 @@ LR_API const char *lr_task_state_name(lr_task_state s);
 /* The state named s; -1 if none. */
 LR_API int lr_task_state_parse(const char *s);
 
+/* An earlier outcome of a task that was retried since (history/<id>).
+ * Strings may be NULL. */
+typedef struct lr_task_outcome {
+	lr_task_state state;    /* failed or cancelled */
+	char *error;
+	char *runner;           /* the last runner that ran it */
+	char *finished_at;      /* RFC 3339 */
+	int64_t step;           /* the step it stopped at */
+	int64_t attempts;
+} lr_task_outcome;
+
 /* What status shows of one task. Strings are owned by the struct and freed
  * by lr_task_status_clear. */
 typedef struct lr_task_status {
@@ -249,7 +262,12 @@ typedef struct lr_task_status {
 	int64_t create_revision;/* etcd revision that created the task */
 	char *waiting;          /* pending: what it waits for, filled in by
 	                           lr_task_waits ("X org/a held by task t-12 on
-	                           box-1"); NULL otherwise */
+	                           box-1"), or its turn ("not before
+	                           2026-11-21T05:30:00.000Z", "after t-1"); NULL
+	                           otherwise */
+	lr_task_outcome *history; /* earlier outcomes, oldest first, the last
+	                           few kept (lr_task_get only; owned) */
+	size_t n_history;
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);
@@ -343,6 +361,24 @@ LR_API int lr_hold_release(lr_hold *h, lr_err *err);
  * already finished, *already (may be NULL) is set to its final state and
  * nothing changes; otherwise *already is -1. LR_ENOTFOUND for no task. */
 LR_API int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err);
+
+/* How lr_retry starts a task again. Zeroed: at the step it stopped at,
+ * with its state as checkpointed. */
+typedef struct lr_retry_opts {
+	int from_step_set;      /* start at from_step instead */
+	int64_t from_step;      /* 0-based; at most the step it stopped at */
+	const char *from_name;  /* or at the step of this name (NULL: not) */
+	int reset_state;        /* start with the spec's state */
+} lr_retry_opts;
+
+/* Make a failed or cancelled task pending again, in one txn guarded by its
+ * done record as read and no claim: the done record goes into its history
+ * (shown by lr_task_get), the checkpoint moves to the chosen step with its
+ * attempts counted afresh, and runners see it pending. opts may be NULL.
+ * LR_ENOTFOUND: no such task; LR_ESTATE: it is pending, running or
+ * succeeded (nothing changes); LR_EINVAL: a step that does not exist or
+ * was never reached; LR_ECONFLICT: it changed meanwhile (try again). */
+LR_API int lr_retry(lr_client *c, const char *id, const lr_retry_opts *opts, lr_err *err);
 
 /* Delete the keys of tasks finished at least older_than_ms ago (by their
  * finished_at), and only those in state_filter (-1: any final state).

@@ -49,7 +49,8 @@ static int purge_task(struct purge *p, const char *id, const lr_kv *done,
                       lr_err *err)
 {
 	static const char *const kinds[] = { LR_K_TASKS, LR_K_CHECKPOINTS,
-		                             LR_K_DONE, LR_K_CANCEL };
+		                             LR_K_DONE, LR_K_CANCEL, LR_K_TURN,
+		                             LR_K_HISTORY };
 	char key[LR_KEY_SIZE];
 	lr_txn_result r;
 	lr_txn *t = lr_txn_new();

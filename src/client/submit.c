@@ -9,6 +9,37 @@
 #include "etcd/kv.h"
 #include "client/lock_keys.h"
 #include "records/spec.h"
+#include "records/turn.h"
+
+/* The task's turn (priority, not_before, after), when it has one: turn/<id>
+ * is put before tasks/<id> in the same txn, so that a runner's watch sees
+ * it first; every task named in after must exist (a task can only wait for
+ * older ones, so no cycle can form). Returns the number of dependencies
+ * compared, -1 when out of memory. */
+static int add_turn(lr_client *c, lr_txn *t, const char *id, const char *value,
+                    size_t len)
+{
+	char *turn = lr_turn_of_spec_text(value, len);
+	if (turn == NULL)
+		return 0;
+	lr_turn tu;
+	int n = 0;
+	if (lr_turn_decode(turn, strlen(turn), &tu, NULL) != 0) {
+		free(turn);
+		return -1;
+	}
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_TURN, id, key);
+	lr_txn_put(t, LR_THEN, key, turn, strlen(turn), 0);
+	for (size_t i = 0; i < tu.n_after; i++, n++) {
+		lr_key(c, LR_K_TASKS, tu.after[i], key);
+		lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_GT, 0);
+		lr_txn_get(t, LR_ELSE, key, LR_RANGE_KEYS_ONLY);
+	}
+	lr_turn_clear(&tu);
+	free(turn);
+	return n;
+}
 
 /* Create tasks/<id> with one txn: version == 0 puts the spec, otherwise the
  * failure branch reads what is stored. Equal bytes (the encoding is
@@ -27,9 +58,14 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 	if (t == NULL)
 		return lr_err_set(err, LR_ENOMEM, "submit %s: out of memory", id);
 	lr_key(c, LR_K_TASKS, id, key);
+	lr_txn_get(t, LR_ELSE, key, 0);
+	int deps = add_turn(c, t, id, value, len);
+	if (deps < 0) {
+		lr_txn_free(t);
+		return lr_err_set(err, LR_ENOMEM, "submit %s: out of memory", id);
+	}
 	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_put(t, LR_THEN, key, value, len, 0);
-	lr_txn_get(t, LR_ELSE, key, 0);
 	/* A task that takes locks or slots queues for them from now on. */
 	char *wants = lr_wants_of_spec(value, len);
 	if (wants != NULL) {
@@ -48,9 +84,29 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 		*created = 1;
 		goto cleanup;
 	}
-	if (r.n_ops != 1 || r.ops[0].n != 1) {
+	if (r.n_ops != (size_t)deps + 1) {
 		rc = lr_err_set(err, LR_EINTERNAL,
 		                "submit %s: the txn failed but read no task", id);
+		goto cleanup;
+	}
+	if (r.ops[0].n == 0) {
+		/* Not stored: a task it waits for does not exist. */
+		lr_turn tu = { 0 };
+		char *turn = lr_turn_of_spec_text(value, len);
+		if (turn != NULL)
+			lr_turn_decode(turn, strlen(turn), &tu, NULL);
+		free(turn);
+		size_t i = 0;
+		while (i < tu.n_after && i + 1 < r.n_ops && r.ops[i + 1].n > 0)
+			i++;
+		if (i < tu.n_after)
+			rc = lr_err_set(err, LR_ENOTFOUND,
+			                "submit %s: after[%zu]: no such task \"%s\"", id, i,
+			                tu.after[i]);
+		else
+			rc = lr_err_set(err, LR_ECONFLICT,
+			                "submit %s: the txn failed but the task is not stored", id);
+		lr_turn_clear(&tu);
 		goto cleanup;
 	}
 	const lr_kv *stored = &r.ops[0].kvs[0];

@@ -15,10 +15,11 @@
 #include "engine/claim.h"
 #include "leaserun.h"
 
-/* The watched directories of the prefix. wants/ comes with tasks/ (one
- * watcher: a task and its request arrive together), done/ with claims/. */
+/* The watched directories of the prefix. wants/ and turn/ come with tasks/
+ * (one watcher: a task and its request arrive together), done/ with
+ * claims/. */
 enum lr_dir {
-	LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL,
+	LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL, LR_DIR_TURN,
 	LR_DIR_LOCKS, LR_DIR_SLOTS, LR_DIR_WANTS,
 	LR_DIR_COUNT,
 };
@@ -32,6 +33,7 @@ enum lr_report {
 	LR_REP_LOST,      /* another runner's claim (revision in `fence`) won */
 	LR_REP_GONE,      /* the task no longer exists */
 	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */
+	LR_REP_HELD,      /* a task it comes after has not ended yet */
 };
 
 enum lr_msg_kind {

@@ -10,6 +10,7 @@ void lr_job_clear(struct lr_job *job)
 {
 	free(job->spec);
 	free(job->prefetch);
+	free(job->after);
 	memset(job, 0, sizeof(*job));
 }
 

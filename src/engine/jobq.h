@@ -34,6 +34,9 @@ struct lr_job {
 	 * loop's cache (owned). */
 	char (*prefetch)[LR_ID_SIZE];
 	size_t n_prefetch;
+	/* The tasks it comes after (owned): checked before the claim. */
+	char (*after)[LR_ID_SIZE];
+	size_t n_after;
 };
 
 /* Free what a job owns (not the struct) and zero it. */

@@ -139,6 +139,12 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 	case LR_REP_GONE:
 		lr_view_settle(r, id, rev, true, 0, false);
 		break;
+	case LR_REP_HELD: {
+		lr_entry *e = lr_taskset_find(&r->set, id);
+		if (e != NULL && e->state == LR_ENTRY_LOCAL)
+			lr_turns_recheck(r, e, 1000);
+		break;
+	}
 	case LR_REP_BLOCKED: {
 		/* Our view of the locks was behind: wait for it to change. */
 		lr_entry *e = lr_taskset_find(&r->set, id);
@@ -191,6 +197,11 @@ static void dispatch(lr_runner *r)
 			continue; /* its locks or slots are taken: it waits */
 		e->adopt_started = false;
 		snprintf(job.id, sizeof(job.id), "%s", e->id);
+		if (e->n_after > 0 && !e->claim_present &&
+		    (job.after = malloc(e->n_after * sizeof(*job.after))) != NULL) {
+			memcpy(job.after, e->after, e->n_after * sizeof(*job.after));
+			job.n_after = e->n_after;
+		}
 		lr_taskset_take_spec(&r->set, e, &job.spec, &job.spec_len);
 		e->fresh = false; /* whatever happens next, it may have a checkpoint */
 		if (job.spec == NULL && !job.fresh)
@@ -299,10 +310,12 @@ static void handle_messages(lr_runner *r, struct loop *l)
 	}
 }
 
-static int poll_timeout(const lr_runner *r, const struct loop *l)
+static int poll_timeout(const lr_runner *r, const struct loop *l, int64_t turn_ms)
 {
 	int64_t now = lr_mono_ms();
 	int64_t next = INT64_MAX;
+	if (turn_ms >= 0)
+		next = now + turn_ms; /* a task's not_before */
 	if (l->grace_end != 0 && !l->shutdown_sent)
 		next = l->grace_end;
 	/* While workers still stop their steps, their reports wake the loop. */
@@ -348,6 +361,7 @@ static void run_loop(lr_runner *r)
 			else if (rc != LR_ECANCELLED)
 				lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", e.msg);
 		}
+		int64_t turn_ms = lr_turns_tick(r);
 		if (l.grace_end == 0 && !l.resync)
 			dispatch(r);
 		/* For the statistics, which other threads read: pending in
@@ -361,7 +375,7 @@ static void run_loop(lr_runner *r)
 			return;
 		}
 		struct pollfd p = { .fd = r->inbox.wake_fd, .events = POLLIN };
-		if (poll(&p, 1, poll_timeout(r, &l)) > 0)
+		if (poll(&p, 1, poll_timeout(r, &l, turn_ms)) > 0)
 			handle_messages(r, &l);
 	}
 }

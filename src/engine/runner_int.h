@@ -33,6 +33,7 @@
 #include "engine/jobq.h"
 #include "engine/stop.h"
 #include "engine/taskset.h"
+#include "engine/turns.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"
 #include "locks/table.h"
@@ -109,6 +110,7 @@ struct lr_runner {
 	lr_lock_table *locks;   /* who holds and waits for locks and slots */
 	char **blocked;         /* ids of tasks waiting for a change of it */
 	size_t n_blocked, cap_blocked;
+	lr_turns turns;         /* tasks held for their time or dependencies */
 	int64_t view_rev;       /* the revision the task set was read at:
 	                           watch events up to it are already in */
 	size_t spec_avg;        /* running mean of spec sizes seen */
@@ -169,6 +171,27 @@ void lr_gate_event(lr_runner *r, const struct lr_msg *m);
 bool lr_gate_pass(lr_runner *r, lr_entry *e, struct lr_job *job);
 /* e's claim found its locks or slots taken: wait for a change. */
 void lr_gate_block(lr_runner *r, lr_entry *e);
+
+/* ---- turns.c: not_before and after at the runner (loop thread) ----------- */
+
+int lr_turns_init(lr_runner *r);
+void lr_turns_free(lr_runner *r);
+/* Forget every timer and dependency (before the task set is read again). */
+void lr_turns_reset(lr_runner *r);
+/* Give e the turn of a turn/<id> value (value NULL: none). */
+void lr_turns_apply(lr_runner *r, lr_entry *e, const char *value, size_t len);
+/* Where an unclaimed entry belongs: pending, or held for its not_before
+ * (a timer is set) or for a task it comes after that has not ended (it is
+ * noted among that task's dependents). */
+enum lr_entry_state lr_turns_state(lr_runner *r, lr_entry *e);
+/* Task id ended or went away: the tasks waiting for it are looked at again. */
+void lr_turns_ended(lr_runner *r, const char *id);
+/* Release the held tasks whose time came; ms until the next timer, -1 for
+ * none. */
+int64_t lr_turns_tick(lr_runner *r);
+/* Hold e and look at it again in in_ms (its claimer found a task it comes
+ * after not ended yet, which this runner's view did not show yet). */
+void lr_turns_recheck(lr_runner *r, lr_entry *e, int64_t in_ms);
 
 /* ---- worker.c: the worker threads ---------------------------------------- */
 

@@ -27,6 +27,7 @@ int lr_taskset_init(lr_taskset *s)
 static void free_entry(lr_taskset *s, lr_entry *e)
 {
 	lr_taskset_drop_spec(s, e);
+	free(e->after);
 	free(e);
 }
 
@@ -84,8 +85,11 @@ static void grow_table(lr_taskset *s)
 
 /* ---- heap ---------------------------------------------------------------- */
 
+/* Dispatch order: higher priority first, then older. */
 static bool older(const lr_entry *a, const lr_entry *b)
 {
+	if (a->priority != b->priority)
+		return a->priority > b->priority;
 	return a->create_rev < b->create_rev;
 }
 
@@ -223,6 +227,31 @@ void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev)
 		e->create_rev = create_rev;
 }
 
+/* Restore the heap order of every slot, after a key changed in place. */
+static void heap_rebuild(lr_taskset *s)
+{
+	size_t n = s->heap_len;
+	lr_entry **old = malloc(n * sizeof(*old));
+	if (old == NULL)
+		return; /* order slightly off until the entries leave the heap */
+	memcpy(old, s->heap, n * sizeof(*old));
+	s->heap_len = 0;
+	for (size_t i = 0; i < n; i++) {
+		old[i]->heap_refs--;
+		heap_push(s, old[i]);
+	}
+	free(old);
+}
+
+void lr_taskset_set_priority(lr_taskset *s, lr_entry *e, int priority)
+{
+	if (e->priority == priority)
+		return;
+	e->priority = priority;
+	if (e->heap_refs > 0)
+		heap_rebuild(s);
+}
+
 void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 {
 	lr_entry **pp = &s->buckets[hash_id(e->id) % s->nbuckets];
@@ -237,7 +266,7 @@ void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 	if (e->heap_refs > 0)
 		e->removed = true; /* freed when it leaves the heap */
 	else
-		free(e);
+		free_entry(s, e);
 }
 
 void lr_taskset_clear_remote(lr_taskset *s)
@@ -264,7 +293,7 @@ static size_t pop_pending(lr_taskset *s, size_t max, lr_entry **out)
 			break;
 		if (e->removed) {
 			if (e->heap_refs == 0)
-				free(e);
+				free_entry(s, e);
 			continue;
 		}
 		if (e->state != LR_ENTRY_PENDING || e->heap_refs > 0)
@@ -284,6 +313,12 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 	size_t n = pop_pending(s, spread, cand);
 	if (n == 0)
 		return NULL;
+	size_t same = 1; /* popped in order: a lower priority never goes first */
+	while (same < n && cand[same]->priority == cand[0]->priority)
+		same++;
+	for (size_t i = same; i < n; i++)
+		heap_push(s, cand[i]);
+	n = same;
 	size_t pick = (size_t)lr_rng_below(rng, n);
 	for (size_t i = 0; i < n; i++)
 		if (i != pick)

@@ -16,8 +16,8 @@
 #define LR_PAGE 1000
 
 static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-                                                     LR_K_CANCEL, LR_K_LOCKS, LR_K_SLOTS,
-                                                     LR_K_WANTS };
+                                                     LR_K_CANCEL, LR_K_TURN, LR_K_LOCKS,
+                                                     LR_K_SLOTS, LR_K_WANTS };
 
 /* ---- claims ------------------------------------------------------------------ */
 
@@ -33,7 +33,7 @@ static void place(lr_runner *r, lr_entry *e)
 	bool ours = e->claim_present && e->claim_lease != 0 &&
 	            e->claim_lease == atomic_load(&r->lease);
 	bool claimed = e->claim_present && !ours;
-	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
+	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : lr_turns_state(r, e));
 }
 
 /* ---- reading the keys ---------------------------------------------------- */
@@ -98,6 +98,20 @@ static int page_cancel(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	return 0;
 }
 
+/* A task's turn read at load: only unfinished tasks need it. */
+static int page_turn(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	lr_entry *e = loaded_entry(l, id, false, 0);
+	if (e != NULL) {
+		lr_turns_apply(l->r, e, kv->value, kv->value_len);
+		e->since_rev = kv->mod_rev;
+		if (e->state == LR_ENTRY_PENDING)
+			place(l->r, e);
+	}
+	return 0;
+}
+
 static void on_watch(void *user, const lr_watch_batch *b);
 
 void lr_view_stop(lr_runner *r)
@@ -116,15 +130,19 @@ int lr_view_load(lr_runner *r, lr_err *err)
 {
 	lr_view_stop(r);
 	lr_taskset_clear_remote(&r->set);
+	lr_turns_reset(r);
 	int64_t rev = 0;
-	static const struct { const char *kind; lr_walk_fn fn; } reads[] = {
-		{ LR_K_TASKS, page_task }, { LR_K_CLAIMS, page_claim }, { LR_K_DONE, page_done },
-		{ LR_K_CANCEL, page_cancel },
+	static const struct { const char *kind; lr_walk_fn fn; int flags; } reads[] = {
+		{ LR_K_TASKS, page_task, LR_RANGE_KEYS_ONLY },
+		{ LR_K_CLAIMS, page_claim, LR_RANGE_KEYS_ONLY },
+		{ LR_K_DONE, page_done, LR_RANGE_KEYS_ONLY },
+		{ LR_K_CANCEL, page_cancel, LR_RANGE_KEYS_ONLY },
+		{ LR_K_TURN, page_turn, 0 }, /* small values */
 	};
 	struct load l = { .r = r };
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < sizeof(reads) / sizeof(reads[0]); i++) {
-		lr_walk_opts o = { .kind = reads[i].kind, .flags = LR_RANGE_KEYS_ONLY,
+		lr_walk_opts o = { .kind = reads[i].kind, .flags = reads[i].flags,
 		                   .page = LR_PAGE, .revision = &rev,
 		                   .stop = &r->stop_requested };
 		rc = lr_walk(r->client, &o, reads[i].fn, &l, err);
@@ -177,8 +195,12 @@ static const char *event_id(const lr_runner *r, enum lr_dir watched, const char 
 		*dir = LR_DIR_DONE;
 		id = lr_key_id(r->client, LR_K_DONE, key);
 	} else if (id == NULL && watched == LR_DIR_TASKS) {
-		*dir = LR_DIR_WANTS;
-		id = lr_key_id(r->client, LR_K_WANTS, key);
+		*dir = LR_DIR_TURN;
+		id = lr_key_id(r->client, LR_K_TURN, key);
+		if (id == NULL) {
+			*dir = LR_DIR_WANTS;
+			id = lr_key_id(r->client, LR_K_WANTS, key);
+		}
 	}
 	if (*dir >= LR_DIR_LOCKS)
 		return id;
@@ -204,6 +226,8 @@ static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
 		return !deleted; /* taken: nothing to start; let go: waiters may */
 	case LR_DIR_WANTS:
 		return false;
+	case LR_DIR_TURN:
+		return deleted;
 	case LR_DIR_DONE:
 		return true;
 	case LR_DIR_CLAIMS:
@@ -259,6 +283,10 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 	m->u.watch.mod_rev = we->kv.mod_rev;
 	m->u.watch.version = we->kv.version;
 	m->u.watch.lease = we->kv.lease;
+	if (dir == LR_DIR_TURN && !m->u.watch.deleted) {
+		m->u.watch.value = lr_kv_value_dup(&we->kv);
+		m->u.watch.len = we->kv.value_len;
+	}
 	if (dir == LR_DIR_TASKS && !m->u.watch.deleted) {
 		m->u.watch.len = we->kv.value_len;
 		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
@@ -306,6 +334,7 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	if (m->u.watch.deleted) {
 		if (e != NULL && e->state != LR_ENTRY_LOCAL)
 			lr_taskset_remove(&r->set, e);
+		lr_turns_ended(r, m->u.watch.id);
 		return;
 	}
 	if (e != NULL && e->create_rev < m->u.watch.create_rev &&
@@ -330,6 +359,10 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		e->fresh = m->u.watch.version == 1;
 	} else {
 		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
+		/* Its turn came first, in the same txn: new, never claimed. */
+		if (m->u.watch.version == 1 && e->claim_ev_rev == 0 &&
+		    e->since_rev == m->u.watch.create_rev)
+			e->fresh = true;
 	}
 	note_spec_size(r, m->u.watch.len);
 	if (m->u.watch.value != NULL)
@@ -358,6 +391,25 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		place(r, e);
 }
 
+/* A turn/ put: a task submitted with a turn (the tasks/ put follows in the
+ * same batch), or a finished task made pending again by a retry. */
+static void apply_turn(lr_runner *r, lr_entry *e, const struct lr_msg *m)
+{
+	if (m->u.watch.deleted)
+		return; /* the task's own delete follows */
+	if (e == NULL) {
+		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
+		                   LR_ENTRY_HELD);
+		if (e == NULL)
+			return;
+	}
+	e->since_rev = m->u.watch.mod_rev;
+	e->done_seen = false;
+	lr_turns_apply(r, e, m->u.watch.value, m->u.watch.len);
+	if (e->state != LR_ENTRY_LOCAL && e->state != LR_ENTRY_BLOCKED)
+		place(r, e);
+}
+
 static void apply_watch(lr_runner *r, const struct lr_msg *m)
 {
 	/* Queued before the last re-read, which already shows it. */
@@ -372,7 +424,8 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 	/* About an older task of the same id (purged since): each directory
 	 * has its own watcher, so such events may come after the new task's
 	 * creation. */
-	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->create_rev)
+	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS &&
+	    (m->u.watch.mod_rev < e->create_rev || m->u.watch.mod_rev < e->since_rev))
 		return;
 	switch (m->u.watch.dir) {
 	case LR_DIR_TASKS:
@@ -382,11 +435,17 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 		apply_claim(r, e, m);
 		return;
 	case LR_DIR_DONE:
-		if (m->u.watch.deleted || e == NULL)
+		if (m->u.watch.deleted)
 			return;
-		e->done_seen = true;
-		if (e->state != LR_ENTRY_LOCAL)
-			lr_taskset_remove(&r->set, e);
+		if (e != NULL) {
+			e->done_seen = true;
+			if (e->state != LR_ENTRY_LOCAL)
+				lr_taskset_remove(&r->set, e);
+		}
+		lr_turns_ended(r, m->u.watch.id);
+		return;
+	case LR_DIR_TURN:
+		apply_turn(r, e, m);
 		return;
 	case LR_DIR_CANCEL:
 		if (!m->u.watch.deleted && e != NULL && e->state == LR_ENTRY_LOCAL)
@@ -439,6 +498,7 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	bool same = task_rev == 0 || e->create_rev == task_rev;
 	if (same && (gone || e->done_seen)) {
 		lr_taskset_remove(&r->set, e);
+		lr_turns_ended(r, id);
 		return;
 	}
 	if (!same) {
