@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
 	{ "worker", cmd_worker, "run a runner until SIGTERM/SIGINT" },
 	{ "status", cmd_status, "tasks with state, step, attempt and runner" },
 	{ "cancel", cmd_cancel, "cancel a pending or running task" },
+	{ "retry", cmd_retry, "make a failed or cancelled task pending again" },
 	{ "runners", cmd_runners, "live runners and their lease TTL left" },
 	{ "purge", cmd_purge, "delete the keys of finished tasks" },
 	{ "run", cmd_run, "hold locks and slots while a command runs" },

@@ -252,10 +252,40 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
+/* Earlier outcomes of a retried task, oldest first. */
+static json_t *history_json(const lr_task_status *s)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a != NULL && i < s->n_history; i++) {
+		const lr_task_outcome *h = &s->history[i];
+		json_array_append_new(a, json_pack("{s:s, s:o, s:o, s:o, s:I, s:I}",
+		                                   "state", lr_task_state_name(h->state),
+		                                   "error", str_or_null(h->error),
+		                                   "runner", str_or_null(h->runner),
+		                                   "finished_at", str_or_null(h->finished_at),
+		                                   "step", (json_int_t)h->step,
+		                                   "attempts", (json_int_t)h->attempts));
+	}
+	return a;
+}
+
+void out_history(FILE *f, const lr_task_status *s)
+{
+	for (size_t i = 0; i < s->n_history; i++) {
+		const lr_task_outcome *h = &s->history[i];
+		char *error = one_line(h->error);
+		fprintf(f, "earlier: %s at step %lld after %lld attempt(s), %s on %s: %s\n",
+		        lr_task_state_name(h->state), (long long)h->step, (long long)h->attempts,
+		        h->finished_at != NULL ? h->finished_at : "-",
+		        h->runner != NULL ? h->runner : "-", error != NULL ? error : "-");
+		free(error);
+	}
+}
+
 static json_t *status_json(const lr_task_status *s)
 {
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
-	                 "s:I, s:o}",
+	                 "s:I, s:o, s:o}",
 	                 "id", s->id, "state", lr_task_state_name(s->state),
 	                 "next_step", (json_int_t)s->next_step, "steps",
 	                 (json_int_t)s->steps, "step_name",
@@ -265,7 +295,8 @@ static json_t *status_json(const lr_task_status *s)
 	                 str_or_null(s->runner), "error", str_or_null(s->error),
 	                 "updated_at", str_or_null(s->updated_at),
 	                 "create_revision", (json_int_t)s->create_revision,
-	                 "waiting", str_or_null(s->waiting));
+	                 "waiting", str_or_null(s->waiting),
+	                 "history", history_json(s));
 }
 
 /* Print doc (stolen) indented; -1 when it could not be built. */

@@ -1,14 +1,18 @@
-/* after.c - whether the tasks a task comes after have all succeeded: their
- * done records (and, for those not done, whether they exist), read at one
- * revision. Runs on the caller's thread (a runner's worker). */
+/* after.c - whether the tasks a task comes after have all succeeded (their
+ * done records, and for those not done whether they exist, read at one
+ * revision), and what pending tasks wait for, for status. Runs on the
+ * caller's thread (a runner's worker, or status). */
 #include "client/after.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "etcd/kv.h"
 #include "records/record.h"
+#include "records/turn.h"
 
 /* The verdict for one dependency, from its done record and task key. */
 static enum lr_after_verdict judge(const char *dep, const lr_kv *done, const lr_kv *task,
@@ -72,5 +76,81 @@ int lr_after_check(lr_client *c, const char (*after)[LR_ID_SIZE], size_t n,
 			*verdict = v;
 	}
 	lr_txn_result_free(&r);
+	return 0;
+}
+
+/* ---- what pending tasks wait for, for status -------------------------------- */
+
+/* "after a, b" for the tasks of tu not ended yet (one read), NULL when
+ * none is left to wait for. */
+static char *deps_text(lr_client *c, const lr_turn *tu, lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	lr_txn_result r = { 0 };
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return NULL;
+	for (size_t i = 0; i < tu->n_after; i++) {
+		lr_key(c, LR_K_DONE, tu->after[i], key);
+		lr_txn_get(t, LR_THEN, key, LR_RANGE_KEYS_ONLY);
+	}
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = NULL;
+	if (lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err) == 0 &&
+	    r.n_ops == tu->n_after && (f = open_memstream(&text, &len)) != NULL) {
+		int shown = 0;
+		for (size_t i = 0; i < tu->n_after; i++)
+			if (r.ops[i].n == 0)
+				fprintf(f, "%s%s", shown++ ? ", " : "after ", tu->after[i]);
+		fclose(f);
+		if (shown == 0) {
+			free(text);
+			text = NULL;
+		}
+	}
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	return text;
+}
+
+/* What the turn value of a pending task holds it for, or NULL. */
+static char *turn_text(lr_client *c, const lr_kv *kv, lr_err *err)
+{
+	lr_turn tu;
+	char *text = NULL;
+	if (lr_turn_decode(kv->value, kv->value_len, &tu, NULL) != 0)
+		return NULL;
+	if (tu.not_before_ms > lr_wall_ms()) {
+		char when[LR_TIME_BUF];
+		lr_rfc3339_format(tu.not_before_ms, when);
+		if (asprintf(&text, "not before %s", when) < 0)
+			text = NULL;
+	} else if (tu.n_after > 0) {
+		text = deps_text(c, &tu, err);
+	}
+	lr_turn_clear(&tu);
+	return text;
+}
+
+int lr_turn_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
+{
+	char key[LR_KEY_SIZE];
+	for (size_t i = 0; i < n; i++) {
+		lr_task_status *s = &list[i];
+		if (s->state != LR_TASK_PENDING)
+			continue;
+		lr_range_result r = { 0 };
+		lr_key(c, LR_K_TURN, s->id, key);
+		int rc = lr_kv_get(lr_client_etcd(c), key, &r, err);
+		char *text = rc == 0 && r.n > 0 ? turn_text(c, &r.kvs[0], err) : NULL;
+		lr_range_result_free(&r);
+		if (rc != 0)
+			return lr_err_wrap(err, rc, "what %s waits for", s->id);
+		if (text != NULL) {
+			free(s->waiting);
+			s->waiting = text;
+		}
+	}
 	return 0;
 }

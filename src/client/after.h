@@ -30,4 +30,9 @@ int lr_after_check(lr_client *c, const char (*after)[LR_ID_SIZE], size_t n,
 int lr_end_unclaimed(lr_client *c, const char *id, lr_task_state st,
                      const char *error, bool *ended, lr_err *err);
 
+/* Fill in `waiting` for the pending tasks of list held by their turn: "not
+ * before <time>", or "after a, b" (those not ended yet). One read per
+ * pending task, and one more for one that comes after others. */
+int lr_turn_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "client/after.h"
 #include "locks/table.h"
 
 int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
@@ -36,5 +37,7 @@ int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 			rc = lr_err_set(err, LR_ENOMEM, "waits: out of memory");
 	}
 	lr_lock_table_free(t);
+	if (rc == 0)
+		rc = lr_turn_waits(c, list, n, err); /* its time or others first */
 	return rc != 0 ? lr_err_wrap(err, rc, "what pending tasks wait for") : 0;
 }
