@@ -255,7 +255,8 @@ static lr_txn *retry_txn(const lr_client *c, const char *id, const struct seen *
 	lr_txn_delete(t, LR_THEN, key, 0);
 	lr_key(c, LR_K_CANCEL, id, key);
 	lr_txn_delete(t, LR_THEN, key, 0);
-	put_key(t, c, LR_K_CHECKPOINTS, id, vals[0]);
+	if (s->has_ckpt) /* else none is needed: step 0, the spec's state */
+		put_key(t, c, LR_K_CHECKPOINTS, id, vals[0]);
 	put_key(t, c, LR_K_HISTORY, id, vals[1]);
 	put_key(t, c, LR_K_TURN, id, vals[2]);
 	if (vals[3] != NULL) {
