@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_id(const char *id)
+uint64_t lr_taskset_hash(const char *id)
 {
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
@@ -56,7 +56,7 @@ void lr_taskset_free(lr_taskset *s)
 
 lr_entry *lr_taskset_find(lr_taskset *s, const char *id)
 {
-	for (lr_entry *e = s->buckets[hash_id(id) % s->nbuckets]; e != NULL; e = e->next)
+	for (lr_entry *e = s->buckets[lr_taskset_hash(id) % s->nbuckets]; e != NULL; e = e->next)
 		if (strcmp(e->id, id) == 0)
 			return e;
 	return NULL;
@@ -72,7 +72,7 @@ static void grow_table(lr_taskset *s)
 		lr_entry *e = s->buckets[i];
 		while (e != NULL) {
 			lr_entry *n = e->next;
-			size_t h = hash_id(e->id) % nb;
+			size_t h = lr_taskset_hash(e->id) % nb;
 			e->next = b[h];
 			b[h] = e;
 			e = n;
@@ -166,7 +166,7 @@ lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	e->create_rev = create_rev;
 	e->state = st;
-	size_t h = hash_id(id) % s->nbuckets;
+	size_t h = lr_taskset_hash(id) % s->nbuckets;
 	e->next = s->buckets[h];
 	s->buckets[h] = e;
 	s->count++;
@@ -254,7 +254,7 @@ void lr_taskset_set_priority(lr_taskset *s, lr_entry *e, int priority)
 
 void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 {
-	lr_entry **pp = &s->buckets[hash_id(e->id) % s->nbuckets];
+	lr_entry **pp = &s->buckets[lr_taskset_hash(e->id) % s->nbuckets];
 	while (*pp != NULL && *pp != e)
 		pp = &(*pp)->next;
 	if (*pp == NULL)

@@ -68,6 +68,10 @@ typedef struct lr_taskset {
 #define LR_SPEC_CACHE_ONE (64 * 1024)
 #define LR_SPEC_CACHE_TOTAL (8 * 1024 * 1024)
 
+/* The hash of a task id the set's table uses (FNV-1a), for other tables
+ * of the loop's keyed by task id. */
+uint64_t lr_taskset_hash(const char *id);
+
 int lr_taskset_init(lr_taskset *s);
 void lr_taskset_free(lr_taskset *s);
 

@@ -16,16 +16,6 @@
 
 #define TURN_BUCKETS 256
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
 int lr_turns_init(lr_runner *r)
 {
 	memset(&r->turns, 0, sizeof(r->turns));
@@ -118,7 +108,7 @@ static struct lr_turn_timer timer_pop(lr_turns *t)
 
 static struct lr_dependents **dependents_slot(lr_turns *t, const char *dep)
 {
-	struct lr_dependents **pp = &t->buckets[hash_str(dep) % t->nbuckets];
+	struct lr_dependents **pp = &t->buckets[lr_taskset_hash(dep) % t->nbuckets];
 	while (*pp != NULL && strcmp((*pp)->dep, dep) != 0)
 		pp = &(*pp)->next;
 	return pp;

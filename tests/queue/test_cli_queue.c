@@ -11,6 +11,15 @@
 
 #define ONE_STEP "\"steps\":[{\"name\":\"one\",\"run\":\"true\"},{\"name\":\"two\",\"run\":\"true\"}]"
 
+/* r exited with status and said err_has (NULL: anything) on stderr. */
+static void check_exit(proc_result r, int status, const char *err_has)
+{
+	CHECK_INT(r.status, ==, status);
+	if (err_has != NULL)
+		CHECK_HAS(r.err, err_has);
+	proc_result_free(&r);
+}
+
 TEST(invalid_turn_fields_exit_2_naming_the_field_and_store_nothing)
 {
 	lr_client *c = fixture_client("cli_turn_bad");
@@ -21,10 +30,7 @@ TEST(invalid_turn_fields_exit_2_naming_the_field_and_store_nothing)
 		{ "{\"after\":[\"a\",\"a\"]," ONE_STEP "}", "after[1]: \"a\" is listed twice" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		proc_result r = RUN_STDIN(bad[i][0], "submit");
-		CHECK_INT(r.status, ==, 2);
-		CHECK_HAS(r.err, bad[i][1]);
-		proc_result_free(&r);
+		check_exit(RUN_STDIN(bad[i][0], "submit"), 2, bad[i][1]);
 	}
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 0);
 	CHECK_INT(fixture_count(c, LR_K_TURN), ==, 0);
@@ -35,13 +41,11 @@ TEST(submit_after_an_unknown_task_exits_4)
 {
 	lr_client *c = fixture_client("cli_after_unknown");
 	cli_use_client(c);
-	proc_result r = RUN_STDIN("{\"id\":\"d\",\"after\":[\"ghost\"]," ONE_STEP "}", "submit");
-	CHECK_INT(r.status, ==, 4);
-	CHECK_HAS(r.err, "no such task \"ghost\"");
-	proc_result_free(&r);
+	check_exit(RUN_STDIN("{\"id\":\"d\",\"after\":[\"ghost\"]," ONE_STEP "}", "submit"), 4,
+	           "no such task \"ghost\"");
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 0);
-	r = RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit");
-	proc_result_free(&r);
+	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
+	proc_result r;
 	r = RUN_STDIN("{\"id\":\"d\",\"after\":[\"a\"]," ONE_STEP "}", "submit");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "d\n");
@@ -70,15 +74,10 @@ TEST(submit_in_sets_not_before_from_now)
 	CHECK_INT(lr_rfc3339_parse(s.waiting + strlen("not before "), &at), ==, 0);
 	CHECK(at >= before + 3600 * 1000 && at <= lr_wall_ms() + 3600 * 1000);
 	lr_task_status_clear(&s);
-	r = RUN_STDIN("{\"id\":\"x\"," ONE_STEP "}", "submit", "--in", "soon");
-	CHECK_INT(r.status, ==, 2);
-	CHECK_HAS(r.err, "--in");
-	proc_result_free(&r);
-	r = RUN_STDIN("{\"id\":\"x\",\"not_before\":\"2030-01-01T00:00:00Z\"," ONE_STEP "}",
-	              "submit", "--in", "5m");
-	CHECK_INT(r.status, ==, 2);
-	CHECK_HAS(r.err, "give one");
-	proc_result_free(&r);
+	check_exit(RUN_STDIN("{\"id\":\"x\"," ONE_STEP "}", "submit", "--in", "soon"), 2, "--in");
+	check_exit(RUN_STDIN("{\"id\":\"x\",\"not_before\":\"2030-01-01T00:00:00Z\"," ONE_STEP "}",
+	                     "submit", "--in", "5m"),
+	           2, "give one");
 	lr_client_close(c);
 }
 
@@ -86,26 +85,13 @@ TEST(retry_exits_6_for_a_pending_task_4_for_none_and_2_for_a_bad_step)
 {
 	lr_client *c = fixture_client("cli_retry");
 	cli_use_client(c);
-	proc_result r = RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit");
-	proc_result_free(&r);
-	r = RUN("retry", "a");
-	CHECK_INT(r.status, ==, 6);
-	CHECK_HAS(r.err, "the task is pending, not failed or cancelled");
-	proc_result_free(&r);
-	r = RUN("retry", "nope");
-	CHECK_INT(r.status, ==, 4);
-	proc_result_free(&r);
-	r = RUN("cancel", "a");
-	proc_result_free(&r);
-	r = RUN("retry", "a", "--from-step", "zzz");
-	CHECK_INT(r.status, ==, 2);
-	CHECK_HAS(r.err, "no step named \"zzz\"");
-	proc_result_free(&r);
-	r = RUN("retry", "a", "--from-step", "1");
-	CHECK_INT(r.status, ==, 2);
-	CHECK_HAS(r.err, "later steps never ran");
-	proc_result_free(&r);
-	r = RUN("retry", "a", "--from-step", "one");
+	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("retry", "a"), 6, "the task is pending, not failed or cancelled");
+	check_exit(RUN("retry", "nope"), 4, "no such task");
+	check_exit(RUN("cancel", "a"), 0, NULL);
+	check_exit(RUN("retry", "a", "--from-step", "zzz"), 2, "no step named \"zzz\"");
+	check_exit(RUN("retry", "a", "--from-step", "1"), 2, "later steps never ran");
+	proc_result r = RUN("retry", "a", "--from-step", "one");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "a is pending again\n");
 	proc_result_free(&r);
