@@ -36,6 +36,11 @@ static void free_dependents(struct lr_dependents *d)
 void lr_turns_reset(lr_runner *r)
 {
 	lr_turns *t = &r->turns;
+	/* Entries a worker still runs outlive a re-read: they are in no
+	 * timer or list any more. */
+	for (size_t i = 0; i < r->set.nbuckets; i++)
+		for (lr_entry *e = r->set.buckets[i]; e != NULL; e = e->next)
+			e->timer_set = e->waits_dep = false;
 	for (size_t i = 0; i < t->n_timers; i++)
 		free(t->timers[i].id);
 	t->n_timers = 0;

@@ -405,6 +405,13 @@ static void apply_turn(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	}
 	e->since_rev = m->u.watch.mod_rev;
 	e->done_seen = false;
+	if (e->claim_ev_rev < m->u.watch.mod_rev) {
+		/* A retry compares that no claim exists at its revision: a
+		 * claim seen before it is gone, and its late delete, older
+		 * than since_rev, will be ignored. */
+		e->claim_present = false;
+		e->claim_lease = 0;
+	}
 	lr_turns_apply(r, e, m->u.watch.value, m->u.watch.len);
 	if (e->state != LR_ENTRY_LOCAL && e->state != LR_ENTRY_BLOCKED)
 		place(r, e);

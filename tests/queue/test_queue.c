@@ -327,6 +327,34 @@ TEST(retry_from_step_zero_with_reset_state_starts_over)
 	fleet_destroy(&f);
 }
 
+TEST(a_retried_task_survives_the_kill_of_its_runner_mid_step)
+{
+	fleet f;
+	two_runners(&f, "retrykill");
+	/* Step 1 fails until fixed, then takes a while: long enough to kill
+	 * its runner in the middle. */
+	fleet_submit(&f, "r3", "{\"id\":\"%s\",\"max_attempts\":2,\"steps\":["
+	                       STEP("one", MARK) ","
+	                       STEP("two", MARK "; test -e $MARKS/fix && sleep 2") "]}");
+	CHECK(fleet_wait_state(&f, "r3", LR_TASK_FAILED, 20000) >= 0);
+	fix(&f);
+	CHECK_OK(lr_retry(f.client, "r3", NULL, &err), &err);
+	CHECK_INT(fleet_wait_marks(&f, "run r3 1 ", 3, 15000), ==, 0);
+	int holder = fleet_holder(&f, "r3");
+	CHECK(holder >= 0);
+	kill(f.pids[holder], SIGKILL);
+	fleet_wait(&f, holder, 5000);
+	CHECK(fleet_wait_state(&f, "r3", LR_TASK_SUCCEEDED, 20000) >= 0);
+	CHECK_INT(fleet_count_marks(&f, "run r3 0 "), ==, 1);
+	CHECK_INT(fleet_count_marks(&f, "run r3 1 "), ==, 4); /* 2 failed, killed, done */
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "r3", &s, &err), &err);
+	CHECK_INT(s.n_history, ==, 1);
+	CHECK_INT(s.history[0].attempts, ==, 2);
+	lr_task_status_clear(&s);
+	fleet_destroy(&f);
+}
+
 struct race {
 	lr_client *c;
 	int rc;
@@ -411,6 +439,7 @@ TEST_LIST(
 	TEST_CASE(an_unknown_dependency_is_refused_at_submit_and_nothing_is_stored),
 	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_history),
 	TEST_CASE(retry_from_step_zero_with_reset_state_starts_over),
+	TEST_CASE(a_retried_task_survives_the_kill_of_its_runner_mid_step),
 	TEST_CASE(a_retry_racing_a_purge_leaves_the_task_whole_or_gone),
 );
 TEST_MAIN(setup, teardown)
