@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "client/walk.h"
 #include "etcd/kv.h"
 #include "records/record.h"
 #include "records/turn.h"
@@ -83,7 +84,7 @@ int lr_after_check(lr_client *c, const char (*after)[LR_ID_SIZE], size_t n,
 
 /* "after a, b" for the tasks of tu not ended yet (one read), NULL when
  * none is left to wait for. */
-static char *deps_text(lr_client *c, const lr_turn *tu, lr_err *err)
+static char *deps_text(lr_client *c, const lr_turn *tu)
 {
 	char key[LR_KEY_SIZE];
 	lr_txn_result r = { 0 };
@@ -97,7 +98,7 @@ static char *deps_text(lr_client *c, const lr_turn *tu, lr_err *err)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = NULL;
-	if (lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err) == 0 &&
+	if (lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, NULL) == 0 &&
 	    r.n_ops == tu->n_after && (f = open_memstream(&text, &len)) != NULL) {
 		int shown = 0;
 		for (size_t i = 0; i < tu->n_after; i++)
@@ -114,8 +115,9 @@ static char *deps_text(lr_client *c, const lr_turn *tu, lr_err *err)
 	return text;
 }
 
-/* What the turn value of a pending task holds it for, or NULL. */
-static char *turn_text(lr_client *c, const lr_kv *kv, lr_err *err)
+/* What the turn value of a pending task holds it for, or NULL (also when
+ * the read of its dependencies fails: status shows less, not nothing). */
+static char *turn_text(lr_client *c, const lr_kv *kv)
 {
 	lr_turn tu;
 	char *text = NULL;
@@ -127,30 +129,81 @@ static char *turn_text(lr_client *c, const lr_kv *kv, lr_err *err)
 		if (asprintf(&text, "not before %s", when) < 0)
 			text = NULL;
 	} else if (tu.n_after > 0) {
-		text = deps_text(c, &tu, err);
+		text = deps_text(c, &tu);
 	}
 	lr_turn_clear(&tu);
 	return text;
 }
 
+/* The turn of one pending task into its `waiting`. */
+static int fill_waiting(lr_client *c, lr_task_status *s, const lr_kv *turn)
+{
+	char *text = turn_text(c, turn);
+	if (text != NULL) {
+		free(s->waiting);
+		s->waiting = text;
+	}
+	return 0;
+}
+
+/* Pending tasks by id, for a walk of turn/. */
+struct by_id {
+	lr_client *c;
+	lr_task_status **pending; /* sorted by id */
+	size_t n;
+};
+
+static int cmp_status_id(const void *a, const void *b)
+{
+	return strcmp((*(lr_task_status *const *)a)->id, (*(lr_task_status *const *)b)->id);
+}
+
+static int cmp_key_status(const void *key, const void *elem)
+{
+	return strcmp(key, (*(lr_task_status *const *)elem)->id);
+}
+
+static int walked_turn(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct by_id *b = user;
+	lr_task_status **s = bsearch(id, b->pending, b->n, sizeof(*b->pending), cmp_key_status);
+	return s != NULL ? fill_waiting(b->c, *s, kv) : 0;
+}
+
+/* Above this many pending tasks, one walk of turn/ beats a read each. */
+#define WAITS_POINT_READS 16
+
 int lr_turn_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 {
 	char key[LR_KEY_SIZE];
-	for (size_t i = 0; i < n; i++) {
+	struct by_id b = { .c = c };
+	int rc = 0;
+	for (size_t i = 0; i < n; i++)
+		b.n += list[i].state == LR_TASK_PENDING;
+	if (b.n > WAITS_POINT_READS) {
+		b.pending = malloc(b.n * sizeof(*b.pending));
+		if (b.pending == NULL)
+			return lr_err_set(err, LR_ENOMEM, "out of memory");
+		b.n = 0;
+		for (size_t i = 0; i < n; i++)
+			if (list[i].state == LR_TASK_PENDING)
+				b.pending[b.n++] = &list[i];
+		qsort(b.pending, b.n, sizeof(*b.pending), cmp_status_id);
+		lr_walk_opts o = { .kind = LR_K_TURN, .page = 1000 };
+		rc = lr_walk(c, &o, walked_turn, &b, err);
+		free(b.pending);
+		return rc;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++) {
 		lr_task_status *s = &list[i];
 		if (s->state != LR_TASK_PENDING)
 			continue;
 		lr_range_result r = { 0 };
 		lr_key(c, LR_K_TURN, s->id, key);
-		int rc = lr_kv_get(lr_client_etcd(c), key, &r, err);
-		char *text = rc == 0 && r.n > 0 ? turn_text(c, &r.kvs[0], err) : NULL;
+		rc = lr_kv_get(lr_client_etcd(c), key, &r, err);
+		if (rc == 0 && r.n > 0)
+			rc = fill_waiting(c, s, &r.kvs[0]);
 		lr_range_result_free(&r);
-		if (rc != 0)
-			return lr_err_wrap(err, rc, "what %s waits for", s->id);
-		if (text != NULL) {
-			free(s->waiting);
-			s->waiting = text;
-		}
 	}
-	return 0;
+	return rc != 0 ? lr_err_wrap(err, rc, "what pending tasks wait for") : 0;
 }

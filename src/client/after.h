@@ -32,7 +32,8 @@ int lr_end_unclaimed(lr_client *c, const char *id, lr_task_state st,
 
 /* Fill in `waiting` for the pending tasks of list held by their turn: "not
  * before <time>", or "after a, b" (those not ended yet). One read per
- * pending task, and one more for one that comes after others. */
+ * pending task (one walk of turn/ for more than a few), and one more for
+ * one that comes after others. */
 int lr_turn_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
 
 #endif

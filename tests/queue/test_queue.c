@@ -185,6 +185,27 @@ TEST(status_says_a_delayed_task_waits_for_its_time)
 	CHECK(s.waiting != NULL);
 	CHECK_HAS(s.waiting, "not before ");
 	lr_task_status_clear(&s);
+	/* A long list reads turn/ in one walk: the same answers. */
+	for (int i = 0; i < 20; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "w%02d", i + 2);
+		submit_at(&f, id, lr_wall_ms() + 3600 * 1000, STEP("a", MARK));
+	}
+	fleet_submit(&f, "plain", "{\"id\":\"%s\",\"steps\":[" STEP("a", "true") "]}");
+	lr_task_status *list;
+	size_t n;
+	CHECK_OK(lr_task_list(f.client, -1, 0, &list, &n, &err), &err);
+	CHECK_OK(lr_task_waits(f.client, list, n, &err), &err);
+	CHECK_INT(n, ==, 22);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(list[i].id, "plain") == 0) {
+			CHECK(list[i].waiting == NULL);
+		} else {
+			CHECK(list[i].waiting != NULL);
+			CHECK_HAS(list[i].waiting, "not before ");
+		}
+	}
+	lr_task_list_free(list, n);
 	fleet_destroy(&f);
 }
 
