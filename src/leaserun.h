@@ -115,7 +115,8 @@ LR_API int lr_id_valid(const char *s);
  * the task is new (false: an identical spec was already stored, which is a
  * success so that a submit may be retried).
  * Errors: LR_EINVAL (invalid spec; the message names the field, or line and
- * column), LR_EEXIST (the id exists with a different spec), etcd errors.
+ * column), LR_EEXIST (the id exists with a different spec), LR_ENOTFOUND (a
+ * task named in its "after" does not exist), etcd errors.
  * Nothing is stored unless it returns 0. */
 LR_API int lr_submit_text(lr_client *c, const char *text, size_t len,
                    const char *id_override, char id_out[LR_ID_SIZE],
@@ -186,17 +187,18 @@ typedef struct lr_submit_opts {
 
 /* Counts of one lr_submit_many. worst is the worst code met, in this
  * order: any etcd or runtime error (including the code that stopped the
- * submit) > LR_EINVAL > LR_EEXIST > LR_OK. An error of the cluster comes
+ * submit) > LR_EINVAL > LR_EEXIST > LR_ENOTFOUND > LR_OK. An error of the cluster comes
  * first because it is the only outcome that the same submit, run again,
  * can change (and it may be run again safely: what was stored is an
  * identical resubmit); an invalid spec comes before a taken id as single
  * submit finds it first, before asking etcd. */
 typedef struct lr_submit_summary {
-	uint64_t items;       /* taken from the input: the sum of the next five */
+	uint64_t items;       /* taken from the input: the sum of the next six */
 	uint64_t created;     /* new tasks */
 	uint64_t identical;   /* already stored with the same spec */
 	uint64_t invalid;     /* LR_EINVAL */
 	uint64_t conflicting; /* LR_EEXIST */
+	uint64_t missing_after; /* LR_ENOTFOUND: a task in "after" does not exist */
 	uint64_t failed;      /* etcd errors and specs not sent (LR_ECANCELLED) */
 	int worst;
 } lr_submit_summary;
@@ -205,8 +207,11 @@ typedef struct lr_submit_summary {
  * input order. A spec without an id gets a generated one (so submitting it
  * again makes another task); a spec whose id appears earlier in the input
  * is sent only after that one's create has finished, so the earlier one
- * wins and the later is an identical resubmit or LR_EEXIST.
- * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ETOOLARGE)
+ * wins and the later is an identical resubmit or LR_EEXIST; a spec with
+ * "after" is sent once every create before it has finished, so it may name
+ * tasks earlier in the input (LR_ENOTFOUND when one does not exist).
+ * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ENOTFOUND,
+ * LR_ETOOLARGE)
  * stops the submit: no more input is read, specs read but not yet sent get
  * LR_ECANCELLED, creates in flight finish with their own outcomes, and the
  * call returns that error (its message in err). A create whose reply was
@@ -283,7 +288,9 @@ LR_API void lr_task_list_free(lr_task_status *list, size_t n);
 
 /* Fill in `waiting` for the pending tasks of list whose locks or slots
  * cannot be taken now: held by others, or asked for first by an older
- * request they must not overtake. Reads locks/, slots/ and wants/ once. */
+ * request they must not overtake; or that wait for their turn: a
+ * not_before to come, or tasks they come after that have not ended. Reads
+ * locks/, slots/ and wants/ once, and the turns of the pending tasks. */
 LR_API int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
 
 /* ---- holding locks and slots from any process ------------------------------

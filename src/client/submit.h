@@ -24,7 +24,7 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 
 /* The worse of two outcome codes (0 or LR_E*), by the order documented at
  * lr_submit_summary in leaserun.h: any other error > LR_EINVAL > LR_EEXIST
- * > LR_OK. */
+ * > LR_ENOTFOUND > LR_OK. */
 int lr_submit_worse(int a, int b);
 
 #endif

@@ -34,6 +34,8 @@ struct slot {
 	char id[LR_ID_SIZE];
 	uint64_t id_hash;
 	char *value;       /* the stored form; freed once the create is over */
+	bool after;        /* it names tasks to come after: every create
+	                      before it must have finished first */
 	size_t bytes;      /* its length, counted in the window until then */
 	int code, created;
 	lr_err err;
@@ -67,12 +69,14 @@ static int rank(int code)
 	switch (code) {
 	case LR_OK:
 		return 0;
-	case LR_EEXIST:
+	case LR_ENOTFOUND:
 		return 1;
-	case LR_EINVAL:
+	case LR_EEXIST:
 		return 2;
-	default:
+	case LR_EINVAL:
 		return 3;
+	default:
+		return 4;
 	}
 }
 
@@ -87,7 +91,7 @@ int lr_submit_worse(int a, int b)
 static bool stops_submit(int code)
 {
 	return code != LR_OK && code != LR_EINVAL && code != LR_EEXIST &&
-	       code != LR_ETOOLARGE;
+	       code != LR_ENOTFOUND && code != LR_ETOOLARGE;
 }
 
 static struct slot *slot_at(struct bulk *b, uint64_t i)
@@ -174,6 +178,8 @@ static void report(struct bulk *b, const struct slot *s)
 		sum->invalid++;
 	else if (s->code == LR_EEXIST)
 		sum->conflicting++;
+	else if (s->code == LR_ENOTFOUND)
+		sum->missing_after++;
 	else
 		sum->failed++;
 	sum->worst = lr_submit_worse(sum->worst, s->code);
@@ -217,8 +223,19 @@ static bool has_room(const struct bulk *b, size_t bytes)
 	       (b->bytes == 0 || b->bytes + bytes <= WINDOW_BYTES);
 }
 
+/* Lock held. Whether any create is queued or running: a spec that comes
+ * after other tasks waits for them, which may be earlier in the input. */
+static bool any_busy(struct bulk *b)
+{
+	for (uint64_t i = b->head; i < b->tail; i++)
+		if (slot_at(b, i)->state != SLOT_DONE)
+			return true;
+	return false;
+}
+
 /* Put a read slot at the tail of the window, once there is room and no
- * earlier create of its id is under way, reporting outcomes meanwhile. */
+ * earlier create of its id (or, for a spec with "after", none at all) is
+ * under way, reporting outcomes meanwhile. */
 static void place(struct bulk *b, const struct slot *s)
 {
 	bool to_send = s->state == SLOT_QUEUED;
@@ -226,7 +243,8 @@ static void place(struct bulk *b, const struct slot *s)
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		deliver(b);
-		if (has_room(b, s->bytes) && !(to_send && id_busy(b, s)))
+		if (has_room(b, s->bytes) &&
+		    !(to_send && (id_busy(b, s) || (s->after && any_busy(b)))))
 			break;
 		pthread_cond_wait(&b->done, &b->mu);
 	}
@@ -265,6 +283,10 @@ static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s
 	}
 	s->id_hash = hash_id(s->id);
 	s->bytes = strlen(s->value);
+	/* The stored form is compact JSON: every quote inside a string is
+	 * escaped, so this finds the top-level field (or, harmlessly, a
+	 * key of that name in env or state). */
+	s->after = strstr(s->value, "\"after\":") != NULL;
 }
 
 /* The caller's loop: take items until the input ends or asks to stop, or

@@ -57,6 +57,29 @@ TEST(submit_after_an_unknown_task_exits_4)
 	lr_client_close(c);
 }
 
+TEST(bulk_submit_may_name_tasks_earlier_in_the_same_input)
+{
+	lr_client *c = fixture_client("cli_after_bulk");
+	cli_use_client(c);
+	char input[8192];
+	size_t n = 0;
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(input + n, sizeof(input) - n,
+		                      i == 0 ? "{\"id\":\"c0\"," ONE_STEP "}\n"
+		                             : "{\"id\":\"c%d\",\"after\":[\"c%d\"]," ONE_STEP "}\n",
+		                      i, i - 1);
+	snprintf(input + n, sizeof(input) - n,
+	         "{\"id\":\"bad\",\"after\":[\"nowhere\"]," ONE_STEP "}\n");
+	proc_result r = RUN_STDIN(input, "submit", "--jsonl", "--in-flight", "16");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_HAS(r.err, "<stdin>:41:");
+	CHECK_HAS(r.err, "no such task \"nowhere\"");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 40);
+	CHECK_INT(fixture_count(c, LR_K_TURN), ==, 39);
+	lr_client_close(c);
+}
+
 TEST(submit_in_sets_not_before_from_now)
 {
 	lr_client *c = fixture_client("cli_submit_in");
@@ -111,6 +134,7 @@ TEST(retry_exits_6_for_a_pending_task_4_for_none_and_2_for_a_bad_step)
 TEST_LIST(
 	TEST_CASE(invalid_turn_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4),
+	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
 	TEST_CASE(submit_in_sets_not_before_from_now),
 	TEST_CASE(retry_exits_6_for_a_pending_task_4_for_none_and_2_for_a_bad_step),
 );
