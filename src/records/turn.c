@@ -162,9 +162,10 @@ int lr_turn_decode(const char *value, size_t len, lr_turn *out, lr_err *err)
 		while (i < 3 && strcmp(known[i], key) != 0)
 			i++;
 		if (i == 3) {
-			json_decref(doc);
-			return lr_err_set(err, LR_EINVAL, "turn record: unknown field \"%.64s\"",
-			                  key);
+			rc = lr_err_set(err, LR_EINVAL, "turn record: unknown field \"%.64s\"",
+			                key);
+			json_decref(doc); /* key is its */
+			return rc;
 		}
 	}
 	rc = turn_of(doc, NULL, out, err);
