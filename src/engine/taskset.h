@@ -44,6 +44,8 @@ typedef struct lr_entry {
 	int64_t not_before;   /* wall clock ms; 0 none */
 	char (*after)[LR_ID_SIZE]; /* tasks that must succeed first (owned) */
 	size_t n_after;
+	bool rerun;           /* retried while a worker of ours still reported
+	                         on its last run: pending again, not gone */
 	int64_t since_rev;    /* revision it was last made pending by a retry
 	                         or its submit: older claims/ and done/ events
 	                         are of an earlier run */

@@ -405,6 +405,7 @@ static void apply_turn(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	}
 	e->since_rev = m->u.watch.mod_rev;
 	e->done_seen = false;
+	e->rerun = e->state == LR_ENTRY_LOCAL;
 	if (e->claim_ev_rev < m->u.watch.mod_rev) {
 		/* A retry compares that no claim exists at its revision: a
 		 * claim seen before it is gone, and its late delete, older
@@ -503,6 +504,9 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	/* A task submitted again under the same id meanwhile is a new one:
 	 * what the worker says of the old one does not apply to it. */
 	bool same = task_rev == 0 || e->create_rev == task_rev;
+	if (e->rerun) /* what the worker says is of the run before a retry */
+		gone = false;
+	e->rerun = false;
 	if (same && (gone || e->done_seen)) {
 		lr_taskset_remove(&r->set, e);
 		lr_turns_ended(r, id);
