@@ -22,23 +22,15 @@ static const char usage[] =
 int cmd_retry(int argc, char **argv)
 {
 	const char *from = NULL;
-	int reset = 0, nargs = 0;
+	int reset = 0;
 	const cli_flag flags[] = { { "from-step", &from, NULL }, { "reset-state", NULL, &reset },
 		                   { NULL, NULL, NULL } };
 	const cli_cmd cmd = { "retry", usage, flags, 1 };
-	cli_common common = { 0 };
 	const char *args[1] = { NULL };
 	lr_client *c = NULL;
 	lr_err err = { 0 };
 
-	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
-	if (rc != CLI_CONTINUE)
-		return rc;
-	if (nargs == 0)
-		return cli_usage_error("retry: missing task ID");
-	if (!lr_id_valid(args[0]))
-		return cli_usage_error("retry: \"%s\" is not a valid task id", args[0]);
-	rc = cli_open(&common, &c);
+	int rc = cli_parse_id_and_open(&cmd, argc, argv, &args[0], &c);
 	if (rc != CLI_CONTINUE)
 		return rc;
 	lr_retry_opts o = { .from_step = from, .reset_state = reset };

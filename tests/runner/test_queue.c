@@ -63,14 +63,6 @@ static void span_of(fleet *f, const char *task, int64_t *first, int64_t *last)
 	free(m);
 }
 
-static void check_history(fleet *f)
-{
-	history_report rep;
-	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
-	if (rep.violations > 0)
-		TEST_FAIL("%s", rep.first);
-}
-
 /* ---- priorities ------------------------------------------------------------- */
 
 TEST(priorities_order_a_backlog)
@@ -139,7 +131,7 @@ TEST(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner)
 	       late);
 	CHECK(first / 1000000 >= due);
 	CHECK(late < 2000); /* a generous bound: the figure is printed */
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	fleet_destroy(&f);
 }
 
@@ -171,7 +163,7 @@ TEST(a_diamond_of_dependencies_runs_in_a_valid_order)
 	CHECK(l0 < r1 && r0 < l1); /* the two sides ran side by side */
 	printf("# bottom started %.1f ms after the last of its dependencies ended\n",
 	       (double)(b0 - (l1 > r1 ? l1 : r1)) / 1e6);
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	fleet_destroy(&f);
 }
 
@@ -235,7 +227,7 @@ TEST(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history)
 	CHECK_INT(lr_retry(f.client, "r", NULL, NULL, &err), ==, LR_EINVAL);
 	CHECK(strstr(err.msg, "succeeded") != NULL);
 	CHECK_INT(lr_retry(f.client, "nope", NULL, NULL, &err), ==, LR_ENOTFOUND);
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	fleet_destroy(&f);
 }
 
@@ -347,7 +339,7 @@ TEST(a_runner_killed_while_tasks_wait_loses_nothing)
 	span_of(&f, "slow", &s0, &s1);
 	span_of(&f, "waiter", &w0, &w1);
 	CHECK(s1 < w0);
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	fleet_destroy(&f);
 }
 
