@@ -13,7 +13,6 @@ enum {
 	EXIT_EXISTS = 3,
 	EXIT_NOTFOUND = 4,
 	EXIT_BUSY = 5,      /* `run --wait` ran out before the locks were free */
-	EXIT_STATE = 6,     /* `retry` of a task not failed or cancelled */
 };
 
 /* Returned by helpers when the command should go on (any exit status is
@@ -41,12 +40,12 @@ int cmd_submit(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
-int cmd_retry(int argc, char **argv);
 int cmd_runners(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_web(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_retry(int argc, char **argv);
 int cmd_locks(int argc, char **argv);
 
 #endif

@@ -1,69 +1,46 @@
-/* cmd_retry.c - `leaserun retry ID`: make a failed or cancelled task
- * pending again, at the step it stopped at or one given. Main thread. */
+/* cmd_retry.c - `leaserun retry ID [--from-step N|NAME] [--reset-state]`:
+ * make a failed or cancelled task pending again. Main thread. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "options.h"
 
 static const char usage[] =
     "Usage: leaserun retry ID [--from-step N|NAME] [--reset-state]\n"
     "\n"
-    "Make a failed or cancelled task pending again, in one txn: it resumes\n"
-    "at the step it stopped at, with its state as last checkpointed and\n"
-    "its attempts counted afresh. The outcome it had stays in its history\n"
-    "(leaserun status ID).\n"
+    "Make a failed or cancelled task pending again: it resumes at the step\n"
+    "it ended at, with its state as last checkpointed, and its attempts\n"
+    "counted afresh. Its earlier outcome is kept: `leaserun status ID`\n"
+    "shows it.\n"
     "\n"
-    "  --from-step N|NAME  start at step N (0-based) or the step named NAME,\n"
-    "                      at most the step it stopped at\n"
-    "  --reset-state       start with the spec's state\n"
+    "  --from-step N|NAME  resume at this step (0-based index or name)\n"
+    "  --reset-state       start from the spec's state\n"
     "\n"
-    "Exit status: 0 pending again, 2 bad option or step, 4 no such task,\n"
-    "6 the task is pending, running or succeeded (nothing changed), 1 etcd\n"
-    "error or the task changed meanwhile.\n";
+    "Exit status: 0 pending again; 2 the task is pending, running or\n"
+    "succeeded, or no such step; 4 no such task; 1 etcd error, or the task\n"
+    "changed meanwhile (nothing was done).\n";
 
 int cmd_retry(int argc, char **argv)
 {
 	const char *from = NULL;
 	int reset = 0;
-	const cli_flag flags[] = {
-		{ "from-step", &from, NULL },
-		{ "reset-state", NULL, &reset },
-		{ NULL, NULL, NULL },
-	};
+	const cli_flag flags[] = { { "from-step", &from, NULL }, { "reset-state", NULL, &reset },
+		                   { NULL, NULL, NULL } };
 	const cli_cmd cmd = { "retry", usage, flags, 1 };
-	cli_common common = { 0 };
 	const char *args[1] = { NULL };
-	int nargs = 0;
 	lr_client *c = NULL;
 	lr_err err = { 0 };
-	lr_retry_opts o = { .reset_state = reset };
 
-	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
+	int rc = cli_parse_id_and_open(&cmd, argc, argv, &args[0], &c);
 	if (rc != CLI_CONTINUE)
 		return rc;
-	if (nargs == 0)
-		return cli_usage_error("retry: missing task ID");
-	if (!lr_id_valid(args[0]))
-		return cli_usage_error("retry: \"%s\" is not a valid task id", args[0]);
-	o.reset_state = reset;
-	if (from != NULL && from[0] != '\0' && strspn(from, "0123456789") == strlen(from)) {
-		long n;
-		rc = cli_int("--from-step", from, 0, 999999, &n);
-		if (rc != CLI_CONTINUE)
-			return rc;
-		o.from_step_set = 1;
-		o.from_step = n;
-	} else if (from != NULL) {
-		o.from_name = from;
-	}
-	rc = cli_open(&common, &c);
-	if (rc != CLI_CONTINUE)
-		return rc;
-	if (lr_retry(c, args[0], &o, &err) != 0)
+	lr_retry_opts o = { .from_step = from, .reset_state = reset };
+	int64_t step = 0;
+	if (lr_retry(c, args[0], &o, &step, &err) != 0)
 		rc = cli_fail(&err);
-	else
-		printf("%s is pending again\n", args[0]);
+	else {
+		printf("%s pending again from step %lld\n", args[0], (long long)step);
+		rc = EXIT_OK;
+	}
 	lr_client_close(c);
-	return rc == CLI_CONTINUE ? EXIT_OK : rc;
+	return rc;
 }

@@ -63,7 +63,7 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	else if (rc == 0)
 		out_status_table(f, v, n, st, lr_wall_ms());
 	if (rc == 0 && !q->json && q->id != NULL)
-		out_history(f, &one);
+		out_status_history(f, &one);
 	if (q->id != NULL)
 		lr_task_status_clear(&one);
 	else

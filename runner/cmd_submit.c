@@ -19,8 +19,7 @@
 #include "records/spec.h"
 
 static const char usage[] =
-    "Usage: leaserun submit [FILE|-]... [--jsonl] [--id ID] [--in DURATION]\n"
-    "                       [--in-flight N]\n"
+    "Usage: leaserun submit [FILE|-]... [--jsonl] [--id ID] [--in-flight N]\n"
     "\n"
     "Validate task specs (JSON) and store them; prints the id of each task\n"
     "stored, one a line, in input order. Each FILE holds one spec; with\n"
@@ -34,14 +33,14 @@ static const char usage[] =
     "  --jsonl          the input is JSON Lines: one spec a line\n"
     "  --id ID          the task's id, when the spec does not have one\n"
     "                   (one spec only: not with several files or --jsonl)\n"
-    "  --in DURATION    not to start before DURATION from now (\"90s\", \"2h\"):\n"
-    "                   sets the spec's not_before (one spec only)\n"
     "  --in-flight N    creates sent at once (1-256, default 16)\n"
+    "  --in DURATION    not before DURATION from now (\"90s\", \"2h\"), for\n"
+    "                   specs without \"not_before\"\n"
     "\n"
     "Exit status, the worst outcome of any spec: 1 etcd error (the submit\n"
     "stops; running it again is safe), else 2 invalid spec or unreadable\n"
-    "file, else 3 an id exists with a different spec, else 4 a task named\n"
-    "in \"after\" does not exist, else 0.\n";
+    "file, else 4 a task named in \"after\" does not exist, else 3 an id\n"
+    "exists with a different spec, else 0.\n";
 
 static int read_spec(const char *path, char **text, size_t *len)
 {
@@ -78,26 +77,9 @@ static int validate(const char *name, const char *text, size_t len,
 	return cli_exit_code(err.code);
 }
 
-/* --in: the spec's not_before, DURATION from now. */
-static int set_not_before(json_t *spec, const char *in)
-{
-	int64_t ms;
-	lr_err err = { 0 };
-	char when[LR_TIME_BUF];
-	if (lr_duration_parse(in, &ms, &err) != 0)
-		return cli_usage_error("submit: --in: %s", err.msg);
-	if (json_object_get(spec, "not_before") != NULL)
-		return cli_usage_error("submit: --in and the spec's not_before both say "
-		                       "when: give one");
-	lr_rfc3339_format(lr_wall_ms() + ms, when);
-	if (json_object_set_new(spec, "not_before", json_string(when)) != 0)
-		return EXIT_RUNTIME;
-	return CLI_CONTINUE;
-}
-
 /* One spec from one file (or standard input), as submit always did. */
 static int submit_one(const cli_common *common, const char *path,
-                      const char *id, const char *in)
+                      const char *id, int64_t not_before_ms)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -111,8 +93,11 @@ static int submit_one(const cli_common *common, const char *path,
 	if (rc == CLI_CONTINUE)
 		rc = validate(strcmp(path, "-") == 0 ? "<stdin>" : path, text, len,
 		              id, &spec);
-	if (rc == CLI_CONTINUE && in != NULL)
-		rc = set_not_before(spec, in);
+	if (rc == CLI_CONTINUE && not_before_ms > 0 && json_object_get(spec, "not_before") == NULL) {
+		char at[LR_TIME_BUF];
+		lr_rfc3339_format(not_before_ms, at);
+		json_object_set_new(spec, "not_before", json_string(at));
+	}
 	if (rc == CLI_CONTINUE)
 		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)
@@ -219,7 +204,8 @@ static void print_outcome(void *user, const lr_submit_outcome *o)
 }
 
 static int submit_many(const cli_common *common, const char *const *paths,
-                       int n_paths, lr_spec_format format, long in_flight)
+                       int n_paths, lr_spec_format format, long in_flight,
+                       int64_t not_before_ms)
 {
 	static const char *const from_stdin[] = { "-" };
 	struct bulk_input in = {
@@ -228,7 +214,7 @@ static int submit_many(const cli_common *common, const char *const *paths,
 		.format = format,
 		.fd = -1,
 	};
-	lr_submit_opts opts = { .in_flight = (int)in_flight };
+	lr_submit_opts opts = { .in_flight = (int)in_flight, .not_before_ms = not_before_ms };
 	lr_submit_summary sum;
 	lr_client *c = NULL;
 	lr_err err = { 0 };
@@ -255,13 +241,13 @@ static int submit_many(const cli_common *common, const char *const *paths,
 
 int cmd_submit(int argc, char **argv)
 {
-	const char *id = NULL, *in_flight_s = NULL, *in = NULL;
+	const char *id = NULL, *in_flight_s = NULL, *in_s = NULL;
 	int jsonl = 0;
 	const cli_flag flags[] = {
 		{ "id", &id, NULL },
 		{ "jsonl", NULL, &jsonl },
 		{ "in-flight", &in_flight_s, NULL },
-		{ "in", &in, NULL },
+		{ "in", &in_s, NULL },
 		{ NULL, NULL, NULL },
 	};
 	const cli_cmd cmd = { "submit", usage, flags, argc };
@@ -277,18 +263,24 @@ int cmd_submit(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
 	if (rc == CLI_CONTINUE && in_flight_s != NULL)
 		rc = cli_int("--in-flight", in_flight_s, 1, 256, &in_flight);
+	int64_t not_before_ms = 0;
+	if (rc == CLI_CONTINUE && in_s != NULL) {
+		int64_t d = 0;
+		lr_err e = { 0 };
+		if (lr_duration_parse(in_s, &d, &e) != 0)
+			rc = cli_usage_error("submit: --in %s: %s", in_s, e.msg);
+		else
+			not_before_ms = lr_wall_ms() + d;
+	}
 	bool many = jsonl || nargs > 1;
 	if (rc == CLI_CONTINUE && many && id != NULL)
 		rc = cli_usage_error("submit: --id names one task: it cannot be "
 		                     "used with several files or --jsonl");
-	if (rc == CLI_CONTINUE && many && in != NULL)
-		rc = cli_usage_error("submit: --in applies to one spec: it cannot be "
-		                     "used with several files or --jsonl");
 	if (rc == CLI_CONTINUE && !many)
-		rc = submit_one(&common, nargs > 0 ? args[0] : "-", id, in);
+		rc = submit_one(&common, nargs > 0 ? args[0] : "-", id, not_before_ms);
 	else if (rc == CLI_CONTINUE)
 		rc = submit_many(&common, args, nargs,
-		                 jsonl ? LR_SPEC_LINES : LR_SPEC_WHOLE, in_flight);
+		                 jsonl ? LR_SPEC_LINES : LR_SPEC_WHOLE, in_flight, not_before_ms);
 	free(args);
 	return rc;
 }

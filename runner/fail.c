@@ -19,8 +19,6 @@ int cli_exit_code(int code)
 		return EXIT_NOTFOUND;
 	case LR_EBUSY:
 		return EXIT_BUSY;
-	case LR_ESTATE:
-		return EXIT_STATE;
 	default:
 		return EXIT_RUNTIME;
 	}

@@ -252,40 +252,23 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
-/* Earlier outcomes of a retried task, oldest first. */
-static json_t *history_json(const lr_task_status *s)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; a != NULL && i < s->n_history; i++) {
-		const lr_task_outcome *h = &s->history[i];
-		json_array_append_new(a, json_pack("{s:s, s:o, s:o, s:o, s:I, s:I}",
-		                                   "state", lr_task_state_name(h->state),
-		                                   "error", str_or_null(h->error),
-		                                   "runner", str_or_null(h->runner),
-		                                   "finished_at", str_or_null(h->finished_at),
-		                                   "step", (json_int_t)h->step,
-		                                   "attempts", (json_int_t)h->attempts));
-	}
-	return a;
-}
-
-void out_history(FILE *f, const lr_task_status *s)
-{
-	for (size_t i = 0; i < s->n_history; i++) {
-		const lr_task_outcome *h = &s->history[i];
-		char *error = one_line(h->error);
-		fprintf(f, "earlier: %s at step %lld after %lld attempt(s), %s on %s: %s\n",
-		        lr_task_state_name(h->state), (long long)h->step, (long long)h->attempts,
-		        h->finished_at != NULL ? h->finished_at : "-",
-		        h->runner != NULL ? h->runner : "-", error != NULL ? error : "-");
-		free(error);
-	}
-}
+static json_t *status_fields(const lr_task_status *s);
 
 static json_t *status_json(const lr_task_status *s)
 {
+	json_t *o = status_fields(s);
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	if (o != NULL && h != NULL)
+		json_object_set_new(o, "history", h);
+	else
+		json_decref(h);
+	return o;
+}
+
+static json_t *status_fields(const lr_task_status *s)
+{
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
-	                 "s:I, s:o, s:o}",
+	                 "s:I, s:o}",
 	                 "id", s->id, "state", lr_task_state_name(s->state),
 	                 "next_step", (json_int_t)s->next_step, "steps",
 	                 (json_int_t)s->steps, "step_name",
@@ -295,8 +278,7 @@ static json_t *status_json(const lr_task_status *s)
 	                 str_or_null(s->runner), "error", str_or_null(s->error),
 	                 "updated_at", str_or_null(s->updated_at),
 	                 "create_revision", (json_int_t)s->create_revision,
-	                 "waiting", str_or_null(s->waiting),
-	                 "history", history_json(s));
+	                 "waiting", str_or_null(s->waiting));
 }
 
 /* Print doc (stolen) indented; -1 when it could not be built. */
@@ -308,6 +290,26 @@ static int dump(FILE *f, json_t *doc)
 	if (rc == 0)
 		fputc('\n', f);
 	return rc;
+}
+
+void out_status_history(FILE *f, const lr_task_status *s)
+{
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	size_t i;
+	json_t *e;
+	if (json_array_size(h) > 0)
+		fprintf(f, "earlier outcomes (newest first):\n");
+	json_array_foreach(h, i, e) {
+		const char *err = json_string_value(json_object_get(e, "error"));
+		const char *runner = json_string_value(json_object_get(e, "runner"));
+		const char *at = json_string_value(json_object_get(e, "finished_at"));
+		fprintf(f, "  %s  %s after %lld attempt(s)%s%s%s%s\n", at != NULL ? at : "-",
+		        json_string_value(json_object_get(e, "status")),
+		        (long long)json_integer_value(json_object_get(e, "attempts")),
+		        runner != NULL ? " on " : "", runner != NULL ? runner : "",
+		        err != NULL ? ": " : "", err != NULL ? err : "");
+	}
+	json_decref(h);
 }
 
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single)

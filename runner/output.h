@@ -19,14 +19,13 @@ typedef struct out_style {
 /* The style for stdout. */
 out_style out_style_stdout(void);
 
-/* The earlier outcomes of a retried task, one line each ("earlier: failed
- * at step 1 after 3 attempt(s), <time> on box-1: <error>"). */
-void out_history(FILE *f, const lr_task_status *s);
 void out_status_table(FILE *f, const lr_task_status *v, size_t n,
                       const out_style *st, int64_t now_ms);
 /* single: one object (status ID), otherwise an array. 0, or -1 when out of
  * memory. */
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
+/* A retried task's earlier outcomes, one a line (nothing when none). */
+void out_status_history(FILE *f, const lr_task_status *s);
 
 void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
                        const out_style *st, int64_t now_ms);

@@ -51,8 +51,6 @@ enum {
 	LR_ECLOSED = -18,     /* the handle is being closed */
 	LR_EINTERNAL = -19,   /* a bug: please report it */
 	LR_EBUSY = -20,       /* locks still held by others when a wait ran out (exit 5) */
-	LR_ESTATE = -21,      /* the task's state does not allow it: a retry of a
-	                         task not failed or cancelled (exit 6) */
 };
 
 /* The error a failing call leaves behind: its code and a readable message
@@ -115,8 +113,7 @@ LR_API int lr_id_valid(const char *s);
  * the task is new (false: an identical spec was already stored, which is a
  * success so that a submit may be retried).
  * Errors: LR_EINVAL (invalid spec; the message names the field, or line and
- * column), LR_EEXIST (the id exists with a different spec), LR_ENOTFOUND (a
- * task named in its "after" does not exist), etcd errors.
+ * column), LR_EEXIST (the id exists with a different spec), etcd errors.
  * Nothing is stored unless it returns 0. */
 LR_API int lr_submit_text(lr_client *c, const char *text, size_t len,
                    const char *id_override, char id_out[LR_ID_SIZE],
@@ -167,7 +164,8 @@ typedef struct lr_submit_outcome {
 	const char *origin; /* the item's origin; "" when it had none */
 	const char *id;     /* the task's id (given or generated); "" when the
 	                       spec was rejected before an id was known */
-	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_EEXIST (the
+	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_ENOTFOUND (a
+	                       task of its "after" does not exist); LR_EEXIST (the
 	                       id holds a different spec, including one stored
 	                       earlier in the same input); LR_ECANCELLED (not
 	                       sent: the submit was stopping); or an etcd error */
@@ -183,22 +181,23 @@ typedef void (*lr_submit_outcome_fn)(void *user, const lr_submit_outcome *o);
 typedef struct lr_submit_opts {
 	int in_flight;      /* creates in flight at once, each on a thread of
 	                       its own; default 16, at most 256 */
+	int64_t not_before_ms; /* unix ms given as "not_before" to specs that
+	                          give none (`submit --in`); 0: none */
 } lr_submit_opts;
 
 /* Counts of one lr_submit_many. worst is the worst code met, in this
  * order: any etcd or runtime error (including the code that stopped the
- * submit) > LR_EINVAL > LR_EEXIST > LR_ENOTFOUND > LR_OK. An error of the cluster comes
+ * submit) > LR_EINVAL > LR_ENOTFOUND > LR_EEXIST > LR_OK. An error of the cluster comes
  * first because it is the only outcome that the same submit, run again,
  * can change (and it may be run again safely: what was stored is an
  * identical resubmit); an invalid spec comes before a taken id as single
  * submit finds it first, before asking etcd. */
 typedef struct lr_submit_summary {
-	uint64_t items;       /* taken from the input: the sum of the next six */
+	uint64_t items;       /* taken from the input: the sum of the next five */
 	uint64_t created;     /* new tasks */
 	uint64_t identical;   /* already stored with the same spec */
-	uint64_t invalid;     /* LR_EINVAL */
+	uint64_t invalid;     /* LR_EINVAL, and LR_ENOTFOUND (unknown "after") */
 	uint64_t conflicting; /* LR_EEXIST */
-	uint64_t missing_after; /* LR_ENOTFOUND: a task in "after" does not exist */
 	uint64_t failed;      /* etcd errors and specs not sent (LR_ECANCELLED) */
 	int worst;
 } lr_submit_summary;
@@ -207,11 +206,8 @@ typedef struct lr_submit_summary {
  * input order. A spec without an id gets a generated one (so submitting it
  * again makes another task); a spec whose id appears earlier in the input
  * is sent only after that one's create has finished, so the earlier one
- * wins and the later is an identical resubmit or LR_EEXIST; a spec with
- * "after" is sent once every create before it has finished, so it may name
- * tasks earlier in the input (LR_ENOTFOUND when one does not exist).
- * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ENOTFOUND,
- * LR_ETOOLARGE)
+ * wins and the later is an identical resubmit or LR_EEXIST.
+ * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ETOOLARGE)
  * stops the submit: no more input is read, specs read but not yet sent get
  * LR_ECANCELLED, creates in flight finish with their own outcomes, and the
  * call returns that error (its message in err). A create whose reply was
@@ -240,17 +236,6 @@ LR_API const char *lr_task_state_name(lr_task_state s);
 /* The state named s; -1 if none. */
 LR_API int lr_task_state_parse(const char *s);
 
-/* An earlier outcome of a task that was retried since (history/<id>).
- * Strings may be NULL. */
-typedef struct lr_task_outcome {
-	lr_task_state state;    /* failed or cancelled */
-	char *error;
-	char *runner;           /* the last runner that ran it */
-	char *finished_at;      /* RFC 3339 */
-	int64_t step;           /* the step it stopped at */
-	int64_t attempts;
-} lr_task_outcome;
-
 /* What status shows of one task. Strings are owned by the struct and freed
  * by lr_task_status_clear. */
 typedef struct lr_task_status {
@@ -267,12 +252,12 @@ typedef struct lr_task_status {
 	int64_t create_revision;/* etcd revision that created the task */
 	char *waiting;          /* pending: what it waits for, filled in by
 	                           lr_task_waits ("X org/a held by task t-12 on
-	                           box-1"), or its turn ("not before
-	                           2026-11-21T05:30:00.000Z", "after t-1"); NULL
-	                           otherwise */
-	lr_task_outcome *history; /* earlier outcomes, oldest first, the last
-	                           few kept (lr_task_get only; owned) */
-	size_t n_history;
+	                           box-1", "not before ...", "after t-3, which is
+	                           running"); NULL otherwise */
+	char *history;          /* lr_task_get only: earlier outcomes of a
+	                           retried task, newest first, as a JSON array
+	                           of {"status","attempts","error","runner",
+	                           "finished_at"}; NULL when never retried */
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);
@@ -288,9 +273,7 @@ LR_API void lr_task_list_free(lr_task_status *list, size_t n);
 
 /* Fill in `waiting` for the pending tasks of list whose locks or slots
  * cannot be taken now: held by others, or asked for first by an older
- * request they must not overtake; or that wait for their turn: a
- * not_before to come, or tasks they come after that have not ended. Reads
- * locks/, slots/ and wants/ once, and the turns of the pending tasks. */
+ * request they must not overtake. Reads locks/, slots/ and wants/ once. */
 LR_API int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
 
 /* ---- holding locks and slots from any process ------------------------------
@@ -363,29 +346,27 @@ LR_API int lr_locks_read(lr_client *c, void **doc, lr_err *err);
  * is freed anyway: what was not deleted goes when the lease expires. */
 LR_API int lr_hold_release(lr_hold *h, lr_err *err);
 
+/* Run a failed or cancelled task again: it is pending once more, resumes
+ * at the step that failed (or o->from_step: a step name or 0-based index)
+ * with its state as checkpointed (or the spec's with o->reset_state) and
+ * its attempts counted afresh; its earlier outcome goes to its history
+ * (lr_task_status.history). One txn, guarded by the done record as read
+ * and no claim. LR_ENOTFOUND: no such task; LR_EINVAL: it is pending,
+ * running or succeeded, or from_step names no step (the message says
+ * which); LR_ECONFLICT: it changed meanwhile (retried or purged), nothing
+ * was done. *step (may be NULL): where it resumes. */
+typedef struct lr_retry_opts {
+	const char *from_step; /* NULL: the step it ended at */
+	int reset_state;
+} lr_retry_opts;
+LR_API int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
+                    lr_err *err);
+
 /* Cancel a pending or running task (one txn). A pending task ends cancelled
  * at once; a running one is stopped by its holder. When the task had
  * already finished, *already (may be NULL) is set to its final state and
  * nothing changes; otherwise *already is -1. LR_ENOTFOUND for no task. */
 LR_API int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err);
-
-/* How lr_retry starts a task again. Zeroed: at the step it stopped at,
- * with its state as checkpointed. */
-typedef struct lr_retry_opts {
-	int from_step_set;      /* start at from_step instead */
-	int64_t from_step;      /* 0-based; at most the step it stopped at */
-	const char *from_name;  /* or at the step of this name (NULL: not) */
-	int reset_state;        /* start with the spec's state */
-} lr_retry_opts;
-
-/* Make a failed or cancelled task pending again, in one txn guarded by its
- * done record as read and no claim: the done record goes into its history
- * (shown by lr_task_get), the checkpoint moves to the chosen step with its
- * attempts counted afresh, and runners see it pending. opts may be NULL.
- * LR_ENOTFOUND: no such task; LR_ESTATE: it is pending, running or
- * succeeded (nothing changes); LR_EINVAL: a step that does not exist or
- * was never reached; LR_ECONFLICT: it changed meanwhile (try again). */
-LR_API int lr_retry(lr_client *c, const char *id, const lr_retry_opts *opts, lr_err *err);
 
 /* Delete the keys of tasks finished at least older_than_ms ago (by their
  * finished_at), and only those in state_filter (-1: any final state).

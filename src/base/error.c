@@ -75,7 +75,6 @@ const char *lr_strerror(int code)
 	case LR_ECLOSED: return "closed";
 	case LR_EINTERNAL: return "internal error";
 	case LR_EBUSY: return "locks held by others";
-	case LR_ESTATE: return "not allowed in the task's state";
 	}
 	return "unknown error";
 }

@@ -27,7 +27,6 @@
 
 #include "base/error.h"
 #include "client/lock_keys.h"
-#include "client/after.h"
 #include "client/task_records.h"
 #include "records/record.h"
 #include "records/spec.h"
@@ -44,13 +43,12 @@ static int64_t mod_of(const lr_kv *kv)
 /* The done record that ends a pending task: its progress so far, so that
  * `status` still shows where it stopped. Records that do not decode leave
  * attempts 0 and the state null rather than blocking the cancel. */
-static char *ended_record(const char *id, const lr_task_records *rec,
-                          lr_task_state st, const char *error)
+static char *cancelled_record(const char *id, const lr_task_records *rec)
 {
 	lr_checkpoint_rec cp = { .state = NULL };
 	json_t *spec = NULL;
-	lr_done_rec d = { .error = (char *)error };
-	snprintf(d.status, sizeof(d.status), "%s", lr_task_state_name(st));
+	lr_done_rec d = { .status = "cancelled",
+		          .error = (char *)"cancelled while pending" };
 	char *text;
 
 	if (rec->checkpoint != NULL &&
@@ -98,13 +96,12 @@ static void delete_wants(const lr_client *c, lr_txn *t, const char *id)
 /* The end txn (see the top of the file). *mine receives the done record it
  * tried to write. */
 static lr_txn *end_txn(const lr_client *c, const char *id,
-                       const lr_task_records *rec, lr_task_state st,
-                       const char *error, char **mine)
+                       const lr_task_records *rec, char **mine)
 {
 	char key[LR_KEY_SIZE];
 	lr_txn *t;
 
-	*mine = ended_record(id, rec, st, error);
+	*mine = cancelled_record(id, rec);
 	t = lr_txn_new();
 	if (*mine == NULL || t == NULL) {
 		lr_txn_free(t);
@@ -155,20 +152,11 @@ static bool is_mine(const lr_kv *done, const char *mine)
 	       memcmp(done->value, mine, done->value_len) == 0;
 }
 
-/* How a task is to end: cancel (a claimed one gets a request), or end an
- * unclaimed one (a claimed one is left to its holder). */
-struct ending {
-	const char *what;       /* "cancel", for messages */
-	lr_task_state st;
-	const char *error;
-	bool request;           /* a claimed task: ask its holder */
-};
-
 /* One round of step 2: send the txn the records call for. *r is replaced
  * by its reply; *finished tells that the cancel took effect. */
-static int cancel_round(lr_client *c, const char *id, const struct ending *how,
-                        lr_txn_result *r, lr_task_records *rec, char **mine,
-                        bool *finished, lr_err *err)
+static int cancel_round(lr_client *c, const char *id, lr_txn_result *r,
+                        lr_task_records *rec, char **mine, bool *finished,
+                        lr_err *err)
 {
 	lr_txn *t;
 	int rc;
@@ -178,24 +166,21 @@ static int cancel_round(lr_client *c, const char *id, const struct ending *how,
 	if (rec->claim != NULL)
 		t = request_txn(c, id, rec);
 	else
-		t = end_txn(c, id, rec, how->st, how->error, mine);
+		t = end_txn(c, id, rec, mine);
 	if (t == NULL)
-		return lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", how->what, id);
+		return lr_err_set(err, LR_ENOMEM, "cancel %s: out of memory", id);
 	lr_txn_result_free(r);
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, r, err);
 	lr_txn_free(t);
 	if (rc != 0)
-		return lr_err_wrap(err, rc, "%s %s", how->what, id);
+		return lr_err_wrap(err, rc, "cancel %s", id);
 	*finished = r->succeeded;
 	if (r->succeeded)
 		return 0;
 	return lr_task_records_at(r, 0, rec, err);
 }
 
-/* *already: the final state found (not ours), else -1; *claimed: an
- * ending without request found the task claimed and left it. */
-static int end_task(lr_client *c, const char *id, const struct ending *how,
-                    int *already, bool *claimed, lr_err *err)
+int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err)
 {
 	lr_txn_result r = { 0 };
 	lr_task_records rec;
@@ -203,55 +188,29 @@ static int end_task(lr_client *c, const char *id, const struct ending *how,
 	bool finished = false;
 	int rc;
 
-	*already = -1;
-	*claimed = false;
-	rc = lr_check_task_id(how->what, id, err);
+	if (already != NULL)
+		*already = -1;
+	rc = lr_check_task_id("cancel", id, err);
 	if (rc != 0)
 		return rc;
 	rc = lr_task_records_read(c, id, &r, &rec, err);
 	for (int round = 0; rc == 0 && !finished; round++) {
 		if (rec.task == NULL) {
-			rc = lr_err_set(err, LR_ENOTFOUND, "%s %s: no such task",
-			                how->what, id);
+			rc = lr_err_set(err, LR_ENOTFOUND, "cancel %s: no such task",
+			                id);
 		} else if (rec.done != NULL) {
-			if (!is_mine(rec.done, mine))
+			if (!is_mine(rec.done, mine) && already != NULL)
 				*already = (int)lr_done_state(rec.done);
-			finished = true;
-		} else if (rec.claim != NULL && !how->request) {
-			*claimed = true;
 			finished = true;
 		} else if (round == MAX_ROUNDS) {
 			rc = lr_err_set(err, LR_ECONFLICT,
-			                "%s %s: the task changed %d times "
-			                "meanwhile; try again", how->what, id, round);
+			                "cancel %s: the task changed %d times "
+			                "while cancelling; try again", id, round);
 		} else {
-			rc = cancel_round(c, id, how, &r, &rec, &mine, &finished, err);
+			rc = cancel_round(c, id, &r, &rec, &mine, &finished, err);
 		}
 	}
 	free(mine);
 	lr_txn_result_free(&r);
-	return rc;
-}
-
-int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err)
-{
-	const struct ending how = { "cancel", LR_TASK_CANCELLED,
-		                    "cancelled while pending", true };
-	int found;
-	bool claimed;
-	int rc = end_task(c, id, &how, &found, &claimed, err);
-	if (already != NULL)
-		*already = found;
-	return rc;
-}
-
-int lr_end_unclaimed(lr_client *c, const char *id, lr_task_state st,
-                     const char *error, bool *ended, lr_err *err)
-{
-	const struct ending how = { "end", st, error, false };
-	int found;
-	bool claimed;
-	int rc = end_task(c, id, &how, &found, &claimed, err);
-	*ended = rc == 0 && found < 0 && !claimed;
 	return rc;
 }

@@ -1,305 +1,197 @@
-/* retry.c - making a failed or cancelled task pending again, and the
- * history of its earlier outcomes (history/<id>) that status shows. Runs on
- * the caller's thread; no state of its own.
- *
- * One read, then one txn. The read: tasks/, claims/, checkpoints/, done/
- * and history/ of the task at one revision. The txn compares the done
- * record's and the checkpoint's mod revisions, the history's, the spec's
- * create revision and that nobody holds a claim; then it deletes done/<id>,
- * puts the checkpoint at the chosen step with attempt 0 (the claim counts
- * the first start), appends the outcome to the history, and puts turn/<id>
- * (and wants/ for a task with locks) again, so that runners, which dropped
- * the task when it ended, see it pending on their watch. */
+/* retry.c - a failed or cancelled task made pending again (lr_retry in
+ * leaserun.h): one txn guarded by the done record as read and no claim,
+ * which deletes the result, rewinds the checkpoint, keeps the outcome in
+ * the task's history and tells runners (P queue/<id>). Runs on the caller's
+ * thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "client/client.h"
 #include "client/lock_keys.h"
-#include "client/task_records.h"
-#include "client/task_history.h"
+#include "etcd/kv.h"
 #include "records/record.h"
+#include "records/schedule.h"
 #include "records/spec.h"
-#include "records/turn.h"
 
-/* Outcomes kept per task: enough to see a pattern, small in etcd. */
+/* Outcomes kept in P history/<id>, newest first. */
 #define HISTORY_KEEP 10
 
-/* ---- history/<id> --------------------------------------------------------- */
+enum { R_TASK, R_DONE, R_CLAIM, R_CKPT, R_HISTORY, R_COUNT };
 
-static char *dup_or_null(const json_t *v)
+struct reads {
+	lr_txn_result r;
+	const lr_kv *kv[R_COUNT];
+	char key[R_COUNT][LR_KEY_SIZE];
+};
+
+static int read_all(lr_client *c, const char *id, struct reads *rd, lr_err *err)
 {
-	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+	static const char *const kinds[R_COUNT] = { LR_K_TASKS, LR_K_DONE, LR_K_CLAIMS,
+		                                    LR_K_CHECKPOINTS, LR_K_HISTORY };
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	for (int i = 0; i < R_COUNT; i++) {
+		lr_key(c, kinds[i], id, rd->key[i]);
+		lr_txn_get(t, LR_THEN, rd->key[i], i == R_CLAIM ? LR_RANGE_KEYS_ONLY : 0);
+	}
+	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &rd->r, err);
+	lr_txn_free(t);
+	for (int i = 0; rc == 0 && i < R_COUNT; i++)
+		rd->kv[i] = rd->r.ops[i].n == 1 ? &rd->r.ops[i].kvs[0] : NULL;
+	return rc;
 }
 
-int lr_history_decode(const char *value, size_t len, lr_task_status *s)
+/* The step to resume at: the one given (by index or name), else next. */
+static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, int64_t *out,
+                     lr_err *err)
 {
-	json_t *doc = NULL;
-	if (lr_json_load_object(value, len, &doc, NULL) != 0)
-		return LR_EINVAL;
-	json_t *list = json_object_get(doc, "outcomes");
-	size_t n = json_array_size(list);
-	s->history = n > 0 ? calloc(n, sizeof(*s->history)) : NULL;
-	for (size_t i = 0; s->history != NULL && i < n; i++) {
-		json_t *o = json_array_get(list, i);
-		lr_task_outcome *h = &s->history[s->n_history];
-		int st = lr_task_state_parse(json_string_value(json_object_get(o, "status")));
-		if (!json_is_object(o) || st < LR_TASK_SUCCEEDED)
-			continue; /* not ours: skipped, not guessed */
-		h->state = (lr_task_state)st;
-		h->error = dup_or_null(json_object_get(o, "error"));
-		h->runner = dup_or_null(json_object_get(o, "runner"));
-		h->finished_at = dup_or_null(json_object_get(o, "finished_at"));
-		h->step = json_integer_value(json_object_get(o, "step"));
-		h->attempts = json_integer_value(json_object_get(o, "attempts"));
-		s->n_history++;
+	int64_t steps = (int64_t)lr_spec_steps(spec);
+	*out = next < steps ? next : 0;
+	if (o == NULL || o->from_step == NULL)
+		return 0;
+	for (int64_t i = 0; i < steps; i++)
+		if (strcmp(lr_spec_step_name(spec, (size_t)i), o->from_step) == 0) {
+			*out = i;
+			return 0;
+		}
+	char *end = NULL;
+	long long n = strtoll(o->from_step, &end, 10);
+	if (end != o->from_step && *end == '\0' && n >= 0 && n < steps) {
+		*out = n;
+		return 0;
 	}
-	json_decref(doc);
-	return 0;
+	return lr_err_set(err, LR_EINVAL, "--from-step %s: no step of that name or index "
+	                  "(0 to %lld)", o->from_step, (long long)steps - 1);
 }
 
-void lr_history_clear(lr_task_status *s)
+/* The history with the outcome being retried in front, at most
+ * HISTORY_KEEP entries. New string. */
+static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *runner)
 {
-	for (size_t i = 0; i < s->n_history; i++) {
-		free(s->history[i].error);
-		free(s->history[i].runner);
-		free(s->history[i].finished_at);
+	json_t *h = old != NULL ? json_loadb(old->value, old->value_len, 0, NULL) : NULL;
+	if (!json_is_array(h)) {
+		json_decref(h);
+		h = json_array();
 	}
-	free(s->history);
-	s->history = NULL;
-	s->n_history = 0;
-}
-
-/* The history with the outcome of done (and where it stopped) appended,
- * the oldest dropped beyond HISTORY_KEEP. */
-static char *history_append(const lr_kv *old, const lr_done_rec *d, int64_t step,
-                            const char *runner)
-{
-	json_t *doc = NULL, *list = NULL;
-	if (old != NULL && lr_json_load_object(old->value, old->value_len, &doc, NULL) == 0)
-		list = json_incref(json_object_get(doc, "outcomes"));
-	json_decref(doc);
-	if (!json_is_array(list)) {
-		json_decref(list);
-		list = json_array();
-	}
-	json_t *o = json_pack("{s:s, s:s?, s:s?, s:s, s:I, s:I}", "status", d->status,
-	                      "error", d->error, "runner", runner[0] ? runner : NULL,
-	                      "finished_at", d->finished_at, "step", (json_int_t)step,
-	                      "attempts", (json_int_t)d->attempts);
-	json_array_append_new(list, o);
-	while (json_array_size(list) > HISTORY_KEEP)
-		json_array_remove(list, 0);
-	json_t *top = json_pack("{s:o}", "outcomes", list);
-	char *text = top != NULL ? json_dumps(top, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	json_decref(top);
+	json_t *e = json_pack("{s:s, s:I, s:s?, s:s?, s:s?}", "status", d->status, "attempts",
+	                      (json_int_t)d->attempts, "error", d->error, "runner", runner,
+	                      "finished_at", d->finished_at[0] ? d->finished_at : NULL);
+	json_array_insert_new(h, 0, e);
+	while (json_array_size(h) > HISTORY_KEEP)
+		json_array_remove(h, json_array_size(h) - 1);
+	char *text = json_dumps(h, JSON_COMPACT);
+	json_decref(h);
 	return text;
 }
 
-/* ---- the retry ------------------------------------------------------------ */
-
-struct seen {
-	lr_txn_result r;
-	lr_task_records rec;
-	const lr_kv *history;
-	json_t *spec;
-	lr_checkpoint_rec ckpt;
-	bool has_ckpt;
-	lr_done_rec done;
-};
-
-static void seen_clear(struct seen *s)
+int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step_out,
+             lr_err *err)
 {
-	lr_txn_result_free(&s->r);
-	json_decref(s->spec);
-	lr_checkpoint_rec_clear(&s->ckpt);
-	lr_done_rec_clear(&s->done);
-}
-
-static int read_task(lr_client *c, const char *id, struct seen *s, lr_err *err)
-{
-	char key[LR_KEY_SIZE];
-	lr_txn *t = lr_txn_new();
-	if (t == NULL)
-		return lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
-	lr_task_records_ops(c, t, LR_THEN, id);
-	lr_key(c, LR_K_HISTORY, id, key);
-	lr_txn_get(t, LR_THEN, key, 0);
-	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &s->r, err);
-	lr_txn_free(t);
+	if (!lr_id_valid(id))
+		return lr_err_set(err, LR_EINVAL, "retry: \"%.64s\" is not a task id", id);
+	struct reads rd;
+	memset(&rd, 0, sizeof(rd));
+	int rc = read_all(c, id, &rd, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "retry %s", id);
-	rc = lr_task_records_at(&s->r, 0, &s->rec, err);
-	if (rc != 0)
-		return rc;
-	const lr_op_result *h = &s->r.ops[LR_TASK_RECORD_OPS];
-	s->history = h->n > 0 ? &h->kvs[0] : NULL;
-	return 0;
-}
-
-/* Whether the task may be retried, and its records decoded. */
-static int check_state(const char *id, struct seen *s, lr_err *err)
-{
-	const lr_task_records *rec = &s->rec;
-	if (rec->task == NULL)
-		return lr_err_set(err, LR_ENOTFOUND, "retry %s: no such task", id);
-	if (rec->done == NULL)
-		return lr_err_set(err, LR_ESTATE,
-		                  "retry %s: the task is %s, not failed or cancelled", id,
-		                  rec->claim != NULL ? "running" : "pending");
-	lr_err why = { 0 };
-	if (lr_done_decode(rec->done->value, rec->done->value_len, &s->done, &why) != 0)
-		snprintf(s->done.status, sizeof(s->done.status), "failed");
-	if (strcmp(s->done.status, "succeeded") == 0)
-		return lr_err_set(err, LR_ESTATE,
-		                  "retry %s: the task succeeded; only a failed or cancelled "
-		                  "task can be retried", id);
-	if (lr_spec_from_record(rec->task->value, rec->task->value_len, id, &s->spec,
-	                        &why) != 0)
-		return lr_err_set(err, LR_EINVAL, "retry %s: invalid spec: %s", id, why.msg);
-	if (rec->checkpoint != NULL) {
-		if (lr_checkpoint_decode(rec->checkpoint->value, rec->checkpoint->value_len,
-		                         &s->ckpt, &why) != 0)
-			return lr_err_set(err, LR_EINVAL, "retry %s: unreadable checkpoint: %s",
-			                  id, why.msg);
-		s->has_ckpt = true;
+	json_t *spec = NULL;
+	lr_done_rec d = { .status = "" };
+	lr_checkpoint_rec ck = { 0 };
+	char *vals[4] = { NULL, NULL, NULL, NULL };
+	lr_txn *t = NULL;
+	if (rd.kv[R_TASK] == NULL) {
+		rc = lr_err_set(err, LR_ENOTFOUND, "retry %s: no such task", id);
+		goto out;
 	}
-	return 0;
-}
-
-/* The step to start at: the one it stopped at, or the one asked for,
- * which may not lie beyond it (the steps between never ran). */
-static int start_step(const char *id, const struct seen *s, const lr_retry_opts *o,
-                      int64_t *step, lr_err *err)
-{
-	int64_t steps = (int64_t)lr_spec_steps(s->spec);
-	int64_t stopped = s->has_ckpt ? s->ckpt.next_step : 0;
-	if (stopped >= steps)
-		stopped = steps - 1;
-	*step = stopped;
-	if (o->from_name != NULL) {
-		int64_t i = 0;
-		while (i < steps && strcmp(lr_spec_step_name(s->spec, (size_t)i), o->from_name) != 0)
-			i++;
-		if (i == steps)
-			return lr_err_set(err, LR_EINVAL, "retry %s: --from-step: no step named \"%s\"",
-			                  id, o->from_name);
-		*step = i;
-	} else if (o->from_step_set) {
-		*step = o->from_step;
+	if (rd.kv[R_DONE] == NULL) {
+		rc = lr_err_set(err, LR_EINVAL, "retry %s: the task is %s: only a failed or "
+		                "cancelled task can be retried", id,
+		                rd.kv[R_CLAIM] != NULL ? "running" : "pending");
+		goto out;
 	}
-	if (*step < 0 || *step >= steps)
-		return lr_err_set(err, LR_EINVAL,
-		                  "retry %s: --from-step %lld: the task has steps 0 to %lld", id,
-		                  (long long)*step, (long long)steps - 1);
-	if (*step > stopped)
-		return lr_err_set(err, LR_EINVAL,
-		                  "retry %s: --from-step %lld: the task stopped at step %lld; "
-		                  "later steps never ran", id, (long long)*step,
-		                  (long long)stopped);
-	return 0;
-}
-
-static void cmp_rev(lr_txn *t, const lr_client *c, const char *kind, const char *id,
-                    int target, const lr_kv *seen, int64_t rev)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, kind, id, key);
-	lr_txn_cmp(t, key, 0, target, LR_CMP_EQ, seen != NULL ? rev : 0);
-}
-
-static void put_key(lr_txn *t, const lr_client *c, const char *kind, const char *id,
-                    const char *value)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, kind, id, key);
-	lr_txn_put(t, LR_THEN, key, value, strlen(value), 0);
-}
-
-/* vals[0..3]: checkpoint, history, turn, wants (owned by the caller). */
-static lr_txn *retry_txn(const lr_client *c, const char *id, const struct seen *s,
-                         int64_t step, bool reset, char *vals[4])
-{
-	const lr_task_records *rec = &s->rec;
-	lr_checkpoint_rec cp = { .next_step = step, .attempt = 0 };
-	cp.state = reset || !s->has_ckpt ? lr_spec_state(s->spec) : s->ckpt.state;
-	if (s->has_ckpt) {
-		snprintf(cp.runner, sizeof(cp.runner), "%s", s->ckpt.runner);
-		cp.fence = s->ckpt.fence;
+	if ((rc = lr_done_decode(rd.kv[R_DONE]->value, rd.kv[R_DONE]->value_len, &d, err)) != 0 ||
+	    (rc = lr_spec_from_record(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len, id, &spec,
+	                              err)) != 0) {
+		lr_err_wrap(err, rc, "retry %s", id);
+		goto out;
 	}
-	lr_rfc3339_now(cp.updated_at);
-	lr_turn turn;
-	if (lr_turn_of_spec(s->spec, &turn, NULL) != 0)
-		memset(&turn, 0, sizeof(turn));
-	vals[0] = lr_checkpoint_encode(&cp);
-	vals[1] = history_append(s->history, &s->done, s->has_ckpt ? s->ckpt.next_step : 0,
-	                         cp.runner);
-	vals[2] = lr_turn_encode(&turn);
-	vals[3] = lr_wants_of_spec(rec->task->value, rec->task->value_len);
-	lr_turn_clear(&turn);
-	lr_txn *t = lr_txn_new();
-	if (t == NULL || vals[0] == NULL || vals[1] == NULL || vals[2] == NULL) {
-		lr_txn_free(t);
-		return NULL;
+	if (strcmp(d.status, "succeeded") == 0) {
+		rc = lr_err_set(err, LR_EINVAL, "retry %s: the task succeeded: only a failed or "
+		                "cancelled task can be retried", id);
+		goto out;
 	}
-	cmp_rev(t, c, LR_K_DONE, id, LR_CMP_MOD, rec->done, rec->done->mod_rev);
-	cmp_rev(t, c, LR_K_CLAIMS, id, LR_CMP_VERSION, NULL, 0);
-	cmp_rev(t, c, LR_K_CHECKPOINTS, id, LR_CMP_MOD, rec->checkpoint,
-	        rec->checkpoint != NULL ? rec->checkpoint->mod_rev : 0);
-	cmp_rev(t, c, LR_K_TASKS, id, LR_CMP_CREATE, rec->task, rec->task->create_rev);
-	cmp_rev(t, c, LR_K_HISTORY, id, LR_CMP_MOD, s->history,
-	        s->history != NULL ? s->history->mod_rev : 0);
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_DONE, id, key);
-	lr_txn_delete(t, LR_THEN, key, 0);
+	int64_t next = 0;
+	if (rd.kv[R_CKPT] != NULL &&
+	    lr_checkpoint_decode(rd.kv[R_CKPT]->value, rd.kv[R_CKPT]->value_len, &ck, NULL) == 0)
+		next = ck.next_step;
+	int64_t step;
+	if ((rc = from_step(spec, o, next, &step, err)) != 0) {
+		lr_err_wrap(err, rc, "retry %s", id);
+		goto out;
+	}
+	/* Resumed with the state as the task ended with it (the last
+	 * checkpoint), or the spec's; attempts counted afresh. */
+	bool reset = o != NULL && o->reset_state;
+	lr_checkpoint_rec fresh = { .next_step = step, .attempt = 0,
+		                    .state = reset || d.state == NULL ? lr_spec_state(spec) : d.state };
+	lr_rfc3339_now(fresh.updated_at);
+	/* Who wrote it last, as the record wants one: the last holder. */
+	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner[0] ? ck.runner : "retry");
+	vals[0] = lr_checkpoint_encode(&fresh);
+	vals[1] = history_with(rd.kv[R_HISTORY], &d, ck.runner[0] ? ck.runner : NULL);
+	json_t *extra = json_pack("{s:I}", "task_rev", (json_int_t)rd.kv[R_TASK]->create_rev);
+	vals[2] = lr_sched_record(spec, extra);
+	json_decref(extra);
+	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len);
+	t = lr_txn_new();
+	if (vals[0] == NULL || vals[1] == NULL || vals[2] == NULL || t == NULL) {
+		rc = lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
+		goto out;
+	}
+	/* The task as read: done as read, no claim, the same incarnation, and
+	 * no other retry (history) in between. */
+	lr_txn_cmp(t, rd.key[R_DONE], 0, LR_CMP_MOD, LR_CMP_EQ, rd.kv[R_DONE]->mod_rev);
+	lr_txn_cmp(t, rd.key[R_CLAIM], 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, rd.key[R_TASK], 0, LR_CMP_CREATE, LR_CMP_EQ, rd.kv[R_TASK]->create_rev);
+	lr_txn_cmp(t, rd.key[R_HISTORY], 0, LR_CMP_MOD, LR_CMP_EQ,
+	           rd.kv[R_HISTORY] != NULL ? rd.kv[R_HISTORY]->mod_rev : 0);
+	lr_txn_delete(t, LR_THEN, rd.key[R_DONE], 0);
+	lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
+	lr_txn_put(t, LR_THEN, rd.key[R_HISTORY], vals[1], strlen(vals[1]), 0);
+	char key[LR_LOCK_KEY_SIZE];
+	lr_key(c, LR_K_QUEUE, id, key);
+	lr_txn_put(t, LR_THEN, key, vals[2], strlen(vals[2]), 0);
 	lr_key(c, LR_K_CANCEL, id, key);
 	lr_txn_delete(t, LR_THEN, key, 0);
-	if (s->has_ckpt) /* else none is needed: step 0, the spec's state */
-		put_key(t, c, LR_K_CHECKPOINTS, id, vals[0]);
-	put_key(t, c, LR_K_HISTORY, id, vals[1]);
-	put_key(t, c, LR_K_TURN, id, vals[2]);
 	if (vals[3] != NULL) {
-		char holder[LR_HOLDER_SIZE], wkey[LR_LOCK_KEY_SIZE];
+		char holder[LR_HOLDER_SIZE];
 		lr_holder_of_task(id, holder);
-		lr_wants_key(c, holder, wkey);
-		lr_txn_put(t, LR_THEN, wkey, vals[3], strlen(vals[3]), 0);
+		lr_wants_key(c, holder, key);
+		lr_txn_put(t, LR_THEN, key, vals[3], strlen(vals[3]), 0);
 	}
-	return t;
-}
-
-int lr_retry(lr_client *c, const char *id, const lr_retry_opts *opts, lr_err *err)
-{
-	static const lr_retry_opts none;
-	const lr_retry_opts *o = opts != NULL ? opts : &none;
-	struct seen s = { 0 };
-	char *vals[4] = { NULL };
-	lr_txn *t = NULL;
-	lr_txn_result res = { 0 };
-	int64_t step = 0;
-	int rc = lr_check_task_id("retry", id, err);
-	if (rc == 0)
-		rc = read_task(c, id, &s, err);
-	if (rc == 0)
-		rc = check_state(id, &s, err);
-	if (rc == 0)
-		rc = start_step(id, &s, o, &step, err);
-	if (rc == 0 && (t = retry_txn(c, id, &s, step, o->reset_state != 0, vals)) == NULL)
-		rc = lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
-	if (rc == 0)
-		rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &res, err);
-	if (rc != 0 && t != NULL)
+	lr_txn_result r;
+	rc = lr_etcd_txn(lr_client_etcd(c), t, 0, &r, err);
+	if (rc != 0) {
 		lr_err_wrap(err, rc, "retry %s", id);
-	/* A lost reply that applied reads back as a pending task: the caller
-	 * sees a conflict and `status` shows the retry happened. */
-	if (rc == 0 && !res.succeeded)
-		rc = lr_err_set(err, LR_ECONFLICT,
-		                "retry %s: the task changed meanwhile (purged, retried or "
-		                "claimed); nothing was changed", id);
-	lr_txn_result_free(&res);
-	lr_txn_free(t);
+		goto out;
+	}
+	if (!r.succeeded)
+		rc = lr_err_set(err, LR_ECONFLICT, "retry %s: the task changed meanwhile (retried, "
+		                "purged or submitted again): nothing was done", id);
+	else if (step_out != NULL)
+		*step_out = step;
+	lr_txn_result_free(&r);
+out:
 	for (int i = 0; i < 4; i++)
 		free(vals[i]);
-	seen_clear(&s);
+	lr_txn_free(t);
+	lr_checkpoint_rec_clear(&ck);
+	lr_done_rec_clear(&d);
+	json_decref(spec);
+	lr_txn_result_free(&rd.r);
 	return rc;
 }

@@ -1,7 +1,6 @@
 /* status.c - what a task looks like from outside: its state derived from the
  * records in etcd (done > claim > pending), one task or the whole list, and
  * the live runners. Runs on the caller's thread; no state of its own. */
-#include "client/task_history.h"
 #include "client/task_records.h"
 #include "client/walk.h"
 
@@ -106,7 +105,7 @@ void lr_task_status_clear(lr_task_status *s)
 	free(s->error);
 	free(s->updated_at);
 	free(s->waiting);
-	lr_history_clear(s);
+	free(s->history);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -301,18 +300,6 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 	return 0;
 }
 
-/* The earlier outcomes of a retried task; a failed read only leaves them
- * out (the status itself was read). */
-static void read_history(lr_client *c, const char *id, lr_task_status *out)
-{
-	char key[LR_KEY_SIZE];
-	lr_range_result h = { 0 };
-	lr_key(c, LR_K_HISTORY, id, key);
-	if (lr_kv_get(lr_client_etcd(c), key, &h, NULL) == 0 && h.n > 0)
-		lr_history_decode(h.kvs[0].value, h.kvs[0].value_len, out);
-	lr_range_result_free(&h);
-}
-
 int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 {
 	lr_txn_result r;
@@ -331,8 +318,17 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 	else
 		rc = lr_task_status_from(id, &rec, out, err);
 	lr_txn_result_free(&r);
-	if (rc == 0)
-		read_history(c, id, out);
+	/* Earlier outcomes of a retried task. */
+	char key[LR_KEY_SIZE];
+	lr_range_result h;
+	lr_key(c, LR_K_HISTORY, id, key);
+	if (rc == 0 && (rc = lr_kv_get(lr_client_etcd(c), key, &h, err)) == 0) {
+		if (h.n == 1)
+			out->history = lr_kv_value_dup(&h.kvs[0]);
+		lr_range_result_free(&h);
+	}
+	if (rc != 0)
+		lr_task_status_clear(out);
 	return rc;
 }
 

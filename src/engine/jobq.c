@@ -10,7 +10,6 @@ void lr_job_clear(struct lr_job *job)
 {
 	free(job->spec);
 	free(job->prefetch);
-	free(job->after);
 	memset(job, 0, sizeof(*job));
 }
 
@@ -54,6 +53,17 @@ bool lr_jobq_push(lr_jobq *q, struct lr_job *job)
 	}
 	pthread_mutex_unlock(&q->mu);
 	return ok;
+}
+
+bool lr_jobq_lowest_priority(lr_jobq *q, int *lowest)
+{
+	pthread_mutex_lock(&q->mu);
+	bool any = q->n_ready > 0;
+	for (size_t i = 0; i < q->n_ready; i++)
+		if (i == 0 || q->ready[i].priority < *lowest)
+			*lowest = q->ready[i].priority;
+	pthread_mutex_unlock(&q->mu);
+	return any;
 }
 
 size_t lr_jobq_waiting(lr_jobq *q)

@@ -2,11 +2,13 @@
  * by create revision with lazy deletion. Loop thread only. */
 #include "engine/taskset.h"
 
+#include "records/schedule.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t lr_taskset_hash(const char *id)
+static uint64_t hash_id(const char *id)
 {
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 	for (const unsigned char *p = (const unsigned char *)id; *p; p++) {
@@ -56,7 +58,7 @@ void lr_taskset_free(lr_taskset *s)
 
 lr_entry *lr_taskset_find(lr_taskset *s, const char *id)
 {
-	for (lr_entry *e = s->buckets[lr_taskset_hash(id) % s->nbuckets]; e != NULL; e = e->next)
+	for (lr_entry *e = s->buckets[hash_id(id) % s->nbuckets]; e != NULL; e = e->next)
 		if (strcmp(e->id, id) == 0)
 			return e;
 	return NULL;
@@ -72,7 +74,7 @@ static void grow_table(lr_taskset *s)
 		lr_entry *e = s->buckets[i];
 		while (e != NULL) {
 			lr_entry *n = e->next;
-			size_t h = lr_taskset_hash(e->id) % nb;
+			size_t h = hash_id(e->id) % nb;
 			e->next = b[h];
 			b[h] = e;
 			e = n;
@@ -155,6 +157,12 @@ static void count_state(lr_taskset *s, enum lr_entry_state st, int delta)
 lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
                          enum lr_entry_state st)
 {
+	return lr_taskset_add_sched(s, id, create_rev, st, NULL);
+}
+
+lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev,
+                               enum lr_entry_state st, lr_sched *sc)
+{
 	lr_entry *e = lr_taskset_find(s, id);
 	if (e != NULL)
 		return e;
@@ -165,8 +173,17 @@ lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
 		return NULL;
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	e->create_rev = create_rev;
+	if (sc != NULL) {
+		/* Known before it enters the dispatch order, which it sets. */
+		e->priority = sc->priority;
+		e->not_before_ms = sc->not_before_ms;
+		e->after = sc->after;
+		e->n_after = (uint8_t)sc->n_after;
+		sc->after = NULL;
+		sc->n_after = 0;
+	}
 	e->state = st;
-	size_t h = lr_taskset_hash(id) % s->nbuckets;
+	size_t h = hash_id(id) % s->nbuckets;
 	e->next = s->buckets[h];
 	s->buckets[h] = e;
 	s->count++;
@@ -227,34 +244,9 @@ void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev)
 		e->create_rev = create_rev;
 }
 
-/* Restore the heap order of every slot, after a key changed in place. */
-static void heap_rebuild(lr_taskset *s)
-{
-	size_t n = s->heap_len;
-	lr_entry **old = malloc(n * sizeof(*old));
-	if (old == NULL)
-		return; /* order slightly off until the entries leave the heap */
-	memcpy(old, s->heap, n * sizeof(*old));
-	s->heap_len = 0;
-	for (size_t i = 0; i < n; i++) {
-		old[i]->heap_refs--;
-		heap_push(s, old[i]);
-	}
-	free(old);
-}
-
-void lr_taskset_set_priority(lr_taskset *s, lr_entry *e, int priority)
-{
-	if (e->priority == priority)
-		return;
-	e->priority = priority;
-	if (e->heap_refs > 0)
-		heap_rebuild(s);
-}
-
 void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 {
-	lr_entry **pp = &s->buckets[lr_taskset_hash(e->id) % s->nbuckets];
+	lr_entry **pp = &s->buckets[hash_id(e->id) % s->nbuckets];
 	while (*pp != NULL && *pp != e)
 		pp = &(*pp)->next;
 	if (*pp == NULL)
@@ -313,13 +305,11 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 	size_t n = pop_pending(s, spread, cand);
 	if (n == 0)
 		return NULL;
-	size_t same = 1; /* popped in order: a lower priority never goes first */
+	/* Spread over the oldest of the highest priority only. */
+	size_t same = 1;
 	while (same < n && cand[same]->priority == cand[0]->priority)
 		same++;
-	for (size_t i = same; i < n; i++)
-		heap_push(s, cand[i]);
-	n = same;
-	size_t pick = (size_t)lr_rng_below(rng, n);
+	size_t pick = (size_t)lr_rng_below(rng, same);
 	for (size_t i = 0; i < n; i++)
 		if (i != pick)
 			heap_push(s, cand[i]);

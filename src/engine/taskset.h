@@ -17,8 +17,6 @@ enum lr_entry_state {
 	LR_ENTRY_LOCAL,    /* handed to one of this runner's workers */
 	LR_ENTRY_BLOCKED,  /* its locks or slots are taken: waits for a change
 	                      (counted with the claimed ones) */
-	LR_ENTRY_HELD,     /* waits for its not_before or for a task it comes
-	                      after (turns.c; counted with the claimed ones) */
 };
 
 typedef struct lr_entry {
@@ -36,20 +34,13 @@ typedef struct lr_entry {
 	bool prefetched;      /* its spec was asked for in a prefetch once */
 	size_t spec_len;
 	int heap_refs;        /* times it sits in the heap (lazy deletion) */
-	/* Its turn (turn/<id>), for a task that has one: */
-	bool has_turn;
-	bool timer_set;       /* its not_before is in the runner's timers */
-	bool waits_dep;       /* it is listed among a dependency's dependents */
-	int priority;         /* higher first (heap order) */
-	int64_t not_before;   /* wall clock ms; 0 none */
-	char (*after)[LR_ID_SIZE]; /* tasks that must succeed first (owned) */
-	size_t n_after;
-	bool rerun;           /* retried while a worker of ours still reported
-	                         on its last run: pending again, not gone */
-	int64_t since_rev;    /* revision it was last made pending by a retry
-	                         or its submit: older claims/ and done/ events
-	                         are of an earlier run */
 	bool removed;
+	/* When it may start (records/schedule.h), known when it is added. */
+	int priority;         /* higher first */
+	int64_t not_before_ms; /* unix ms; 0: none */
+	uint8_t n_after;
+	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
+	bool sched_waiting;   /* registered with the schedule gate */
 	struct lr_entry *next; /* hash chain */
 } lr_entry;
 
@@ -70,10 +61,6 @@ typedef struct lr_taskset {
 #define LR_SPEC_CACHE_ONE (64 * 1024)
 #define LR_SPEC_CACHE_TOTAL (8 * 1024 * 1024)
 
-/* The hash of a task id the set's table uses (FNV-1a), for other tables
- * of the loop's keyed by task id. */
-uint64_t lr_taskset_hash(const char *id);
-
 int lr_taskset_init(lr_taskset *s);
 void lr_taskset_free(lr_taskset *s);
 
@@ -82,6 +69,11 @@ lr_entry *lr_taskset_find(lr_taskset *s, const char *id);
  * out of memory. */
 lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
                          enum lr_entry_state st);
+/* The same, with when it may start: its priority sets its place in the
+ * dispatch order; sc->after moves to the entry. sc may be NULL. */
+struct lr_sched;
+lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev,
+                               enum lr_entry_state st, struct lr_sched *sc);
 void lr_taskset_set_state(lr_taskset *s, lr_entry *e, enum lr_entry_state st);
 /* Keep (a copy of) the spec text if the cache has room. */
 void lr_taskset_cache_spec(lr_taskset *s, lr_entry *e, const char *v, size_t len);
@@ -92,16 +84,14 @@ void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len);
 /* The entry's create revision became known (a claim's event came first):
  * set it unless the entry already sits in the dispatch order. */
 void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev);
-/* Give e another priority, keeping the dispatch order right. */
-void lr_taskset_set_priority(lr_taskset *s, lr_entry *e, int priority);
 void lr_taskset_remove(lr_taskset *s, lr_entry *e);
 /* Remove every entry not in LR_ENTRY_LOCAL (before a re-read). */
 void lr_taskset_clear_remote(lr_taskset *s);
 
 /* Pick a pending task among the `spread` first in dispatch order (highest
  * priority, then oldest) that share the first one's priority, at random,
- * so that idle runners do not all race for the same one. NULL when none
- * is pending. */
+ * so that idle runners do not all race for the same one. NULL when none is
+ * pending. */
 lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
 
 /* The up to max oldest pending tasks, oldest first, into out[]; they stay

@@ -12,12 +12,22 @@
 #include "base/error.h"
 #include "client/walk.h"
 #include "engine/runner_int.h"
+#include "records/schedule.h"
 
 #define LR_PAGE 1000
 
 static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-                                                     LR_K_CANCEL, LR_K_TURN, LR_K_LOCKS,
+                                                     LR_K_CANCEL, LR_K_QUEUE, LR_K_LOCKS,
                                                      LR_K_SLOTS, LR_K_WANTS };
+
+/* e leaves the set: whoever waits for it is looked at again. */
+static void remove_entry(lr_runner *r, lr_entry *e)
+{
+	char id[LR_ID_SIZE];
+	snprintf(id, sizeof(id), "%s", e->id);
+	lr_taskset_remove(&r->set, e);
+	lr_sched_settled(r, id);
+}
 
 /* ---- claims ------------------------------------------------------------------ */
 
@@ -33,7 +43,7 @@ static void place(lr_runner *r, lr_entry *e)
 	bool ours = e->claim_present && e->claim_lease != 0 &&
 	            e->claim_lease == atomic_load(&r->lease);
 	bool claimed = e->claim_present && !ours;
-	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : lr_turns_state(r, e));
+	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
 }
 
 /* ---- reading the keys ---------------------------------------------------- */
@@ -41,6 +51,7 @@ static void place(lr_runner *r, lr_entry *e)
 struct load {
 	lr_runner *r;
 	size_t skipped; /* keys whose id part is not a task id */
+	json_t *queue;  /* queue/ records by id, read first */
 };
 
 /* The entry of a key read at load, NULL for a key that is no task's. */
@@ -55,9 +66,30 @@ static lr_entry *loaded_entry(struct load *l, const char *id, bool add, int64_t 
 	return lr_taskset_find(&l->r->set, id);
 }
 
+static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	json_t *rec = json_loadb(kv->value, kv->value_len, 0, NULL);
+	if (json_is_object(rec) && id != NULL && lr_id_valid(id))
+		json_object_set_new(l->queue, id, rec);
+	else
+		json_decref(rec);
+	return 0;
+}
+
 static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
-	loaded_entry(user, id, true, kv->create_rev);
+	struct load *l = user;
+	const json_t *rec = id != NULL ? json_object_get(l->queue, id) : NULL;
+	if (rec == NULL) {
+		loaded_entry(l, id, true, kv->create_rev);
+		return 0;
+	}
+	/* When it may start, known before it enters the dispatch order. */
+	lr_sched sc;
+	if (lr_sched_from_json(rec, &sc) == 0 && lr_id_valid(id))
+		lr_taskset_add_sched(&l->r->set, id, kv->create_rev, LR_ENTRY_PENDING, &sc);
+	lr_sched_clear(&sc);
 	return 0;
 }
 
@@ -80,7 +112,7 @@ static int page_done(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	struct load *l = user;
 	lr_entry *e = loaded_entry(l, id, false, 0);
 	if (e != NULL && e->state != LR_ENTRY_LOCAL)
-		lr_taskset_remove(&l->r->set, e);
+		remove_entry(l->r, e);
 	else if (e != NULL)
 		e->done_seen = true;
 	return 0;
@@ -95,20 +127,6 @@ static int page_cancel(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	lr_entry *e = loaded_entry(l, id, false, 0);
 	if (e != NULL && e->state == LR_ENTRY_LOCAL)
 		lr_workers_signal(l->r, id, LR_STOP_CANCEL);
-	return 0;
-}
-
-/* A task's turn read at load: only unfinished tasks need it. */
-static int page_turn(void *user, const lr_kv *kv, const char *id, lr_err *err)
-{
-	struct load *l = user;
-	lr_entry *e = loaded_entry(l, id, false, 0);
-	if (e != NULL) {
-		lr_turns_apply(l->r, e, kv->value, kv->value_len);
-		e->since_rev = kv->mod_rev;
-		if (e->state == LR_ENTRY_PENDING)
-			place(l->r, e);
-	}
 	return 0;
 }
 
@@ -130,23 +148,25 @@ int lr_view_load(lr_runner *r, lr_err *err)
 {
 	lr_view_stop(r);
 	lr_taskset_clear_remote(&r->set);
-	lr_turns_reset(r);
+	lr_sched_reset(r);
 	int64_t rev = 0;
+	/* queue/ first, with values: when tasks may start, by id. */
 	static const struct { const char *kind; lr_walk_fn fn; int flags; } reads[] = {
+		{ LR_K_QUEUE, page_queue, 0 },
 		{ LR_K_TASKS, page_task, LR_RANGE_KEYS_ONLY },
 		{ LR_K_CLAIMS, page_claim, LR_RANGE_KEYS_ONLY },
 		{ LR_K_DONE, page_done, LR_RANGE_KEYS_ONLY },
 		{ LR_K_CANCEL, page_cancel, LR_RANGE_KEYS_ONLY },
-		{ LR_K_TURN, page_turn, 0 }, /* small values */
 	};
-	struct load l = { .r = r };
-	int rc = 0;
+	struct load l = { .r = r, .queue = json_object() };
+	int rc = l.queue != NULL ? 0 : lr_err_set(err, LR_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < sizeof(reads) / sizeof(reads[0]); i++) {
 		lr_walk_opts o = { .kind = reads[i].kind, .flags = reads[i].flags,
 		                   .page = LR_PAGE, .revision = &rev,
 		                   .stop = &r->stop_requested };
 		rc = lr_walk(r->client, &o, reads[i].fn, &l, err);
 	}
+	json_decref(l.queue);
 	if (rc == 0)
 		rc = lr_gate_load(r, &rev, err);
 	if (l.skipped > 0)
@@ -160,6 +180,7 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_WANTS },
 		{ LR_DIR_CLAIMS, LR_K_CLAIMS, LR_K_DONE },
 		{ LR_DIR_CANCEL, LR_K_CANCEL, LR_K_CANCEL },
+		{ LR_DIR_QUEUE, LR_K_QUEUE, LR_K_QUEUE },
 		{ LR_DIR_LOCKS, LR_K_LOCKS, LR_K_LOCKS },
 		{ LR_DIR_SLOTS, LR_K_SLOTS, LR_K_SLOTS },
 	};
@@ -195,12 +216,8 @@ static const char *event_id(const lr_runner *r, enum lr_dir watched, const char 
 		*dir = LR_DIR_DONE;
 		id = lr_key_id(r->client, LR_K_DONE, key);
 	} else if (id == NULL && watched == LR_DIR_TASKS) {
-		*dir = LR_DIR_TURN;
-		id = lr_key_id(r->client, LR_K_TURN, key);
-		if (id == NULL) {
-			*dir = LR_DIR_WANTS;
-			id = lr_key_id(r->client, LR_K_WANTS, key);
-		}
+		*dir = LR_DIR_WANTS;
+		id = lr_key_id(r->client, LR_K_WANTS, key);
 	}
 	if (*dir >= LR_DIR_LOCKS)
 		return id;
@@ -220,14 +237,13 @@ static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
 	switch (dir) {
 	case LR_DIR_TASKS:
 	case LR_DIR_CANCEL:
+	case LR_DIR_QUEUE:
 		return deleted;
 	case LR_DIR_LOCKS:
 	case LR_DIR_SLOTS:
 		return !deleted; /* taken: nothing to start; let go: waiters may */
 	case LR_DIR_WANTS:
 		return false;
-	case LR_DIR_TURN:
-		return deleted;
 	case LR_DIR_DONE:
 		return true;
 	case LR_DIR_CLAIMS:
@@ -283,14 +299,14 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 	m->u.watch.mod_rev = we->kv.mod_rev;
 	m->u.watch.version = we->kv.version;
 	m->u.watch.lease = we->kv.lease;
-	if (dir == LR_DIR_TURN && !m->u.watch.deleted) {
-		m->u.watch.value = lr_kv_value_dup(&we->kv);
-		m->u.watch.len = we->kv.value_len;
-	}
 	if (dir == LR_DIR_TASKS && !m->u.watch.deleted) {
 		m->u.watch.len = we->kv.value_len;
 		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
 			m->u.watch.value = lr_kv_value_dup(&we->kv);
+	}
+	if (dir == LR_DIR_QUEUE && !m->u.watch.deleted) {
+		m->u.watch.len = we->kv.value_len;
+		m->u.watch.value = lr_kv_value_dup(&we->kv);
 	}
 	return m;
 }
@@ -333,20 +349,24 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 {
 	if (m->u.watch.deleted) {
 		if (e != NULL && e->state != LR_ENTRY_LOCAL)
-			lr_taskset_remove(&r->set, e);
-		lr_turns_ended(r, m->u.watch.id);
+			remove_entry(r, e);
 		return;
 	}
 	if (e != NULL && e->create_rev < m->u.watch.create_rev &&
 	    e->state != LR_ENTRY_LOCAL) {
 		/* The task was purged and submitted again, and the events of
 		 * the old one's end are late (another watcher): a new task. */
-		lr_taskset_remove(&r->set, e);
+		remove_entry(r, e);
 		e = NULL;
 	}
 	if (e == NULL) {
-		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
-		                   LR_ENTRY_PENDING);
+		/* When it may start, from the spec the event carries. */
+		lr_sched sc;
+		lr_sched_from_text(m->u.watch.value, m->u.watch.value != NULL ? m->u.watch.len : 0,
+		                   &sc);
+		e = lr_taskset_add_sched(&r->set, m->u.watch.id, m->u.watch.create_rev,
+		                         LR_ENTRY_PENDING, &sc);
+		lr_sched_clear(&sc);
 		if (e == NULL)
 			return;
 		e->fresh = m->u.watch.version == 1;
@@ -359,10 +379,6 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		e->fresh = m->u.watch.version == 1;
 	} else {
 		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
-		/* Its turn came first, in the same txn: new, never claimed. */
-		if (m->u.watch.version == 1 && e->claim_ev_rev == 0 &&
-		    e->since_rev == m->u.watch.create_rev)
-			e->fresh = true;
 	}
 	note_spec_size(r, m->u.watch.len);
 	if (m->u.watch.value != NULL)
@@ -391,31 +407,22 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		place(r, e);
 }
 
-/* A turn/ put: a task submitted with a turn (the tasks/ put follows in the
- * same batch), or a finished task made pending again by a retry. */
-static void apply_turn(lr_runner *r, lr_entry *e, const struct lr_msg *m)
+/* A queue record put by `leaserun retry` ({"task_rev", ...}): the task,
+ * done and out of the set, is pending again. Records put at submit come
+ * with the task, whose spec the tasks/ event already carried. */
+static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 {
-	if (m->u.watch.deleted)
-		return; /* the task's own delete follows */
-	if (e == NULL) {
-		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
-		                   LR_ENTRY_HELD);
-		if (e == NULL)
-			return;
+	if (m->u.watch.deleted || e != NULL || m->u.watch.value == NULL)
+		return;
+	json_t *rec = json_loadb(m->u.watch.value, m->u.watch.len, 0, NULL);
+	json_int_t task_rev = json_integer_value(json_object_get(rec, "task_rev"));
+	lr_sched sc;
+	if (task_rev > 0 && lr_sched_from_json(rec, &sc) == 0) {
+		e = lr_taskset_add_sched(&r->set, m->u.watch.id, (int64_t)task_rev,
+		                         LR_ENTRY_PENDING, &sc);
+		lr_sched_clear(&sc);
 	}
-	e->since_rev = m->u.watch.mod_rev;
-	e->done_seen = false;
-	e->rerun = e->state == LR_ENTRY_LOCAL;
-	if (e->claim_ev_rev < m->u.watch.mod_rev) {
-		/* A retry compares that no claim exists at its revision: a
-		 * claim seen before it is gone, and its late delete, older
-		 * than since_rev, will be ignored. */
-		e->claim_present = false;
-		e->claim_lease = 0;
-	}
-	lr_turns_apply(r, e, m->u.watch.value, m->u.watch.len);
-	if (e->state != LR_ENTRY_LOCAL && e->state != LR_ENTRY_BLOCKED)
-		place(r, e);
+	json_decref(rec);
 }
 
 static void apply_watch(lr_runner *r, const struct lr_msg *m)
@@ -432,8 +439,7 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 	/* About an older task of the same id (purged since): each directory
 	 * has its own watcher, so such events may come after the new task's
 	 * creation. */
-	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS &&
-	    (m->u.watch.mod_rev < e->create_rev || m->u.watch.mod_rev < e->since_rev))
+	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->create_rev)
 		return;
 	switch (m->u.watch.dir) {
 	case LR_DIR_TASKS:
@@ -443,21 +449,20 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 		apply_claim(r, e, m);
 		return;
 	case LR_DIR_DONE:
-		if (m->u.watch.deleted)
+		if (m->u.watch.deleted || e == NULL)
 			return;
-		if (e != NULL) {
-			e->done_seen = true;
-			if (e->state != LR_ENTRY_LOCAL)
-				lr_taskset_remove(&r->set, e);
-		}
-		lr_turns_ended(r, m->u.watch.id);
-		return;
-	case LR_DIR_TURN:
-		apply_turn(r, e, m);
+		e->done_seen = true;
+		if (e->state != LR_ENTRY_LOCAL)
+			remove_entry(r, e);
+		else
+			lr_sched_settled(r, m->u.watch.id);
 		return;
 	case LR_DIR_CANCEL:
 		if (!m->u.watch.deleted && e != NULL && e->state == LR_ENTRY_LOCAL)
 			lr_workers_signal(r, m->u.watch.id, LR_STOP_CANCEL);
+		return;
+	case LR_DIR_QUEUE:
+		apply_queue(r, e, m);
 		return;
 	case LR_DIR_LOCKS:
 	case LR_DIR_SLOTS:
@@ -504,12 +509,8 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	/* A task submitted again under the same id meanwhile is a new one:
 	 * what the worker says of the old one does not apply to it. */
 	bool same = task_rev == 0 || e->create_rev == task_rev;
-	if (e->rerun) /* what the worker says is of the run before a retry */
-		gone = false;
-	e->rerun = false;
 	if (same && (gone || e->done_seen)) {
-		lr_taskset_remove(&r->set, e);
-		lr_turns_ended(r, id);
+		remove_entry(r, e);
 		return;
 	}
 	if (!same) {

@@ -18,7 +18,6 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "client/after.h"
 #include "engine/runner_int.h"
 #include "records/spec.h"
 
@@ -53,7 +52,7 @@ static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
 		break;
 	case LR_REP_GONE:
 	case LR_REP_BLOCKED:
-	case LR_REP_HELD:
+	case LR_REP_WAIT:
 		break;
 	}
 }
@@ -369,40 +368,6 @@ out:
 	free(ids);
 }
 
-/* A task that comes after others is claimed only once they all
- * succeeded; one of them failed, cancelled or gone ends it failed without
- * running. False: the job is over (and reported). */
-static bool after_allows(struct hold *h, struct lr_job *job)
-{
-	enum lr_after_verdict v;
-	char why[600];
-	bool ended = false;
-	lr_err e = {0};
-	if (lr_after_check(h->r->client, (const char (*)[LR_ID_SIZE])job->after, job->n_after,
-	                   &v, why, sizeof(why), &e) != 0) {
-		log_err(h, &e);
-		report(h, LR_REP_HELD, NULL); /* looked at again in a while */
-		return false;
-	}
-	if (v == LR_AFTER_READY)
-		return true;
-	if (v == LR_AFTER_WAIT) {
-		report(h, LR_REP_HELD, NULL);
-		return false;
-	}
-	if (lr_end_unclaimed(h->r->client, job->id, LR_TASK_FAILED, why, &ended, &e) != 0)
-		log_err(h, &e);
-	if (!ended) {
-		/* Claimed or ended meanwhile: the watch tells where it is. */
-		report(h, LR_REP_LET_GO, NULL);
-		return false;
-	}
-	lr_runner_log(h->r, LR_LOG_WARN, job->id, NULL, -1, "task failed: %s", why);
-	struct report what = { .state = LR_TASK_FAILED, .text = why };
-	report(h, LR_REP_FINISHED, &what);
-	return false;
-}
-
 static void run_job(struct lr_worker *w, struct lr_job *job)
 {
 	lr_runner *r = w->r;
@@ -417,8 +382,6 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	char ended_error[700] = "";
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
-	if (job->n_after > 0 && !after_allows(&h, job))
-		return;
 	if (job->n_prefetch > 0 && job->spec == NULL)
 		prefetch(w, job);
 	int rc = lr_claim(&h.who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
@@ -446,6 +409,11 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	case LR_CLAIM_BLOCKED:
 		report(&h, LR_REP_BLOCKED, NULL);
 		return;
+	case LR_CLAIM_WAIT: {
+		struct report what = { .fence = h.t.wait_until };
+		report(&h, LR_REP_WAIT, &what);
+		return;
+	}
 	case LR_CLAIM_ENDED: {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "task %s: %s",
 		              lr_task_state_name(ended), ended_error);

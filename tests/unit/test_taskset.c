@@ -207,55 +207,7 @@ static void cleanup(void)
 	lr_taskset_free(&set);
 }
 
-TEST(a_higher_priority_goes_first_then_the_older)
-{
-	fresh_set();
-	add("old-low", 10)->priority = 0;
-	lr_entry *e = lr_taskset_add(&set, "new-high", 30, LR_ENTRY_HELD);
-	lr_taskset_set_priority(&set, e, 5);
-	lr_taskset_set_state(&set, e, LR_ENTRY_PENDING);
-	add("mid", 20);
-	/* A priority given while in the heap re-orders it. */
-	lr_entry *late = add("late", 40);
-	lr_taskset_set_priority(&set, late, 5);
-	add("neg", 5);
-	lr_taskset_set_priority(&set, lr_taskset_find(&set, "neg"), -1);
-	CHECK_STR(take_oldest(), "new-high");
-	CHECK_STR(take_oldest(), "late");
-	CHECK_STR(take_oldest(), "old-low");
-	CHECK_STR(take_oldest(), "mid");
-	CHECK_STR(take_oldest(), "neg");
-}
-
-TEST(a_pick_with_spread_never_takes_a_lower_priority_first)
-{
-	fresh_set();
-	for (int round = 0; round < 50; round++) {
-		fresh_set();
-		lr_taskset_set_priority(&set, add("urgent", 100), 1);
-		for (int i = 0; i < 10; i++) {
-			char id[8];
-			snprintf(id, sizeof(id), "b%d", i);
-			add(id, i);
-		}
-		lr_entry *e = lr_taskset_pick(&set, 8, &rng);
-		CHECK_STR(e->id, "urgent");
-	}
-}
-
-TEST(held_tasks_count_with_the_claimed_and_are_never_picked)
-{
-	fresh_set();
-	lr_taskset_add(&set, "h", 1, LR_ENTRY_HELD);
-	CHECK_INT(set.pending, ==, 0);
-	CHECK_INT(set.claimed, ==, 1);
-	CHECK(lr_taskset_pick(&set, 4, &rng) == NULL);
-}
-
 TEST_LIST(
-	TEST_CASE(a_higher_priority_goes_first_then_the_older),
-	TEST_CASE(a_pick_with_spread_never_takes_a_lower_priority_first),
-	TEST_CASE(held_tasks_count_with_the_claimed_and_are_never_picked),
 	TEST_CASE(pending_tasks_are_taken_oldest_first),
 	TEST_CASE(a_pick_with_spread_stays_among_the_oldest),
 	TEST_CASE(claimed_and_removed_tasks_are_never_picked),
