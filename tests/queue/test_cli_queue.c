@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "base/clock.h"
 #include "cli_run.h"
 #include "test.h"
@@ -87,6 +89,33 @@ TEST(bulk_submit_may_name_tasks_earlier_in_the_same_input)
 	lr_client_close(c);
 }
 
+/* Few pending tasks: their queue records are read one by one; many: in
+ * one walk. Both say the same. */
+TEST(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists)
+{
+	lr_client *c = fixture_client("cli_waits");
+	cli_use_client(c);
+	char input[4096];
+	size_t n = 0;
+	for (int i = 0; i < 20; i++)
+		n += (size_t)snprintf(input + n, sizeof(input) - n,
+		                      "{\"id\":\"w%02d\"," ONE_STEP "}\n", i);
+	check_exit(RUN_STDIN(input, "submit", "--jsonl", "--in", "1h"), 0, NULL);
+	check_out(RUN("status", "w07"), "not before ");
+	proc_result r = RUN("status", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *all = json_loads(r.out, 0, NULL);
+	CHECK_INT(json_array_size(all), ==, 20);
+	for (size_t i = 0; i < 20; i++) {
+		const char *w = json_string_value(json_object_get(json_array_get(all, i), "waiting"));
+		CHECK(w != NULL);
+		CHECK_HAS(w, "not before ");
+	}
+	json_decref(all);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 {
 	lr_client *c = fixture_client("cli_retry");
@@ -111,6 +140,7 @@ TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
 	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
+	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
 );
 TEST_MAIN(cli_setup, cli_teardown)
