@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -175,7 +176,23 @@ static int holds(lr_client *c, int k, int count)
 	return rc;
 }
 
-/* count `leaserun run --lock doc=X` processes started at once, each
+/* How many requests wait in wants/ under c's prefix (-1: error). */
+static int64_t queued(lr_client *c)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_WANTS, "", key);
+	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	lr_err err;
+	if (lr_kv_range(lr_client_etcd(c), &ro, &r, &err) != 0)
+		return -1;
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
+}
+
+/* count `leaserun run --lock doc=X` processes, the first command held
+ * until all of them queued (so that start-up does not count), each
  * command marking its start and end: the gap from one's end to the next
  * one's start is the release, the DELETE events, the waiter's txn and its
  * guard starting the command. */
@@ -184,13 +201,17 @@ static int run_handoffs(etcdh_cluster *cl, int count)
 	char dir[300], env_ep[600], script[1200];
 	const char *tmp = getenv("TMPDIR");
 	snprintf(dir, sizeof(dir), "%s/bench-run-XXXXXX", tmp != NULL ? tmp : "/tmp");
-	if (mkdtemp(dir) == NULL)
+	lr_client_opts co = { .endpoints = etcdh_endpoints(cl), .prefix = "/bench-run/" };
+	lr_client *c = NULL;
+	lr_err err;
+	if (mkdtemp(dir) == NULL || lr_client_open(&co, &c, &err) != 0)
 		return 1;
 	snprintf(env_ep, sizeof(env_ep), "LEASERUN_ENDPOINTS=%s", etcdh_endpoints(cl));
 	const char *env[] = { env_ep, "LEASERUN_PREFIX=/bench-run/", NULL };
 	snprintf(script, sizeof(script),
+	         "while [ ! -e %s/go ]; do sleep 0.01; done; "
 	         "echo \"s $(date +%%s%%N)\" >> %s/marks; sleep 0.05; "
-	         "echo \"e $(date +%%s%%N)\" >> %s/marks", dir, dir);
+	         "echo \"e $(date +%%s%%N)\" >> %s/marks", dir, dir, dir);
 	proc_bg *bg = calloc((size_t)count, sizeof(*bg));
 	for (int i = 0; i < count; i++) {
 		char log[400];
@@ -201,6 +222,13 @@ static int run_handoffs(etcdh_cluster *cl, int count)
 		proc_cli_argv(argv, 16, args);
 		proc_start(&bg[i], argv, env, log);
 	}
+	char path[400];
+	int64_t t0 = lr_mono_ms();
+	while (queued(c) < count && lr_mono_ms() - t0 < 60000)
+		lr_sleep_ms(20);
+	lr_client_close(c);
+	snprintf(path, sizeof(path), "%s/go", dir);
+	close(open(path, O_WRONLY | O_CREAT, 0600)); /* go */
 	int rc = 0;
 	for (int i = 0; i < count; i++)
 		if (proc_wait(&bg[i], 120000) != 0) {
@@ -209,7 +237,6 @@ static int run_handoffs(etcdh_cluster *cl, int count)
 			free(log);
 			rc = 1;
 		}
-	char path[400];
 	snprintf(path, sizeof(path), "%s/marks", dir);
 	char *text = proc_slurp(path);
 	int64_t *us = calloc((size_t)count, sizeof(*us)), last_end = -1;
@@ -230,6 +257,8 @@ static int run_handoffs(etcdh_cluster *cl, int count)
 		snprintf(log, sizeof(log), "%s/run-%d.log", dir, i);
 		unlink(log);
 	}
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/go", dir);
 	unlink(path);
 	rmdir(dir);
 	return rc;
