@@ -295,6 +295,10 @@ typedef struct lr_hold_opts {
  * LR_ECANCELLED: cancel_fd; other codes: etcd errors. Blocking; any
  * thread; several holds of one client may wait at once. */
 LR_API int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err);
+/* Whether o's locks and limits are valid, as lr_hold_acquire checks them,
+ * without etcd: 0, or LR_EINVAL with a message naming what is wrong (an
+ * empty request is invalid too). Pure; any thread. */
+LR_API int lr_hold_check(const lr_hold_opts *o, lr_err *err);
 /* The fencing token: the revision of the txn that took them. It grows with
  * every later acquisition of any lock, so a system that keeps the highest
  * token it saw can refuse a holder that lost its hold. */

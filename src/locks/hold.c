@@ -303,15 +303,31 @@ static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_
 	return rc;
 }
 
+/* The request of o, parsed: *set is new, never NULL on success. */
+static int parse_request(const lr_hold_opts *o, lr_lockset **set, lr_err *err)
+{
+	*set = NULL;
+	int rc = lr_lockset_parse(o->locks, o->limits, set, err);
+	if (rc == 0 && *set == NULL)
+		rc = lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
+	return rc;
+}
+
+int lr_hold_check(const lr_hold_opts *o, lr_err *err)
+{
+	lr_lockset *set = NULL;
+	int rc = parse_request(o, &set, err);
+	free(set);
+	return rc;
+}
+
 int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err)
 {
 	*out = NULL;
 	lr_lockset *set = NULL;
-	int rc = lr_lockset_parse(o->locks, o->limits, &set, err);
+	int rc = parse_request(o, &set, err);
 	if (rc != 0)
 		return rc;
-	if (set == NULL)
-		return lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
 	lr_hold *h = calloc(1, sizeof(*h));
 	if (h == NULL) {
 		free(set);

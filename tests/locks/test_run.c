@@ -68,7 +68,7 @@ TEST(the_compatibility_matrix_holds_pair_by_pair)
 		char lock[64];
 		proc_bg bg;
 		snprintf(lock, sizeof(lock), "r/n=%s", modes[held]);
-		hold_in_background(&bg, lock, "10");
+		hold_in_background(&bg, lock, "2");
 		for (int want = 0; want < 5; want++) {
 			snprintf(lock, sizeof(lock), "r/n=%s", modes[want]);
 			int st = try_lock(lock);
@@ -113,19 +113,34 @@ TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
 	lr_client_close(c);
 }
 
-TEST(invalid_locks_and_limits_exit_2_and_store_nothing)
+TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 {
 	lr_client *c = fixture_client("run_invalid");
 	cli_use_client(c);
-	static const char *const bad[][2] = {
-		{ "--lock", "a//b" }, { "--lock", "a=W" }, { "--lock", "a b" },
-		{ "--limit", "gpu=0" }, { "--limit", "gpu=10001" }, { "--limit", "gpu" },
-		{ "--limit", "a/b=2" }, { "--ttl", "0" }, { "--wait", "soon" },
+	/* Two or four arguments, and what the message must name. */
+	static const char *const bad[][5] = {
+		{ "--lock", "a//b", NULL, NULL, "locks.a//b" },
+		{ "--lock", "a=W", NULL, NULL, "locks.a: expected one of" },
+		{ "--lock", "a b", NULL, NULL, "locks.a b" },
+		{ "--lock", "=X", NULL, NULL, "locks.: a path" },
+		{ "--limit", "gpu=0", NULL, NULL, "limits.gpu" },
+		{ "--limit", "gpu=10001", NULL, NULL, "limits.gpu" },
+		{ "--limit", "gpu", NULL, NULL, "--limit gpu: expected KEY=N" },
+		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
+		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
+		{ "--lock", "a", "--ttl", "0", "--ttl" },
+		{ "--lock", "a", "--wait", "soon", "--wait soon" },
+		{ "--lock", "a", "--wait", "-1", "--wait -1" },
+		{ "--lock", "a", "--lock", "a=S", "--lock a given twice" },
+		{ "--limit", "g=2", "--limit", "g=3", "--limit g given twice" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		proc_result r = RUN("run", bad[i][0], bad[i][1], "--", "true");
-		if (r.status != 2)
-			TEST_FAIL("%s %s: exit %d (%s)", bad[i][0], bad[i][1], r.status, r.err);
+		const char *const *b = bad[i];
+		proc_result r = b[2] != NULL ? RUN("run", b[0], b[1], b[2], b[3], "--", "true")
+		                             : RUN("run", b[0], b[1], "--", "true");
+		if (r.status != 2 || strstr(r.err, b[4]) == NULL)
+			TEST_FAIL("%s %s %s %s: exit %d, expected 2 naming \"%s\": %s", b[0], b[1],
+			          b[2] ? b[2] : "", b[3] ? b[3] : "", r.status, b[4], r.err);
 		proc_result_free(&r);
 	}
 	proc_result r = RUN("run", "--lock", "a");
@@ -133,6 +148,17 @@ TEST(invalid_locks_and_limits_exit_2_and_store_nothing)
 	proc_result_free(&r);
 	r = RUN("run", "--", "true");
 	CHECK_INT(r.status, ==, 2); /* nothing to hold */
+	proc_result_free(&r);
+	/* Bad input is bad input even with etcd out of reach; good input then
+	 * is an etcd error. */
+	r = RUN("run", "--endpoints", "127.0.0.1:1", "--dial-timeout", "1", "--lock", "a//b",
+	        "--", "true");
+	CHECK_INT(r.status, ==, 2);
+	proc_result_free(&r);
+	r = RUN("run", "--endpoints", "127.0.0.1:1", "--dial-timeout", "1", "--lock", "a", "--",
+	        "true");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "127.0.0.1:1");
 	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
@@ -190,7 +216,7 @@ TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
 	lr_client *c = fixture_client("run_fair");
 	cli_use_client(c);
 	proc_bg reader, writer;
-	hold_in_background(&reader, "doc=S", "10");
+	hold_in_background(&reader, "doc=S", "2");
 	char out[600];
 	snprintf(out, sizeof(out), "%s/writer.out", cli_tmpdir);
 	const char *args[] = { "run", "--lock", "doc=X", "--", "true", NULL };
@@ -212,7 +238,7 @@ TEST(locks_json_shows_the_holder_and_the_waiter)
 	lr_client *c = fixture_client("run_list");
 	cli_use_client(c);
 	proc_bg holder, waiter;
-	hold_in_background(&holder, "team/agent=X", "10");
+	hold_in_background(&holder, "team/agent=X", "2");
 	char out[600];
 	snprintf(out, sizeof(out), "%s/waiter.out", cli_tmpdir);
 	const char *args[] = { "run", "--lock", "team/agent/tools=IX", "--", "true", NULL };
@@ -340,7 +366,7 @@ TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
 TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
-          TEST_CASE(invalid_locks_and_limits_exit_2_and_store_nothing),
+          TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
