@@ -174,7 +174,10 @@ static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err
 	return 0;
 }
 
-/* Read the table afresh and watch from there. */
+/* Read the table afresh and watch from there. The fresh table is in place
+ * before the first watcher is added: its events may come at once, on the
+ * stream's thread, and must land in it (the old watch, freed first, sends
+ * nothing more). */
 static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 {
 	if (*w != NULL) {
@@ -186,6 +189,11 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
+	pthread_mutex_lock(&h->mu);
+	lr_lock_table_free(h->table);
+	h->table = fresh;
+	h->reload = false;
+	pthread_mutex_unlock(&h->mu);
 	if (rc == 0)
 		rc = lr_watch_new(lr_client_etcd(h->c), w, err);
 	static const char *const dirs[] = { LR_K_LOCKS, LR_K_SLOTS, LR_K_WANTS };
@@ -195,11 +203,6 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		lr_watcher *wr; /* freed with *w */
 		rc = lr_watch_add(*w, key, LR_KEY_PREFIX, rev + 1, on_event, h, &wr, err);
 	}
-	pthread_mutex_lock(&h->mu);
-	lr_lock_table_free(h->table);
-	h->table = fresh;
-	h->reload = false;
-	pthread_mutex_unlock(&h->mu);
 	return rc;
 }
 
