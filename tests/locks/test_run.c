@@ -49,6 +49,23 @@ static void hold_in_background(proc_bg *p, const char *lock, const char *ttl)
 	}
 }
 
+/* `leaserun run --lock lock -- true` in the background; returns once its
+ * request is queued (`queued` requests in wants/, holders' included). */
+static void wait_in_background(lr_client *c, proc_bg *p, const char *lock, int queued)
+{
+	static int n;
+	char log[600];
+	snprintf(log, sizeof(log), "%s/waiter-%d.log", cli_tmpdir, n++);
+	const char *args[] = { "run", "--lock", lock, "--", "true", NULL };
+	cli_start(p, log, args);
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "wants/") < queued) {
+		if (!proc_alive(p) || lr_mono_ms() - t0 > 10000)
+			TEST_FAIL("leaserun run --lock %s never queued: %s", lock, proc_slurp(log));
+		lr_sleep_ms(5);
+	}
+}
+
 /* `leaserun run --lock lock --wait 0.3 -- true`: its exit status. */
 static int try_lock(const char *lock)
 {
@@ -217,11 +234,7 @@ TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
 	cli_use_client(c);
 	proc_bg reader, writer;
 	hold_in_background(&reader, "doc=S", "2");
-	char out[600];
-	snprintf(out, sizeof(out), "%s/writer.out", cli_tmpdir);
-	const char *args[] = { "run", "--lock", "doc=X", "--", "true", NULL };
-	cli_start(&writer, out, args);
-	lr_sleep_ms(300); /* the writer queued */
+	wait_in_background(c, &writer, "doc=X", 2);
 	/* Compatible with the reader that holds, but behind the writer. */
 	proc_result r = RUN("run", "--lock", "doc=S", "--wait", "0.3", "--", "true");
 	CHECK_INT(r.status, ==, 5);
@@ -239,11 +252,7 @@ TEST(locks_json_shows_the_holder_and_the_waiter)
 	cli_use_client(c);
 	proc_bg holder, waiter;
 	hold_in_background(&holder, "team/agent=X", "2");
-	char out[600];
-	snprintf(out, sizeof(out), "%s/waiter.out", cli_tmpdir);
-	const char *args[] = { "run", "--lock", "team/agent/tools=IX", "--", "true", NULL };
-	cli_start(&waiter, out, args);
-	lr_sleep_ms(300);
+	wait_in_background(c, &waiter, "team/agent/tools=IX", 2);
 	proc_result r = RUN("locks", "--json");
 	CHECK_INT(r.status, ==, 0);
 	json_t *doc = json_loads(r.out, 0, NULL);
