@@ -181,6 +181,21 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 	lr_client_close(c);
 }
 
+TEST(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request)
+{
+	lr_client *c = fixture_client("run_signal");
+	cli_use_client(c);
+	proc_bg holder, waiter;
+	hold_in_background(&holder, "sig=X", "2");
+	wait_in_background(c, &waiter, "sig=S", 2);
+	kill(waiter.pid, SIGINT);
+	CHECK_INT(proc_wait(&waiter, 5000), ==, 128 + SIGINT);
+	CHECK_INT(fixture_count(c, "wants/"), ==, 1); /* the holder's alone */
+	CHECK_INT(proc_stop(&holder, SIGINT, 5000), ==, 128 + SIGTERM); /* stopped by it */
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
 /* ---- a limit, fairness ----------------------------------------------------- */
 
 TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
@@ -376,6 +391,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
+          TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
