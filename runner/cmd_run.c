@@ -15,7 +15,7 @@
 
 static const char usage[] =
     "Usage: leaserun run [--lock PATH[=MODE]]... [--limit KEY=N]... [--ttl S]\n"
-    "                    [--wait S] -- COMMAND [ARG...]\n"
+    "                    [--wait S] [--grace S] -- COMMAND [ARG...]\n"
     "\n"
     "Take every lock and slot at once, on a lease of its own, waiting for\n"
     "them first come, first served; run COMMAND while they are held; give\n"
