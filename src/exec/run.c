@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "exec/exec.h"
 #include "exec/guard.h"
@@ -128,6 +129,10 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	lr_guard_end(&g);
 	if (got < sizeof(int))
 		*wstatus = SIGKILL; /* the guard ended without the status: killed */
+	/* Frozen or cut off past the deadline, this process hears of the loss
+	 * only after the guard stopped the command: the clock tells at once. */
+	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
+		lost = true;
 	if (rc == 0 && lost)
 		rc = lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost: the "
 		                "command was stopped", lr_hold_id(h), (long long)lr_hold_lease(h));

@@ -291,28 +291,34 @@ TEST(locks_json_shows_the_holder_and_the_waiter)
 
 /* ---- a holder killed, a lease lost ------------------------------------------- */
 
-TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
+/* A holder of lock on a 2 s lease whose command appends the time (ns) to
+ * beats every 50 ms; returns once it beat. */
+static void beating_holder(proc_bg *bg, const char *lock, char *beats, size_t size)
 {
-	lr_client *c = fixture_client("run_kill");
-	cli_use_client(c);
-	char beats[600], script[900], out[600];
-	snprintf(beats, sizeof(beats), "%s/beats", cli_tmpdir);
-	snprintf(out, sizeof(out), "%s/killed.out", cli_tmpdir);
-	snprintf(script, sizeof(script),
-	         "while :; do date +%%s%%N >> %s; sleep 0.05; done", beats);
-	proc_bg bg;
-	const char *args[] = { "run", "--lock", "k", "--ttl", "2", "--", "sh", "-c", script, NULL };
-	cli_start(&bg, out, args);
+	static int n;
+	char script[900], out[600];
+	snprintf(beats, size, "%s/beats-%d", cli_tmpdir, n);
+	snprintf(out, sizeof(out), "%s/beating-%d.out", cli_tmpdir, n++);
+	snprintf(script, sizeof(script), "while :; do date +%%s%%N >> %s; sleep 0.05; done",
+	         beats);
+	const char *args[] = { "run", "--lock", lock, "--ttl", "2", "--", "sh", "-c", script,
+		               NULL };
+	cli_start(bg, out, args);
 	int64_t t0 = lr_mono_ms();
 	while (access(beats, F_OK) != 0 && lr_mono_ms() - t0 < 10000)
 		lr_sleep_ms(10);
 	lr_sleep_ms(200);
-	kill(bg.pid, SIGKILL);
-	proc_wait(&bg, 5000);
-	int64_t killed = lr_mono_ms();
-	proc_result r = RUN("run", "--lock", "k", "--", "sh", "-c", "date +%s%N");
+}
+
+/* Once the beating holder is gone or frozen: the next holder of lock runs,
+ * after the old command's last beat. Returns how long it waited (ms). */
+static int64_t next_holder_after_the_last_beat(const char *lock, const char *beats,
+                                               const char *what)
+{
+	int64_t t0 = lr_mono_ms();
+	proc_result r = RUN("run", "--lock", lock, "--", "sh", "-c", "date +%s%N");
 	CHECK_INT(r.status, ==, 0);
-	int64_t took = lr_mono_ms() - killed;
+	int64_t took = lr_mono_ms() - t0;
 	long long first_new = atoll(r.out);
 	proc_result_free(&r);
 	char *text = proc_slurp(beats);
@@ -322,11 +328,42 @@ TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
 	char *last = strrchr(text, '\n');
 	long long last_old = atoll(last != NULL ? last + 1 : text);
 	free(text);
-	printf("# lock free %lld ms after the holder's SIGKILL (TTL 2 s); its command's last "
+	printf("# lock free %lld ms after the holder's %s (TTL 2 s); its command's last "
 	       "beat %.1f ms before the next holder's command\n",
-	       (long long)took, (double)(first_new - last_old) / 1e6);
+	       (long long)took, what, (double)(first_new - last_old) / 1e6);
 	CHECK(took < 4000);
 	CHECK(first_new > last_old);
+	return took;
+}
+
+TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
+{
+	lr_client *c = fixture_client("run_kill");
+	cli_use_client(c);
+	char beats[600];
+	proc_bg bg;
+	beating_holder(&bg, "k", beats, sizeof(beats));
+	kill(bg.pid, SIGKILL);
+	proc_wait(&bg, 5000);
+	next_holder_after_the_last_beat("k", beats, "SIGKILL");
+	lr_client_close(c);
+}
+
+TEST(a_frozen_holders_command_is_stopped_before_its_lease_can_expire)
+{
+	lr_client *c = fixture_client("run_freeze");
+	cli_use_client(c);
+	char beats[600];
+	proc_bg bg;
+	beating_holder(&bg, "f", beats, sizeof(beats));
+	kill(bg.pid, SIGSTOP); /* no more renewals; its guard is not frozen */
+	next_holder_after_the_last_beat("f", beats, "SIGSTOP");
+	/* Woken, it finds its command stopped and its lease gone. */
+	kill(bg.pid, SIGCONT);
+	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
 	lr_client_close(c);
 }
 
@@ -396,5 +433,6 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
           TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
+          TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
           TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
 TEST_MAIN(cli_setup, cli_teardown)
