@@ -66,6 +66,18 @@ static void wait_in_background(lr_client *c, proc_bg *p, const char *lock, int q
 	}
 }
 
+/* A test's client, a holder of `held` in the background and a waiter for
+ * `wanted` queued behind it. */
+static lr_client *holder_and_waiter(const char *name, proc_bg *holder, const char *held,
+                                    proc_bg *waiter, const char *wanted)
+{
+	lr_client *c = fixture_client(name);
+	cli_use_client(c);
+	hold_in_background(holder, held, "2");
+	wait_in_background(c, waiter, wanted, 2);
+	return c;
+}
+
 /* `leaserun run --lock lock --wait 0.3 -- true`: its exit status. */
 static int try_lock(const char *lock)
 {
@@ -183,11 +195,8 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 
 TEST(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request)
 {
-	lr_client *c = fixture_client("run_signal");
-	cli_use_client(c);
 	proc_bg holder, waiter;
-	hold_in_background(&holder, "sig=X", "2");
-	wait_in_background(c, &waiter, "sig=S", 2);
+	lr_client *c = holder_and_waiter("run_signal", &holder, "sig=X", &waiter, "sig=S");
 	kill(waiter.pid, SIGINT);
 	CHECK_INT(proc_wait(&waiter, 5000), ==, 128 + SIGINT);
 	CHECK_INT(fixture_count(c, "wants/"), ==, 1); /* the holder's alone */
@@ -245,11 +254,8 @@ TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
 
 TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
 {
-	lr_client *c = fixture_client("run_fair");
-	cli_use_client(c);
 	proc_bg reader, writer;
-	hold_in_background(&reader, "doc=S", "2");
-	wait_in_background(c, &writer, "doc=X", 2);
+	lr_client *c = holder_and_waiter("run_fair", &reader, "doc=S", &writer, "doc=X");
 	/* Compatible with the reader that holds, but behind the writer. */
 	proc_result r = RUN("run", "--lock", "doc=S", "--wait", "0.3", "--", "true");
 	CHECK_INT(r.status, ==, 5);
@@ -263,11 +269,9 @@ TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
 
 TEST(locks_json_shows_the_holder_and_the_waiter)
 {
-	lr_client *c = fixture_client("run_list");
-	cli_use_client(c);
 	proc_bg holder, waiter;
-	hold_in_background(&holder, "team/agent=X", "2");
-	wait_in_background(c, &waiter, "team/agent/tools=IX", 2);
+	lr_client *c = holder_and_waiter("run_list", &holder, "team/agent=X", &waiter,
+	                                 "team/agent/tools=IX");
 	proc_result r = RUN("locks", "--json");
 	CHECK_INT(r.status, ==, 0);
 	json_t *doc = json_loads(r.out, 0, NULL);
@@ -310,11 +314,16 @@ static void beating_holder(proc_bg *bg, const char *lock, char *beats, size_t si
 	lr_sleep_ms(200);
 }
 
-/* Once the beating holder is gone or frozen: the next holder of lock runs,
- * after the old command's last beat. Returns how long it waited (ms). */
-static int64_t next_holder_after_the_last_beat(const char *lock, const char *beats,
-                                               const char *what)
+/* A beating holder of lock, then sig to it (SIGKILL or SIGSTOP): the next
+ * holder of lock runs once the lease expired, after the old command's last
+ * beat (its guard stopped it). */
+static void next_holder_after_sig_to_a_holder(int sig, const char *lock, proc_bg *bg)
 {
+	char beats[600];
+	beating_holder(bg, lock, beats, sizeof(beats));
+	kill(bg->pid, sig);
+	if (sig == SIGKILL)
+		proc_wait(bg, 5000);
 	int64_t t0 = lr_mono_ms();
 	proc_result r = RUN("run", "--lock", lock, "--", "sh", "-c", "date +%s%N");
 	CHECK_INT(r.status, ==, 0);
@@ -330,22 +339,18 @@ static int64_t next_holder_after_the_last_beat(const char *lock, const char *bea
 	free(text);
 	printf("# lock free %lld ms after the holder's %s (TTL 2 s); its command's last "
 	       "beat %.1f ms before the next holder's command\n",
-	       (long long)took, what, (double)(first_new - last_old) / 1e6);
+	       (long long)took, sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
+	       (double)(first_new - last_old) / 1e6);
 	CHECK(took < 4000);
 	CHECK(first_new > last_old);
-	return took;
 }
 
 TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
 {
 	lr_client *c = fixture_client("run_kill");
 	cli_use_client(c);
-	char beats[600];
 	proc_bg bg;
-	beating_holder(&bg, "k", beats, sizeof(beats));
-	kill(bg.pid, SIGKILL);
-	proc_wait(&bg, 5000);
-	next_holder_after_the_last_beat("k", beats, "SIGKILL");
+	next_holder_after_sig_to_a_holder(SIGKILL, "k", &bg);
 	lr_client_close(c);
 }
 
@@ -353,11 +358,9 @@ TEST(a_frozen_holders_command_is_stopped_before_its_lease_can_expire)
 {
 	lr_client *c = fixture_client("run_freeze");
 	cli_use_client(c);
-	char beats[600];
 	proc_bg bg;
-	beating_holder(&bg, "f", beats, sizeof(beats));
-	kill(bg.pid, SIGSTOP); /* no more renewals; its guard is not frozen */
-	next_holder_after_the_last_beat("f", beats, "SIGSTOP");
+	/* No more renewals; its guard is not frozen. */
+	next_holder_after_sig_to_a_holder(SIGSTOP, "f", &bg);
 	/* Woken, it finds its command stopped and its lease gone. */
 	kill(bg.pid, SIGCONT);
 	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
