@@ -318,9 +318,12 @@ LR_API int64_t lr_hold_deadline_ms(const lr_hold *h);
 LR_API int lr_hold_renewed_fd(const lr_hold *h);
 LR_API int lr_hold_lost_fd(const lr_hold *h);
 /* Run argv (argv[0] found on PATH when it has no '/') while h holds, under
- * the same guard as shell steps: in a process group of its own, with this
- * process's stdin, stdout, stderr and environment plus LEASERUN_FENCE,
- * LEASERUN_LOCKS, LEASERUN_SLOTS and LEASERUN_HOLD (the hold's id). Each
+ * the same guard as shell steps: in a process group of its own (which
+ * takes the foreground of the terminal when stdin is this process's
+ * controlling terminal and it is in the foreground, and gives it back at
+ * the end), with this process's stdin, stdout, stderr and environment plus
+ * LEASERUN_FENCE, LEASERUN_LOCKS, LEASERUN_SLOTS and LEASERUN_HOLD (the
+ * hold's id). Each
  * renewal moves the guard's deadline; if the lease is lost, or this
  * process dies, every process of the command is stopped (SIGTERM, SIGKILL
  * after grace_ms) and none is alive when the lease can expire. stop_fd

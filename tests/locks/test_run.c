@@ -2,10 +2,14 @@
  * real etcd: the compatibility matrix with two holders, exit statuses,
  * invalid input, a limit, fairness, a holder killed with SIGKILL, and a
  * fenced release after the lease was lost. */
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -293,6 +297,67 @@ TEST(locks_json_shows_the_holder_and_the_waiter)
 	lr_client_close(c);
 }
 
+/* ---- on a terminal ----------------------------------------------------------- */
+
+/* Read fd until `want` shows up or 10 s pass; true when it did. */
+static bool read_until(int fd, const char *want)
+{
+	char buf[4096];
+	size_t n = 0;
+	int64_t t0 = lr_mono_ms();
+	while (lr_mono_ms() - t0 < 10000) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (r <= 0)
+			return false;
+		n += (size_t)r;
+		buf[n] = '\0';
+		if (strstr(buf, want) != NULL)
+			return true;
+		if (n == sizeof(buf) - 1)
+			n = 0;
+	}
+	return false;
+}
+
+TEST(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c)
+{
+	lr_client *c = fixture_client("run_tty");
+	cli_use_client(c);
+	int fd = -1;
+	pid_t pid = forkpty(&fd, NULL, NULL, NULL);
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		setenv("LEASERUN_ENDPOINTS", cli_env_endpoints, 1);
+		setenv("LEASERUN_PREFIX", cli_env_prefix, 1);
+		execl(proc_leaserun(), "leaserun", "run", "--lock", "tty", "--", "sh", "-c",
+		      "read x; echo got:$x; sleep 10", (char *)NULL);
+		_exit(127);
+	}
+	/* Typed ahead; read once the command has the terminal (a command in
+	 * a background group would be stopped by SIGTTIN instead). */
+	CHECK(write(fd, "hello\n", 6) == 6);
+	bool got = read_until(fd, "got:hello");
+	/* Ctrl-C reaches the command's group, in the foreground. */
+	CHECK(write(fd, "\x03", 1) == 1);
+	int st = 0;
+	int64_t t0 = lr_mono_ms();
+	while (waitpid(pid, &st, WNOHANG) == 0 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(20);
+	if (lr_mono_ms() - t0 >= 10000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	close(fd);
+	CHECK(got);
+	CHECK(WIFEXITED(st));
+	CHECK_INT(WEXITSTATUS(st), ==, 128 + SIGINT);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
 /* ---- a holder killed, a lease lost ------------------------------------------- */
 
 /* A holder of lock on a 2 s lease whose command appends the time (ns) to
@@ -435,6 +500,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
+          TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),
           TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
           TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
           TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
