@@ -333,11 +333,13 @@ TEST(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c)
 		setenv("LEASERUN_ENDPOINTS", cli_env_endpoints, 1);
 		setenv("LEASERUN_PREFIX", cli_env_prefix, 1);
 		execl(proc_leaserun(), "leaserun", "run", "--lock", "tty", "--", "sh", "-c",
-		      "read x; echo got:$x; sleep 10", (char *)NULL);
+		      "read x; echo got:$x; exec sleep 10", (char *)NULL);
 		_exit(127);
 	}
 	/* Typed ahead; read once the command has the terminal (a command in
-	 * a background group would be stopped by SIGTTIN instead). */
+	 * a background group would be stopped by SIGTTIN instead). The sleep
+	 * is exec'd: a shell that gets SIGINT while it forks a child waits
+	 * for the child, which may have missed it. */
 	CHECK(write(fd, "hello\n", 6) == 6);
 	bool got = read_until(fd, "got:hello");
 	/* Ctrl-C reaches the command's group, in the foreground. */
