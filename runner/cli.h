@@ -47,6 +47,7 @@ int cmd_purge(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_web(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_retry(int argc, char **argv);
 int cmd_locks(int argc, char **argv);
 
 #endif

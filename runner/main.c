@@ -20,6 +20,7 @@ static const struct subcommand subcommands[] = {
 	{ "cancel", cmd_cancel, "cancel a pending or running task" },
 	{ "runners", cmd_runners, "live runners and their lease TTL left" },
 	{ "purge", cmd_purge, "delete the keys of finished tasks" },
+	{ "retry", cmd_retry, "make a failed or cancelled task pending again" },
 	{ "run", cmd_run, "hold locks and slots while a command runs" },
 	{ "locks", cmd_locks, "who holds and who waits for locks and slots" },
 	{ "web", cmd_web, "a live web page of tasks, runners, locks and limits" },

@@ -252,7 +252,20 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
+static json_t *status_fields(const lr_task_status *s);
+
 static json_t *status_json(const lr_task_status *s)
+{
+	json_t *o = status_fields(s);
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	if (o != NULL && h != NULL)
+		json_object_set_new(o, "history", h);
+	else
+		json_decref(h);
+	return o;
+}
+
+static json_t *status_fields(const lr_task_status *s)
 {
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
 	                 "s:I, s:o}",
@@ -277,6 +290,26 @@ static int dump(FILE *f, json_t *doc)
 	if (rc == 0)
 		fputc('\n', f);
 	return rc;
+}
+
+void out_status_history(FILE *f, const lr_task_status *s)
+{
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	size_t i;
+	json_t *e;
+	if (json_array_size(h) > 0)
+		fprintf(f, "earlier outcomes (newest first):\n");
+	json_array_foreach(h, i, e) {
+		const char *err = json_string_value(json_object_get(e, "error"));
+		const char *runner = json_string_value(json_object_get(e, "runner"));
+		const char *at = json_string_value(json_object_get(e, "finished_at"));
+		fprintf(f, "  %s  %s after %lld attempt(s)%s%s%s%s\n", at != NULL ? at : "-",
+		        json_string_value(json_object_get(e, "status")),
+		        (long long)json_integer_value(json_object_get(e, "attempts")),
+		        runner != NULL ? " on " : "", runner != NULL ? runner : "",
+		        err != NULL ? ": " : "", err != NULL ? err : "");
+	}
+	json_decref(h);
 }
 
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single)

@@ -164,7 +164,8 @@ typedef struct lr_submit_outcome {
 	const char *origin; /* the item's origin; "" when it had none */
 	const char *id;     /* the task's id (given or generated); "" when the
 	                       spec was rejected before an id was known */
-	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_EEXIST (the
+	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_ENOTFOUND (a
+	                       task of its "after" does not exist); LR_EEXIST (the
 	                       id holds a different spec, including one stored
 	                       earlier in the same input); LR_ECANCELLED (not
 	                       sent: the submit was stopping); or an etcd error */
@@ -180,11 +181,13 @@ typedef void (*lr_submit_outcome_fn)(void *user, const lr_submit_outcome *o);
 typedef struct lr_submit_opts {
 	int in_flight;      /* creates in flight at once, each on a thread of
 	                       its own; default 16, at most 256 */
+	int64_t not_before_ms; /* unix ms given as "not_before" to specs that
+	                          give none (`submit --in`); 0: none */
 } lr_submit_opts;
 
 /* Counts of one lr_submit_many. worst is the worst code met, in this
  * order: any etcd or runtime error (including the code that stopped the
- * submit) > LR_EINVAL > LR_EEXIST > LR_OK. An error of the cluster comes
+ * submit) > LR_EINVAL > LR_ENOTFOUND > LR_EEXIST > LR_OK. An error of the cluster comes
  * first because it is the only outcome that the same submit, run again,
  * can change (and it may be run again safely: what was stored is an
  * identical resubmit); an invalid spec comes before a taken id as single
@@ -193,7 +196,7 @@ typedef struct lr_submit_summary {
 	uint64_t items;       /* taken from the input: the sum of the next five */
 	uint64_t created;     /* new tasks */
 	uint64_t identical;   /* already stored with the same spec */
-	uint64_t invalid;     /* LR_EINVAL */
+	uint64_t invalid;     /* LR_EINVAL, and LR_ENOTFOUND (unknown "after") */
 	uint64_t conflicting; /* LR_EEXIST */
 	uint64_t failed;      /* etcd errors and specs not sent (LR_ECANCELLED) */
 	int worst;
@@ -249,7 +252,12 @@ typedef struct lr_task_status {
 	int64_t create_revision;/* etcd revision that created the task */
 	char *waiting;          /* pending: what it waits for, filled in by
 	                           lr_task_waits ("X org/a held by task t-12 on
-	                           box-1"); NULL otherwise */
+	                           box-1", "not before ...", "after t-3, which is
+	                           running"); NULL otherwise */
+	char *history;          /* lr_task_get only: earlier outcomes of a
+	                           retried task, newest first, as a JSON array
+	                           of {"status","attempts","error","runner",
+	                           "finished_at"}; NULL when never retried */
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);
@@ -345,6 +353,22 @@ LR_API int lr_locks_read(lr_client *c, void **doc, lr_err *err);
  * keys: never a later holder's) and free h. Any error is reported, and h
  * is freed anyway: what was not deleted goes when the lease expires. */
 LR_API int lr_hold_release(lr_hold *h, lr_err *err);
+
+/* Run a failed or cancelled task again: it is pending once more, resumes
+ * at the step that failed (or o->from_step: a step name or 0-based index)
+ * with its state as checkpointed (or the spec's with o->reset_state) and
+ * its attempts counted afresh; its earlier outcome goes to its history
+ * (lr_task_status.history). One txn, guarded by the done record as read
+ * and no claim. LR_ENOTFOUND: no such task; LR_EINVAL: it is pending,
+ * running or succeeded, or from_step names no step (the message says
+ * which); LR_ECONFLICT: it changed meanwhile (retried or purged), nothing
+ * was done. *step (may be NULL): where it resumes. */
+typedef struct lr_retry_opts {
+	const char *from_step; /* NULL: the step it ended at */
+	int reset_state;
+} lr_retry_opts;
+LR_API int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
+                    lr_err *err);
 
 /* Cancel a pending or running task (one txn). A pending task ends cancelled
  * at once; a running one is stopped by its holder. When the task had

@@ -60,6 +60,7 @@ struct bulk {
 	lr_submit_outcome_fn outcome;
 	void *user;
 	lr_submit_summary *sum;
+	int64_t not_before_ms; /* given to specs without not_before */
 };
 
 static int rank(int code)
@@ -69,10 +70,12 @@ static int rank(int code)
 		return 0;
 	case LR_EEXIST:
 		return 1;
-	case LR_EINVAL:
+	case LR_ENOTFOUND:
 		return 2;
-	default:
+	case LR_EINVAL:
 		return 3;
+	default:
+		return 4;
 	}
 }
 
@@ -87,7 +90,7 @@ int lr_submit_worse(int a, int b)
 static bool stops_submit(int code)
 {
 	return code != LR_OK && code != LR_EINVAL && code != LR_EEXIST &&
-	       code != LR_ETOOLARGE;
+	       code != LR_ETOOLARGE && code != LR_ENOTFOUND;
 }
 
 static struct slot *slot_at(struct bulk *b, uint64_t i)
@@ -170,7 +173,7 @@ static void report(struct bulk *b, const struct slot *s)
 		sum->created++;
 	else if (s->code == LR_OK)
 		sum->identical++;
-	else if (s->code == LR_EINVAL)
+	else if (s->code == LR_EINVAL || s->code == LR_ENOTFOUND)
 		sum->invalid++;
 	else if (s->code == LR_EEXIST)
 		sum->conflicting++;
@@ -246,7 +249,8 @@ static void place(struct bulk *b, const struct slot *s)
 
 /* A slot for one item: validated, with its id and stored form, or done
  * with the reason it is rejected. */
-static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s)
+static void read_slot(const lr_submit_item *item, uint64_t index, int64_t not_before_ms,
+                      struct slot *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->index = index;
@@ -255,9 +259,9 @@ static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s
 	if (item->error != NULL) {
 		s->code = lr_err_set(&s->err, LR_EINVAL, "%s", item->error);
 	} else {
-		s->code = lr_submit_prepare(item->text != NULL ? item->text : "",
-		                            item->len, NULL, s->id, &s->value,
-		                            &s->err);
+		s->code = lr_submit_prepare_at(item->text != NULL ? item->text : "",
+		                               item->len, NULL, not_before_ms, s->id,
+		                               &s->value, &s->err);
 	}
 	if (s->code != LR_OK) {
 		s->state = SLOT_DONE;
@@ -296,7 +300,7 @@ static int feed(struct bulk *b, lr_submit_input_fn input, lr_err *err)
 			return rc;
 		}
 		struct slot s;
-		read_slot(&item, index, &s);
+		read_slot(&item, index, b->not_before_ms, &s);
 		place(b, &s);
 	}
 }
@@ -365,6 +369,7 @@ int lr_submit_many(lr_client *c, const lr_submit_opts *opts,
 	b.outcome = outcome;
 	b.user = user;
 	b.sum = summary;
+	b.not_before_ms = opts != NULL ? opts->not_before_ms : 0;
 	b.cap = (size_t)in_flight * SLOTS_PER_CREATE;
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.queued, NULL);

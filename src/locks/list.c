@@ -58,30 +58,32 @@ static void on_want(void *user, const char *holder, const lr_lockset *set, int64
 	json_array_append_new(w->list, e);
 }
 
-int lr_locks_read(lr_client *c, void **doc, lr_err *err)
+json_t *lr_lock_table_doc(const lr_lock_table *t)
 {
-	*doc = NULL;
-	lr_lock_table *t = lr_lock_table_new(c);
 	json_t *held = json_array(), *waiting = json_array();
-	int rc = t != NULL && held != NULL && waiting != NULL
-	             ? 0
-	             : lr_err_set(err, LR_ENOMEM, "locks: out of memory");
-	int64_t rev = 0;
-	if (rc == 0)
-		rc = lr_lock_table_load(t, c, &rev, NULL, err);
-	if (rc == 0) {
+	if (held != NULL && waiting != NULL) {
 		lr_lock_table_each_lock(t, on_lock, held);
 		lr_lock_table_each_slot(t, on_slot, held);
 		struct waiters w = { t, waiting };
 		lr_lock_table_each_want(t, on_want, &w);
-		*doc = json_pack("{s:o, s:o, s:I}", "held", held, "waiting", waiting, "revision",
-		                 (json_int_t)rev);
-		held = waiting = NULL;
-		if (*doc == NULL)
-			rc = lr_err_set(err, LR_ENOMEM, "locks: out of memory");
 	}
-	json_decref(held);
-	json_decref(waiting);
+	return json_pack("{s:o*, s:o*}", "held", held, "waiting", waiting);
+}
+
+int lr_locks_read(lr_client *c, void **doc, lr_err *err)
+{
+	*doc = NULL;
+	lr_lock_table *t = lr_lock_table_new(c);
+	int64_t rev = 0;
+	int rc = t != NULL ? lr_lock_table_load(t, c, &rev, NULL, err)
+	                   : lr_err_set(err, LR_ENOMEM, "out of memory");
+	json_t *d = rc == 0 ? lr_lock_table_doc(t) : NULL;
+	if (rc == 0 && (d == NULL || json_object_set_new(d, "revision", json_integer(rev)) != 0))
+		rc = lr_err_set(err, LR_ENOMEM, "out of memory");
+	if (rc == 0)
+		*doc = d;
+	else
+		json_decref(d);
 	lr_lock_table_free(t);
 	return rc != 0 ? lr_err_wrap(err, rc, "read locks") : 0;
 }

@@ -359,10 +359,7 @@ TEST(a_random_workload_with_a_runner_killed_never_runs_conflicting_tasks_togethe
 		free(locks_only[i]);
 	}
 	CHECK(wait_nothing_held(&f, 5000) >= 0);
-	history_report rep;
-	CHECK_INT(history_check(lr_client_etcd(f.client), f.prefix, &rep), ==, 0);
-	if (rep.violations > 0)
-		TEST_FAIL("%s", rep.first);
+	fleet_check_history(&f, RANDOM_TASKS);
 	fleet_destroy(&f);
 }
 
