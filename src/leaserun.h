@@ -206,8 +206,11 @@ typedef struct lr_submit_summary {
  * input order. A spec without an id gets a generated one (so submitting it
  * again makes another task); a spec whose id appears earlier in the input
  * is sent only after that one's create has finished, so the earlier one
- * wins and the later is an identical resubmit or LR_EEXIST.
- * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ETOOLARGE)
+ * wins and the later is an identical resubmit or LR_EEXIST; a spec with
+ * "after" is sent once every create before it has finished, so it may name
+ * tasks earlier in the input (LR_ENOTFOUND when one does not exist).
+ * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ENOTFOUND,
+ * LR_ETOOLARGE)
  * stops the submit: no more input is read, specs read but not yet sent get
  * LR_ECANCELLED, creates in flight finish with their own outcomes, and the
  * call returns that error (its message in err). A create whose reply was

@@ -65,11 +65,41 @@ static int first_unfinished(lr_client *c, const lr_sched *sc, char *why, size_t 
 	return rc;
 }
 
+/* Above this many pending tasks, one walk of queue/ costs less than a
+ * read each. queue/ keeps the records of finished tasks until they are
+ * purged, so `status ID` must not walk it. */
+#define POINT_READS 16
+
+/* The queue records of the pending tasks of list, by id, into queue. */
+static int read_queue(lr_client *c, const lr_task_status *list, size_t n, json_t *queue,
+                      lr_err *err)
+{
+	size_t pending = 0;
+	for (size_t i = 0; i < n; i++)
+		pending += list[i].state == LR_TASK_PENDING;
+	if (pending > POINT_READS) {
+		lr_walk_opts o = { .kind = LR_K_QUEUE, .page = 500 };
+		return lr_walk(c, &o, page_queue, queue, err);
+	}
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (list[i].state != LR_TASK_PENDING)
+			continue;
+		char key[LR_KEY_SIZE];
+		lr_range_result r = { 0 };
+		lr_key(c, LR_K_QUEUE, list[i].id, key);
+		rc = lr_kv_get(lr_client_etcd(c), key, &r, err);
+		if (rc == 0 && r.n > 0)
+			rc = page_queue(queue, &r.kvs[0], list[i].id, err);
+		lr_range_result_free(&r);
+	}
+	return rc;
+}
+
 int lr_sched_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 {
 	json_t *queue = json_object();
-	lr_walk_opts o = { .kind = LR_K_QUEUE, .page = 500 };
-	int rc = queue != NULL ? lr_walk(c, &o, page_queue, queue, err)
+	int rc = queue != NULL ? read_queue(c, list, n, queue, err)
 	                       : lr_err_set(err, LR_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		lr_task_status *s = &list[i];

@@ -34,6 +34,8 @@ struct slot {
 	char id[LR_ID_SIZE];
 	uint64_t id_hash;
 	char *value;       /* the stored form; freed once the create is over */
+	bool after;        /* it names tasks to come after: every create
+	                      before it must have finished first */
 	size_t bytes;      /* its length, counted in the window until then */
 	int code, created;
 	lr_err err;
@@ -220,8 +222,19 @@ static bool has_room(const struct bulk *b, size_t bytes)
 	       (b->bytes == 0 || b->bytes + bytes <= WINDOW_BYTES);
 }
 
+/* Lock held. Whether any create is queued or running: a spec that comes
+ * after other tasks waits for them, which may be earlier in the input. */
+static bool any_busy(struct bulk *b)
+{
+	for (uint64_t i = b->head; i < b->tail; i++)
+		if (slot_at(b, i)->state != SLOT_DONE)
+			return true;
+	return false;
+}
+
 /* Put a read slot at the tail of the window, once there is room and no
- * earlier create of its id is under way, reporting outcomes meanwhile. */
+ * earlier create of its id (or, for a spec with "after", none at all) is
+ * under way, reporting outcomes meanwhile. */
 static void place(struct bulk *b, const struct slot *s)
 {
 	bool to_send = s->state == SLOT_QUEUED;
@@ -229,7 +242,8 @@ static void place(struct bulk *b, const struct slot *s)
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		deliver(b);
-		if (has_room(b, s->bytes) && !(to_send && id_busy(b, s)))
+		if (has_room(b, s->bytes) &&
+		    !(to_send && (id_busy(b, s) || (s->after && any_busy(b)))))
 			break;
 		pthread_cond_wait(&b->done, &b->mu);
 	}
@@ -269,6 +283,10 @@ static void read_slot(const lr_submit_item *item, uint64_t index, int64_t not_be
 	}
 	s->id_hash = hash_id(s->id);
 	s->bytes = strlen(s->value);
+	/* The stored form is compact JSON in which every quote inside a
+	 * string is escaped, so this finds the field (or, harmlessly, a key
+	 * of that name in env or state). */
+	s->after = strstr(s->value, "\"after\":") != NULL;
 }
 
 /* The caller's loop: take items until the input ends or asks to stop, or

@@ -41,6 +41,11 @@ typedef struct lr_entry {
 	uint8_t n_after;
 	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
 	bool sched_waiting;   /* registered with the schedule gate */
+	int64_t retry_rev;    /* revision of the retry that made it pending
+	                         again (its queue/ put), 0 none: claims/ and
+	                         done/ events before it are of the run before */
+	bool rerun;           /* retried while a worker of ours still reported
+	                         on that run: pending again, not gone */
 	struct lr_entry *next; /* hash chain */
 } lr_entry;
 

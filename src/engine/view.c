@@ -412,15 +412,29 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
  * with the task, whose spec the tasks/ event already carried. */
 static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 {
-	if (m->u.watch.deleted || e != NULL || m->u.watch.value == NULL)
+	if (m->u.watch.deleted || m->u.watch.value == NULL)
 		return;
 	json_t *rec = json_loadb(m->u.watch.value, m->u.watch.len, 0, NULL);
 	json_int_t task_rev = json_integer_value(json_object_get(rec, "task_rev"));
 	lr_sched sc;
-	if (task_rev > 0 && lr_sched_from_json(rec, &sc) == 0) {
+	if (task_rev > 0 && e == NULL && lr_sched_from_json(rec, &sc) == 0) {
 		e = lr_taskset_add_sched(&r->set, m->u.watch.id, (int64_t)task_rev,
 		                         LR_ENTRY_PENDING, &sc);
 		lr_sched_clear(&sc);
+		if (e != NULL)
+			e->retry_rev = m->u.watch.mod_rev;
+	} else if (task_rev > 0 && e != NULL && e->create_rev == task_rev) {
+		/* Still here: the end of its run not applied yet (claims/ and
+		 * done/ have their own watcher), or a worker of ours still to
+		 * report on it. The retry compared that no claim existed. */
+		e->retry_rev = m->u.watch.mod_rev;
+		e->done_seen = false;
+		e->rerun = e->state == LR_ENTRY_LOCAL;
+		if (e->claim_ev_rev < m->u.watch.mod_rev) {
+			e->claim_present = false;
+			e->claim_lease = 0;
+		}
+		place(r, e);
 	}
 	json_decref(rec);
 }
@@ -440,6 +454,9 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 	 * has its own watcher, so such events may come after the new task's
 	 * creation. */
 	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->create_rev)
+		return;
+	/* About its run before a retry, late from another watcher. */
+	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->retry_rev)
 		return;
 	switch (m->u.watch.dir) {
 	case LR_DIR_TASKS:
@@ -509,6 +526,9 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	/* A task submitted again under the same id meanwhile is a new one:
 	 * what the worker says of the old one does not apply to it. */
 	bool same = task_rev == 0 || e->create_rev == task_rev;
+	if (e->rerun) /* what the worker says is of the run before a retry */
+		gone = false;
+	e->rerun = false;
 	if (same && (gone || e->done_seen)) {
 		remove_entry(r, e);
 		return;
