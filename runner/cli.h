@@ -33,6 +33,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * started after, and return a signalfd that reads them; -1 on failure.
  * Call before the first thread starts (before connecting). */
 int cli_stop_signal_fd(void);
+/* The signal that made fd readable (SIGTERM when it cannot tell). */
+int cli_stop_signal_read(int fd);
 
 /* The subcommands: argv holds the arguments after the subcommand word.
  * Each returns the exit status. */

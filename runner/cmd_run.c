@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -14,7 +15,7 @@
 
 static const char usage[] =
     "Usage: leaserun run [--lock PATH[=MODE]]... [--limit KEY=N]... [--ttl S]\n"
-    "                    [--wait S] -- COMMAND [ARG...]\n"
+    "                    [--wait S] [--grace S] -- COMMAND [ARG...]\n"
     "\n"
     "Take every lock and slot at once, on a lease of its own, waiting for\n"
     "them first come, first served; run COMMAND while they are held; give\n"
@@ -62,6 +63,8 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 		const char *eq = strrchr(v, '=');
 		size_t len = eq != NULL ? (size_t)(eq - v) : strlen(v);
 		snprintf(key, sizeof(key), "%.*s", (int)len, v);
+		if (json_object_get(lock ? locks : limits, key) != NULL)
+			return cli_usage_error("run: %s %s given twice", a, key);
 		if (lock) {
 			json_object_set_new(locks, key, json_string(eq != NULL ? eq + 1 : "X"));
 			continue;
@@ -112,16 +115,21 @@ int cmd_run(int argc, char **argv)
 		if (end == wait_s || *end != '\0' || !(wait >= 0 && wait <= 31536000))
 			rc = cli_usage_error("run: --wait %s: expected seconds, 0 or more", wait_s);
 	}
+	lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
+	                   .limits = json_object_size(limits) ? limits : NULL,
+	                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),
+	                   .cancel_fd = -1 };
+	/* Bad input is exit 2 whether etcd answers or not. */
+	if (rc == CLI_CONTINUE && lr_hold_check(&o, &err) != 0)
+		rc = cli_usage_error("run: %s", err.msg);
 	int stop_fd = rc == CLI_CONTINUE ? cli_stop_signal_fd() : -1;
 	if (rc == CLI_CONTINUE)
 		rc = cli_open(&common, &c);
 	if (rc == CLI_CONTINUE) {
-		lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
-		                   .limits = json_object_size(limits) ? limits : NULL,
-		                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),
-		                   .cancel_fd = stop_fd };
+		o.cancel_fd = stop_fd;
 		if (lr_hold_acquire(c, &o, &h, &err) != 0)
-			rc = err.code == LR_ECANCELLED ? 128 + SIGTERM : cli_fail(&err);
+			rc = err.code == LR_ECANCELLED ? 128 + cli_stop_signal_read(stop_fd)
+			                               : cli_fail(&err);
 	}
 	if (rc == CLI_CONTINUE) {
 		int ws = 0;
@@ -140,6 +148,8 @@ int cmd_run(int argc, char **argv)
 	}
 	if (c != NULL)
 		lr_client_close(c);
+	if (stop_fd >= 0)
+		close(stop_fd);
 	json_decref(locks);
 	json_decref(limits);
 	return rc;

@@ -40,7 +40,8 @@ static void usage(FILE *f)
 	fprintf(f, "\n%s\n"
 	        "Exit status: 0 ok, 1 etcd or runtime error, 2 usage or invalid "
 	        "input,\n3 the task id exists with a different spec, 4 no such "
-	        "task.\n'leaserun COMMAND --help' describes a command.\n",
+	        "task, 5 `run --wait`\nran out ('run' otherwise exits with its "
+	        "command's status).\n'leaserun COMMAND --help' describes a command.\n",
 	        cli_common_help);
 }
 

@@ -306,6 +306,10 @@ typedef struct lr_hold_opts {
  * LR_ECANCELLED: cancel_fd; other codes: etcd errors. Blocking; any
  * thread; several holds of one client may wait at once. */
 LR_API int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err);
+/* Whether o's locks and limits are valid, as lr_hold_acquire checks them,
+ * without etcd: 0, or LR_EINVAL with a message naming what is wrong (an
+ * empty request is invalid too). Pure; any thread. */
+LR_API int lr_hold_check(const lr_hold_opts *o, lr_err *err);
 /* The fencing token: the revision of the txn that took them. It grows with
  * every later acquisition of any lock, so a system that keeps the highest
  * token it saw can refuse a holder that lost its hold. */
@@ -325,16 +329,20 @@ LR_API int64_t lr_hold_deadline_ms(const lr_hold *h);
 LR_API int lr_hold_renewed_fd(const lr_hold *h);
 LR_API int lr_hold_lost_fd(const lr_hold *h);
 /* Run argv (argv[0] found on PATH when it has no '/') while h holds, under
- * the same guard as shell steps: in a process group of its own, with this
- * process's stdin, stdout, stderr and environment plus LEASERUN_FENCE,
- * LEASERUN_LOCKS, LEASERUN_SLOTS and LEASERUN_HOLD (the hold's id). Each
+ * the same guard as shell steps: in a process group of its own (which
+ * takes the foreground of the terminal when stdin is this process's
+ * controlling terminal and it is in the foreground, and gives it back at
+ * the end), with this process's stdin, stdout, stderr and environment plus
+ * LEASERUN_FENCE, LEASERUN_LOCKS, LEASERUN_SLOTS and LEASERUN_HOLD (the
+ * hold's id). Each
  * renewal moves the guard's deadline; if the lease is lost, or this
  * process dies, every process of the command is stopped (SIGTERM, SIGKILL
  * after grace_ms) and none is alive when the lease can expire. stop_fd
  * (may be -1; only polled, never read) readable: stop it the same way.
  * Returns once no process of the command is left: 0 with *wstatus its
- * wait status (waitpid), LR_ELEASE when the lease was lost (it was
- * stopped), LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
+ * wait status (waitpid), LR_ELEASE when the lease was lost or its
+ * deadline passed by the clock (this process frozen or cut off: the guard
+ * stopped the command), LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
 LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
                         int *wstatus, lr_err *err);
 /* Who holds and who waits, read at one revision: *doc is a new json_t *

@@ -147,6 +147,14 @@ static void exec_shell(const lr_guard_spec *spec, pid_t guard)
 	reset_signals(NULL, 0);
 	if (dup2(G_IN, 0) < 0 || dup2(G_OUT, 1) < 0 || dup2(G_ERR, 2) < 0)
 		_exit(127);
+	if (spec->take_terminal) {
+		/* Blocked, SIGTTOU cannot stop a background group taking it. */
+		sigset_t ttou;
+		sigemptyset(&ttou);
+		sigaddset(&ttou, SIGTTOU);
+		sigprocmask(SIG_BLOCK, &ttou, NULL);
+		(void)tcsetpgrp(0, getpid());
+	}
 	close_from(3);
 	sigset_t none;
 	sigemptyset(&none);

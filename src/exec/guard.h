@@ -46,6 +46,10 @@ typedef struct lr_guard_spec {
 	char *const *envp;     /* its environment */
 	int out_fd, err_fd;    /* the write ends of its stdout and stderr */
 	bool pass_stdin;       /* its stdin is the caller's; else /dev/null */
+	bool take_terminal;    /* with pass_stdin, that stdin the caller's
+	                          controlling terminal and the caller in its
+	                          foreground: the command's process group takes
+	                          the foreground (the caller takes it back) */
 	int dir_fd;            /* its state directory, locked (flock) for as
 	                          long as the guard lives; the guard removes
 	                          the directory at its end. -1: none */

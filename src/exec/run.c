@@ -3,6 +3,7 @@
  * deadline. Runs on the caller's thread. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "exec/exec.h"
 #include "exec/guard.h"
@@ -54,6 +56,26 @@ static char **hold_env(lr_hold *h)
 	return env;
 }
 
+/* Whether stdin is our controlling terminal, with us in its foreground:
+ * the command then takes the foreground, so that it can read the terminal
+ * and gets the keyboard's signals itself. */
+static bool own_terminal(void)
+{
+	pid_t fg = tcgetpgrp(0);
+	return fg >= 0 && fg == getpgrp();
+}
+
+/* The foreground back from the command's process group. */
+static void take_back_terminal(void)
+{
+	sigset_t ttou, old;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	pthread_sigmask(SIG_BLOCK, &ttou, &old);
+	(void)tcsetpgrp(0, getpgrp());
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* Read what the guard's status pipe has: the wait status, then end of
  * file once no process of the command is left. True at the end. */
 static bool read_status(int fd, int *wstatus, size_t *got)
@@ -85,8 +107,9 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 		return lr_err_set(err, LR_ENOMEM, "run: out of memory");
 	}
 	lr_guard_spec spec = { .path = path, .argv = argv, .envp = env, .out_fd = 1,
-	                       .err_fd = 2, .pass_stdin = true, .dir_fd = -1,
-	                       .deadline_ms = lr_hold_deadline_ms(h), .grace_ms = grace_ms };
+	                       .err_fd = 2, .pass_stdin = true, .take_terminal = own_terminal(),
+	                       .dir_fd = -1, .deadline_ms = lr_hold_deadline_ms(h),
+	                       .grace_ms = grace_ms };
 	lr_guard g;
 	int rc = lr_guard_start(&spec, &g, err);
 	free(path);
@@ -126,8 +149,14 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 			break;
 	}
 	lr_guard_end(&g);
+	if (spec.take_terminal)
+		take_back_terminal();
 	if (got < sizeof(int))
 		*wstatus = SIGKILL; /* the guard ended without the status: killed */
+	/* Frozen or cut off past the deadline, this process hears of the loss
+	 * only after the guard stopped the command: the clock tells at once. */
+	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
+		lost = true;
 	if (rc == 0 && lost)
 		rc = lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost: the "
 		                "command was stopped", lr_hold_id(h), (long long)lr_hold_lease(h));

@@ -174,7 +174,10 @@ static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err
 	return 0;
 }
 
-/* Read the table afresh and watch from there. */
+/* Read the table afresh and watch from there. The fresh table is in place
+ * before the first watcher is added: its events may come at once, on the
+ * stream's thread, and must land in it (the old watch, freed first, sends
+ * nothing more). */
 static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 {
 	if (*w != NULL) {
@@ -186,6 +189,11 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
+	pthread_mutex_lock(&h->mu);
+	lr_lock_table_free(h->table);
+	h->table = fresh;
+	h->reload = false;
+	pthread_mutex_unlock(&h->mu);
 	if (rc == 0)
 		rc = lr_watch_new(lr_client_etcd(h->c), w, err);
 	static const char *const dirs[] = { LR_K_LOCKS, LR_K_SLOTS, LR_K_WANTS };
@@ -195,11 +203,6 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		lr_watcher *wr; /* freed with *w */
 		rc = lr_watch_add(*w, key, LR_KEY_PREFIX, rev + 1, on_event, h, &wr, err);
 	}
-	pthread_mutex_lock(&h->mu);
-	lr_lock_table_free(h->table);
-	h->table = fresh;
-	h->reload = false;
-	pthread_mutex_unlock(&h->mu);
 	return rc;
 }
 
@@ -303,15 +306,31 @@ static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_
 	return rc;
 }
 
+/* The request of o, parsed: *set is new, never NULL on success. */
+static int parse_request(const lr_hold_opts *o, lr_lockset **set, lr_err *err)
+{
+	*set = NULL;
+	int rc = lr_lockset_parse(o->locks, o->limits, set, err);
+	if (rc == 0 && *set == NULL)
+		rc = lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
+	return rc;
+}
+
+int lr_hold_check(const lr_hold_opts *o, lr_err *err)
+{
+	lr_lockset *set = NULL;
+	int rc = parse_request(o, &set, err);
+	free(set);
+	return rc;
+}
+
 int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err)
 {
 	*out = NULL;
 	lr_lockset *set = NULL;
-	int rc = lr_lockset_parse(o->locks, o->limits, &set, err);
+	int rc = parse_request(o, &set, err);
 	if (rc != 0)
 		return rc;
-	if (set == NULL)
-		return lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
 	lr_hold *h = calloc(1, sizeof(*h));
 	if (h == NULL) {
 		free(set);
