@@ -12,6 +12,7 @@ enum {
 	EXIT_USAGE = 2,
 	EXIT_EXISTS = 3,
 	EXIT_NOTFOUND = 4,
+	EXIT_BUSY = 5,      /* `run --wait` ran out before the locks were free */
 };
 
 /* Returned by helpers when the command should go on (any exit status is
@@ -32,6 +33,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * started after, and return a signalfd that reads them; -1 on failure.
  * Call before the first thread starts (before connecting). */
 int cli_stop_signal_fd(void);
+/* The signal that made fd readable (SIGTERM when it cannot tell). */
+int cli_stop_signal_read(int fd);
 
 /* The subcommands: argv holds the arguments after the subcommand word.
  * Each returns the exit status. */
@@ -43,5 +46,8 @@ int cmd_runners(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_web(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_retry(int argc, char **argv);
+int cmd_locks(int argc, char **argv);
 
 #endif

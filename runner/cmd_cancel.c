@@ -41,21 +41,12 @@ int cmd_cancel(int argc, char **argv)
 {
 	const cli_flag flags[] = { { NULL, NULL, NULL } };
 	const cli_cmd cmd = { "cancel", usage, flags, 1 };
-	cli_common common = { 0 };
 	const char *args[1] = { NULL };
-	int nargs = 0, already = -1;
+	int already = -1;
 	lr_client *c = NULL;
 	lr_err err = { 0 };
 
-	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
-	if (rc != CLI_CONTINUE)
-		return rc;
-	if (nargs == 0)
-		return cli_usage_error("cancel: missing task ID");
-	if (!lr_id_valid(args[0]))
-		return cli_usage_error("cancel: \"%s\" is not a valid task id",
-		                       args[0]);
-	rc = cli_open(&common, &c);
+	int rc = cli_parse_id_and_open(&cmd, argc, argv, &args[0], &c);
 	if (rc != CLI_CONTINUE)
 		return rc;
 	if (lr_cancel(c, args[0], &already, &err) != 0)

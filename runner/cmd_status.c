@@ -62,6 +62,8 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 		out_status_json(f, v, n, q->id != NULL);
 	else if (rc == 0)
 		out_status_table(f, v, n, st, lr_wall_ms());
+	if (rc == 0 && !q->json && q->id != NULL)
+		out_status_history(f, &one);
 	if (q->id != NULL)
 		lr_task_status_clear(&one);
 	else

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/readall.h"
 #include "client/spec_reader.h"
@@ -33,10 +34,13 @@ static const char usage[] =
     "  --id ID          the task's id, when the spec does not have one\n"
     "                   (one spec only: not with several files or --jsonl)\n"
     "  --in-flight N    creates sent at once (1-256, default 16)\n"
+    "  --in DURATION    not before DURATION from now (\"90s\", \"2h\"), for\n"
+    "                   specs without \"not_before\"\n"
     "\n"
     "Exit status, the worst outcome of any spec: 1 etcd error (the submit\n"
     "stops; running it again is safe), else 2 invalid spec or unreadable\n"
-    "file, else 3 an id exists with a different spec, else 0.\n";
+    "file, else 4 a task named in \"after\" does not exist, else 3 an id\n"
+    "exists with a different spec, else 0.\n";
 
 static int read_spec(const char *path, char **text, size_t *len)
 {
@@ -75,7 +79,7 @@ static int validate(const char *name, const char *text, size_t len,
 
 /* One spec from one file (or standard input), as submit always did. */
 static int submit_one(const cli_common *common, const char *path,
-                      const char *id)
+                      const char *id, int64_t not_before_ms)
 {
 	char *text = NULL;
 	size_t len = 0;
@@ -89,6 +93,11 @@ static int submit_one(const cli_common *common, const char *path,
 	if (rc == CLI_CONTINUE)
 		rc = validate(strcmp(path, "-") == 0 ? "<stdin>" : path, text, len,
 		              id, &spec);
+	if (rc == CLI_CONTINUE && not_before_ms > 0 && json_object_get(spec, "not_before") == NULL) {
+		char at[LR_TIME_BUF];
+		lr_rfc3339_format(not_before_ms, at);
+		json_object_set_new(spec, "not_before", json_string(at));
+	}
 	if (rc == CLI_CONTINUE)
 		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)
@@ -195,7 +204,8 @@ static void print_outcome(void *user, const lr_submit_outcome *o)
 }
 
 static int submit_many(const cli_common *common, const char *const *paths,
-                       int n_paths, lr_spec_format format, long in_flight)
+                       int n_paths, lr_spec_format format, long in_flight,
+                       int64_t not_before_ms)
 {
 	static const char *const from_stdin[] = { "-" };
 	struct bulk_input in = {
@@ -204,7 +214,7 @@ static int submit_many(const cli_common *common, const char *const *paths,
 		.format = format,
 		.fd = -1,
 	};
-	lr_submit_opts opts = { .in_flight = (int)in_flight };
+	lr_submit_opts opts = { .in_flight = (int)in_flight, .not_before_ms = not_before_ms };
 	lr_submit_summary sum;
 	lr_client *c = NULL;
 	lr_err err = { 0 };
@@ -231,12 +241,13 @@ static int submit_many(const cli_common *common, const char *const *paths,
 
 int cmd_submit(int argc, char **argv)
 {
-	const char *id = NULL, *in_flight_s = NULL;
+	const char *id = NULL, *in_flight_s = NULL, *in_s = NULL;
 	int jsonl = 0;
 	const cli_flag flags[] = {
 		{ "id", &id, NULL },
 		{ "jsonl", NULL, &jsonl },
 		{ "in-flight", &in_flight_s, NULL },
+		{ "in", &in_s, NULL },
 		{ NULL, NULL, NULL },
 	};
 	const cli_cmd cmd = { "submit", usage, flags, argc };
@@ -252,15 +263,24 @@ int cmd_submit(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, args, &nargs);
 	if (rc == CLI_CONTINUE && in_flight_s != NULL)
 		rc = cli_int("--in-flight", in_flight_s, 1, 256, &in_flight);
+	int64_t not_before_ms = 0;
+	if (rc == CLI_CONTINUE && in_s != NULL) {
+		int64_t d = 0;
+		lr_err e = { 0 };
+		if (lr_duration_parse(in_s, &d, &e) != 0)
+			rc = cli_usage_error("submit: --in %s: %s", in_s, e.msg);
+		else
+			not_before_ms = lr_wall_ms() + d;
+	}
 	bool many = jsonl || nargs > 1;
 	if (rc == CLI_CONTINUE && many && id != NULL)
 		rc = cli_usage_error("submit: --id names one task: it cannot be "
 		                     "used with several files or --jsonl");
 	if (rc == CLI_CONTINUE && !many)
-		rc = submit_one(&common, nargs > 0 ? args[0] : "-", id);
+		rc = submit_one(&common, nargs > 0 ? args[0] : "-", id, not_before_ms);
 	else if (rc == CLI_CONTINUE)
 		rc = submit_many(&common, args, nargs,
-		                 jsonl ? LR_SPEC_LINES : LR_SPEC_WHOLE, in_flight);
+		                 jsonl ? LR_SPEC_LINES : LR_SPEC_WHOLE, in_flight, not_before_ms);
 	free(args);
 	return rc;
 }

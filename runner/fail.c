@@ -17,6 +17,8 @@ int cli_exit_code(int code)
 		return EXIT_EXISTS;
 	case LR_ENOTFOUND:
 		return EXIT_NOTFOUND;
+	case LR_EBUSY:
+		return EXIT_BUSY;
 	default:
 		return EXIT_RUNTIME;
 	}

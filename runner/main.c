@@ -20,6 +20,9 @@ static const struct subcommand subcommands[] = {
 	{ "cancel", cmd_cancel, "cancel a pending or running task" },
 	{ "runners", cmd_runners, "live runners and their lease TTL left" },
 	{ "purge", cmd_purge, "delete the keys of finished tasks" },
+	{ "retry", cmd_retry, "make a failed or cancelled task pending again" },
+	{ "run", cmd_run, "hold locks and slots while a command runs" },
+	{ "locks", cmd_locks, "who holds and who waits for locks and slots" },
 	{ "web", cmd_web, "a live web page of tasks, runners, locks and limits" },
 	{ "bench", cmd_bench, "measure etcd and the runner: throughput, latency, cost" },
 };
@@ -37,7 +40,8 @@ static void usage(FILE *f)
 	fprintf(f, "\n%s\n"
 	        "Exit status: 0 ok, 1 etcd or runtime error, 2 usage or invalid "
 	        "input,\n3 the task id exists with a different spec, 4 no such "
-	        "task.\n'leaserun COMMAND --help' describes a command.\n",
+	        "task, 5 `run --wait`\nran out ('run' otherwise exits with its "
+	        "command's status).\n'leaserun COMMAND --help' describes a command.\n",
 	        cli_common_help);
 }
 

@@ -370,3 +370,20 @@ int cli_open(const cli_common *o, lr_client **out)
 	free_secret(password);
 	return rc;
 }
+
+int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char **id,
+                          lr_client **out)
+{
+	cli_common common = { 0 };
+	const char *args[1] = { NULL };
+	int nargs = 0;
+	int rc = cli_parse(cmd, argc, argv, &common, args, &nargs);
+	if (rc != CLI_CONTINUE)
+		return rc;
+	if (nargs == 0)
+		return cli_usage_error("%s: missing task ID", cmd->name);
+	if (!lr_id_valid(args[0]))
+		return cli_usage_error("%s: \"%s\" is not a valid task id", cmd->name, args[0]);
+	*id = args[0];
+	return cli_open(&common, out);
+}

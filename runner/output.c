@@ -252,7 +252,20 @@ static json_t *str_or_null(const char *s)
 	return s != NULL ? json_string(s) : json_null();
 }
 
+static json_t *status_fields(const lr_task_status *s);
+
 static json_t *status_json(const lr_task_status *s)
+{
+	json_t *o = status_fields(s);
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	if (o != NULL && h != NULL)
+		json_object_set_new(o, "history", h);
+	else
+		json_decref(h);
+	return o;
+}
+
+static json_t *status_fields(const lr_task_status *s)
 {
 	return json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:o, s:o, "
 	                 "s:I, s:o}",
@@ -277,6 +290,26 @@ static int dump(FILE *f, json_t *doc)
 	if (rc == 0)
 		fputc('\n', f);
 	return rc;
+}
+
+void out_status_history(FILE *f, const lr_task_status *s)
+{
+	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	size_t i;
+	json_t *e;
+	if (json_array_size(h) > 0)
+		fprintf(f, "earlier outcomes (newest first):\n");
+	json_array_foreach(h, i, e) {
+		const char *err = json_string_value(json_object_get(e, "error"));
+		const char *runner = json_string_value(json_object_get(e, "runner"));
+		const char *at = json_string_value(json_object_get(e, "finished_at"));
+		fprintf(f, "  %s  %s after %lld attempt(s)%s%s%s%s\n", at != NULL ? at : "-",
+		        json_string_value(json_object_get(e, "status")),
+		        (long long)json_integer_value(json_object_get(e, "attempts")),
+		        runner != NULL ? " on " : "", runner != NULL ? runner : "",
+		        err != NULL ? ": " : "", err != NULL ? err : "");
+	}
+	json_decref(h);
 }
 
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single)
@@ -349,4 +382,67 @@ int out_runners_json(FILE *f, const lr_runner_info *v, size_t n)
 		}
 	}
 	return dump(f, arr);
+}
+
+/* ---- locks ---------------------------------------------------------------- */
+
+/* "task t-12" for "task:t-12". */
+static void holder_text(const char *holder, char *buf, size_t n)
+{
+	const char *colon = holder != NULL ? strchr(holder, ':') : NULL;
+	if (colon == NULL)
+		snprintf(buf, n, "%s", holder != NULL ? holder : "?");
+	else
+		snprintf(buf, n, "%.*s %s", (int)(colon - holder), holder, colon + 1);
+}
+
+static const char *str_of(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms)
+{
+	static const char *const head[] = { "HELD", "MODE", "HOLDER", "ON", "SINCE",
+		                            "WAITING FOR" };
+	struct table t;
+	table_init(&t, head, 6);
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(doc, "held"), i, e) {
+		char what[700], who[300], since[48];
+		const char *lock = str_of(e, "lock");
+		if (lock != NULL)
+			snprintf(what, sizeof(what), "%s", lock);
+		else
+			snprintf(what, sizeof(what), "%s[%lld]", str_of(e, "pool"),
+			         (long long)json_integer_value(json_object_get(e, "slot")));
+		holder_text(str_of(e, "holder"), who, sizeof(who));
+		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
+		const char *on = str_of(e, "runner") != NULL ? str_of(e, "runner") : str_of(e, "host");
+		char *cells[] = { what, lock != NULL ? (char *)str_of(e, "mode") : "slot", who,
+			          (char *)(on != NULL ? on : "-"), since, "" };
+		table_add(&t, cells);
+	}
+	json_array_foreach(json_object_get(doc, "waiting"), i, e) {
+		char what[1024] = "", who[300], since[48];
+		char *locks = json_dumps(json_object_get(e, "locks"), JSON_COMPACT | JSON_SORT_KEYS);
+		char *limits = json_dumps(json_object_get(e, "limits"), JSON_COMPACT | JSON_SORT_KEYS);
+		snprintf(what, sizeof(what), "%s%s%s", locks != NULL ? locks : "",
+		         locks != NULL && limits != NULL ? " " : "", limits != NULL ? limits : "");
+		free(locks);
+		free(limits);
+		holder_text(str_of(e, "holder"), who, sizeof(who));
+		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
+		const char *why = str_of(e, "waiting_for");
+		const char *on = str_of(e, "host");
+		char *cells[] = { what, "wants", who, (char *)(on != NULL ? on : "-"), since,
+			          (char *)(why != NULL ? why : "(free now: being taken)") };
+		table_add(&t, cells);
+	}
+	if (t.rows == 0 && st->tty)
+		fputs("no locks or slots held or asked for\n", f);
+	else if (t.rows > 0)
+		table_print(f, &t, st);
+	table_free(&t);
 }

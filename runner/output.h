@@ -24,9 +24,14 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n,
 /* single: one object (status ID), otherwise an array. 0, or -1 when out of
  * memory. */
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
+/* A retried task's earlier outcomes, one a line (nothing when none). */
+void out_status_history(FILE *f, const lr_task_status *s);
 
 void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
                        const out_style *st, int64_t now_ms);
 int out_runners_json(FILE *f, const lr_runner_info *v, size_t n);
+
+/* The document of lr_locks_read: what is held, then what is asked for. */
+void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms);
 
 #endif

@@ -3,6 +3,7 @@
  * thread, before any other thread starts. */
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -18,4 +19,12 @@ int cli_stop_signal_fd(void)
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		return -1;
 	return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+int cli_stop_signal_read(int fd)
+{
+	struct signalfd_siginfo si;
+	if (fd >= 0 && read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		return (int)si.ssi_signo;
+	return SIGTERM;
 }

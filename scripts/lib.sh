@@ -34,10 +34,12 @@ lr_die() {
 # and Debian's nodejs and npm when there is no node or npm command (a
 # Node.js installed otherwise, with its own npm, is used as it is).
 lr_missing_packages() {
-	local pkg
+	local pkg status
 	for pkg in "${LR_PACKAGES[@]}"; do
-		if ! dpkg -s "$pkg" 2>/dev/null |
-			grep -qx 'Status: install ok installed'; then
+		# No pipe into grep -q: under pipefail, grep leaving early
+		# makes dpkg die of SIGPIPE, and the package look missing.
+		status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) || status=
+		if [ "$status" != 'install ok installed' ]; then
 			printf '%s\n' "$pkg"
 		fi
 	done

@@ -50,6 +50,7 @@ enum {
 	LR_ENOMEM = -17,      /* out of memory */
 	LR_ECLOSED = -18,     /* the handle is being closed */
 	LR_EINTERNAL = -19,   /* a bug: please report it */
+	LR_EBUSY = -20,       /* locks still held by others when a wait ran out (exit 5) */
 };
 
 /* The error a failing call leaves behind: its code and a readable message
@@ -163,7 +164,8 @@ typedef struct lr_submit_outcome {
 	const char *origin; /* the item's origin; "" when it had none */
 	const char *id;     /* the task's id (given or generated); "" when the
 	                       spec was rejected before an id was known */
-	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_EEXIST (the
+	int code;           /* LR_OK; LR_EINVAL (invalid spec); LR_ENOTFOUND (a
+	                       task of its "after" does not exist); LR_EEXIST (the
 	                       id holds a different spec, including one stored
 	                       earlier in the same input); LR_ECANCELLED (not
 	                       sent: the submit was stopping); or an etcd error */
@@ -179,11 +181,13 @@ typedef void (*lr_submit_outcome_fn)(void *user, const lr_submit_outcome *o);
 typedef struct lr_submit_opts {
 	int in_flight;      /* creates in flight at once, each on a thread of
 	                       its own; default 16, at most 256 */
+	int64_t not_before_ms; /* unix ms given as "not_before" to specs that
+	                          give none (`submit --in`); 0: none */
 } lr_submit_opts;
 
 /* Counts of one lr_submit_many. worst is the worst code met, in this
  * order: any etcd or runtime error (including the code that stopped the
- * submit) > LR_EINVAL > LR_EEXIST > LR_OK. An error of the cluster comes
+ * submit) > LR_EINVAL > LR_ENOTFOUND > LR_EEXIST > LR_OK. An error of the cluster comes
  * first because it is the only outcome that the same submit, run again,
  * can change (and it may be run again safely: what was stored is an
  * identical resubmit); an invalid spec comes before a taken id as single
@@ -192,7 +196,7 @@ typedef struct lr_submit_summary {
 	uint64_t items;       /* taken from the input: the sum of the next five */
 	uint64_t created;     /* new tasks */
 	uint64_t identical;   /* already stored with the same spec */
-	uint64_t invalid;     /* LR_EINVAL */
+	uint64_t invalid;     /* LR_EINVAL, and LR_ENOTFOUND (unknown "after") */
 	uint64_t conflicting; /* LR_EEXIST */
 	uint64_t failed;      /* etcd errors and specs not sent (LR_ECANCELLED) */
 	int worst;
@@ -202,8 +206,11 @@ typedef struct lr_submit_summary {
  * input order. A spec without an id gets a generated one (so submitting it
  * again makes another task); a spec whose id appears earlier in the input
  * is sent only after that one's create has finished, so the earlier one
- * wins and the later is an identical resubmit or LR_EEXIST.
- * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ETOOLARGE)
+ * wins and the later is an identical resubmit or LR_EEXIST; a spec with
+ * "after" is sent once every create before it has finished, so it may name
+ * tasks earlier in the input (LR_ENOTFOUND when one does not exist).
+ * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ENOTFOUND,
+ * LR_ETOOLARGE)
  * stops the submit: no more input is read, specs read but not yet sent get
  * LR_ECANCELLED, creates in flight finish with their own outcomes, and the
  * call returns that error (its message in err). A create whose reply was
@@ -248,7 +255,12 @@ typedef struct lr_task_status {
 	int64_t create_revision;/* etcd revision that created the task */
 	char *waiting;          /* pending: what it waits for, filled in by
 	                           lr_task_waits ("X org/a held by task t-12 on
-	                           box-1"); NULL otherwise */
+	                           box-1", "not before ...", "after t-3, which is
+	                           running"); NULL otherwise */
+	char *history;          /* lr_task_get only: earlier outcomes of a
+	                           retried task, newest first, as a JSON array
+	                           of {"status","attempts","error","runner",
+	                           "finished_at"}; NULL when never retried */
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);
@@ -266,6 +278,100 @@ LR_API void lr_task_list_free(lr_task_status *list, size_t n);
  * cannot be taken now: held by others, or asked for first by an older
  * request they must not overtake. Reads locks/, slots/ and wants/ once. */
 LR_API int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err);
+
+/* ---- holding locks and slots from any process ------------------------------
+ *
+ * The same locks and slot pools as tasks' "locks" and "limits" (see
+ * docs/locks.md), held by a process on a lease of its own: taken all at
+ * once in one txn, fairly (first come, first served among conflicting
+ * requests: the request is queued in wants/ before the wait), driven by
+ * watch events, never by polling; kept while the lease is renewed; given
+ * back by lr_hold_release, or by etcd when the lease expires. */
+typedef struct lr_hold lr_hold;
+
+typedef struct lr_hold_opts {
+	const void *locks;   /* json_t {"PATH": "MODE"} (borrowed), or NULL */
+	const void *limits;  /* json_t {"KEY": N} (borrowed), or NULL */
+	int64_t ttl_s;       /* the lease's TTL; 0: 10 (etcd may raise it) */
+	int64_t wait_ms;     /* how long to wait for them: -1 forever, 0 try once */
+	const char *name;    /* who holds, as `leaserun locks` shows it; NULL:
+	                        the host name */
+	int cancel_fd;       /* readable: stop waiting (LR_ECANCELLED); -1: none */
+} lr_hold_opts;
+
+/* Take every lock and slot of o, waiting as o says. On success *out holds
+ * them until lr_hold_release. LR_EINVAL: an invalid path, mode or limit
+ * (the message names it), nothing written; LR_EBUSY: the wait ran out
+ * (the message names a holder: "X org/a held by task t-12 on box-1");
+ * LR_ECANCELLED: cancel_fd; other codes: etcd errors. Blocking; any
+ * thread; several holds of one client may wait at once. */
+LR_API int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err);
+/* Whether o's locks and limits are valid, as lr_hold_acquire checks them,
+ * without etcd: 0, or LR_EINVAL with a message naming what is wrong (an
+ * empty request is invalid too). Pure; any thread. */
+LR_API int lr_hold_check(const lr_hold_opts *o, lr_err *err);
+/* The fencing token: the revision of the txn that took them. It grows with
+ * every later acquisition of any lock, so a system that keeps the highest
+ * token it saw can refuse a holder that lost its hold. */
+LR_API int64_t lr_hold_fence(const lr_hold *h);
+/* The hold's id ("run:<id>" in etcd) and its lease. */
+LR_API const char *lr_hold_id(const lr_hold *h);
+LR_API int64_t lr_hold_lease(const lr_hold *h);
+/* The slot taken in each pool: {"POOL": index}, and the locks as asked
+ * ({} when none) (json_t *, borrowed). */
+LR_API const void *lr_hold_slots(const lr_hold *h);
+LR_API const void *lr_hold_locks(const lr_hold *h);
+/* When the lease may expire (monotonic ms, CLOCK_MONOTONIC): moves with
+ * each renewal; 0 once it is lost. A readable fd after each renewal
+ * (read it to clear), and one readable once the lease is lost: the locks
+ * may then belong to someone else. */
+LR_API int64_t lr_hold_deadline_ms(const lr_hold *h);
+LR_API int lr_hold_renewed_fd(const lr_hold *h);
+LR_API int lr_hold_lost_fd(const lr_hold *h);
+/* Run argv (argv[0] found on PATH when it has no '/') while h holds, under
+ * the same guard as shell steps: in a process group of its own (which
+ * takes the foreground of the terminal when stdin is this process's
+ * controlling terminal and it is in the foreground, and gives it back at
+ * the end), with this process's stdin, stdout, stderr and environment plus
+ * LEASERUN_FENCE, LEASERUN_LOCKS, LEASERUN_SLOTS and LEASERUN_HOLD (the
+ * hold's id). Each
+ * renewal moves the guard's deadline; if the lease is lost, or this
+ * process dies, every process of the command is stopped (SIGTERM, SIGKILL
+ * after grace_ms) and none is alive when the lease can expire. stop_fd
+ * (may be -1; only polled, never read) readable: stop it the same way.
+ * Returns once no process of the command is left: 0 with *wstatus its
+ * wait status (waitpid), LR_ELEASE when the lease was lost or its
+ * deadline passed by the clock (this process frozen or cut off: the guard
+ * stopped the command), LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
+LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
+                        int *wstatus, lr_err *err);
+/* Who holds and who waits, read at one revision: *doc is a new json_t *
+ * {"held": [{"lock", "mode", "holder", "runner" or "host", "since"} and
+ * {"pool", "slot", "holder", ...}], "waiting": [{"holder", "locks",
+ * "limits", "since", "waiting_for"} oldest first], "revision"}, where
+ * holder is "task:<id>" or "run:<id>" and waiting_for says what holds it
+ * back (null: free now, about to be taken). */
+LR_API int lr_locks_read(lr_client *c, void **doc, lr_err *err);
+/* Give everything back (revoking the lease deletes exactly this hold's
+ * keys: never a later holder's) and free h. Any error is reported, and h
+ * is freed anyway: what was not deleted goes when the lease expires. */
+LR_API int lr_hold_release(lr_hold *h, lr_err *err);
+
+/* Run a failed or cancelled task again: it is pending once more, resumes
+ * at the step that failed (or o->from_step: a step name or 0-based index)
+ * with its state as checkpointed (or the spec's with o->reset_state) and
+ * its attempts counted afresh; its earlier outcome goes to its history
+ * (lr_task_status.history). One txn, guarded by the done record as read
+ * and no claim. LR_ENOTFOUND: no such task; LR_EINVAL: it is pending,
+ * running or succeeded, or from_step names no step (the message says
+ * which); LR_ECONFLICT: it changed meanwhile (retried or purged), nothing
+ * was done. *step (may be NULL): where it resumes. */
+typedef struct lr_retry_opts {
+	const char *from_step; /* NULL: the step it ended at */
+	int reset_state;
+} lr_retry_opts;
+LR_API int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
+                    lr_err *err);
 
 /* Cancel a pending or running task (one txn). A pending task ends cancelled
  * at once; a running one is stopped by its holder. When the task had

@@ -74,6 +74,7 @@ const char *lr_strerror(int code)
 	case LR_ENOMEM: return "out of memory";
 	case LR_ECLOSED: return "closed";
 	case LR_EINTERNAL: return "internal error";
+	case LR_EBUSY: return "locks held by others";
 	}
 	return "unknown error";
 }

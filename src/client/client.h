@@ -21,6 +21,8 @@
 #define LR_K_LOCKS "locks/"   /* held locks (client/lock_keys.h) */
 #define LR_K_SLOTS "slots/"   /* held slots of pools */
 #define LR_K_WANTS "wants/"   /* what a holder or waiter asks for */
+#define LR_K_QUEUE "queue/"   /* when a task may start (records/schedule.h) */
+#define LR_K_HISTORY "history/" /* earlier outcomes of a retried task */
 
 /* The connection; borrowed, lives as long as the client. */
 lr_etcd *lr_client_etcd(const lr_client *c);

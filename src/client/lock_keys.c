@@ -115,8 +115,12 @@ char *lr_wants_value(const json_t *locks, const json_t *limits)
 		return NULL;
 	char since[LR_TIME_BUF];
 	lr_rfc3339_now(since);
-	json_t *v = json_pack("{s:O?, s:O?, s:s}", "locks", locks, "limits", limits, "since",
-	                      since);
+	json_t *v = json_pack("{s:s}", "since", since);
+	/* Absent, not null, where the request names none. */
+	if (v != NULL && locks != NULL && json_object_set(v, "locks", (json_t *)locks) != 0)
+		json_decref(v), v = NULL;
+	if (v != NULL && limits != NULL && json_object_set(v, "limits", (json_t *)limits) != 0)
+		json_decref(v), v = NULL;
 	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(v);
 	return text;

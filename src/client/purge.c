@@ -48,8 +48,8 @@ static bool wanted(const struct purge *p, const lr_kv *kv)
 static int purge_task(struct purge *p, const char *id, const lr_kv *done,
                       lr_err *err)
 {
-	static const char *const kinds[] = { LR_K_TASKS, LR_K_CHECKPOINTS,
-		                             LR_K_DONE, LR_K_CANCEL };
+	static const char *const kinds[] = { LR_K_TASKS, LR_K_CHECKPOINTS, LR_K_DONE,
+		                             LR_K_CANCEL, LR_K_QUEUE, LR_K_HISTORY };
 	char key[LR_KEY_SIZE];
 	lr_txn_result r;
 	lr_txn *t = lr_txn_new();

@@ -105,6 +105,7 @@ void lr_task_status_clear(lr_task_status *s)
 	free(s->error);
 	free(s->updated_at);
 	free(s->waiting);
+	free(s->history);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -317,6 +318,17 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 	else
 		rc = lr_task_status_from(id, &rec, out, err);
 	lr_txn_result_free(&r);
+	/* Earlier outcomes of a retried task. */
+	char key[LR_KEY_SIZE];
+	lr_range_result h;
+	lr_key(c, LR_K_HISTORY, id, key);
+	if (rc == 0 && (rc = lr_kv_get(lr_client_etcd(c), key, &h, err)) == 0) {
+		if (h.n == 1)
+			out->history = lr_kv_value_dup(&h.kvs[0]);
+		lr_range_result_free(&h);
+	}
+	if (rc != 0)
+		lr_task_status_clear(out);
 	return rc;
 }
 

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "client/submit.h"
 #include "etcd/kv.h"
 #include "client/lock_keys.h"
+#include "records/schedule.h"
 #include "records/spec.h"
 
 /* Create tasks/<id> with one txn: version == 0 puts the spec, otherwise the
@@ -30,6 +32,23 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_put(t, LR_THEN, key, value, len, 0);
 	lr_txn_get(t, LR_ELSE, key, 0);
+	/* The tasks it waits for exist: compared, and read when one does not. */
+	lr_sched sc;
+	bool scheduled = lr_sched_from_text(value, len, &sc);
+	for (size_t i = 0; i < sc.n_after; i++) {
+		char dep[LR_KEY_SIZE];
+		lr_key(c, LR_K_TASKS, sc.after[i], dep);
+		lr_txn_cmp(t, dep, 0, LR_CMP_VERSION, LR_CMP_GT, 0);
+		lr_txn_get(t, LR_ELSE, dep, LR_RANGE_KEYS_ONLY);
+	}
+	/* When it may start, readable without the spec: P queue/<id>. */
+	char *queued = scheduled ? lr_sched_record_of_text(value, len) : NULL;
+	if (queued != NULL) {
+		char qkey[LR_KEY_SIZE];
+		lr_key(c, LR_K_QUEUE, id, qkey);
+		lr_txn_put(t, LR_THEN, qkey, queued, strlen(queued), 0);
+		free(queued);
+	}
 	/* A task that takes locks or slots queues for them from now on. */
 	char *wants = lr_wants_of_spec(value, len);
 	if (wants != NULL) {
@@ -48,7 +67,15 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 		*created = 1;
 		goto cleanup;
 	}
-	if (r.n_ops != 1 || r.ops[0].n != 1) {
+	if (r.n_ops == 1 + sc.n_after && r.ops[0].n == 0) {
+		for (size_t i = 0; i < sc.n_after; i++)
+			if (r.ops[1 + i].n == 0) {
+				rc = lr_err_set(err, LR_ENOTFOUND,
+				                "submit %s: after: no such task %s", id, sc.after[i]);
+				goto cleanup;
+			}
+	}
+	if (r.n_ops < 1 || r.ops[0].n != 1) {
 		rc = lr_err_set(err, LR_EINTERNAL,
 		                "submit %s: the txn failed but read no task", id);
 		goto cleanup;
@@ -61,6 +88,7 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 	}
 	*created = 0;
 cleanup:
+	lr_sched_clear(&sc);
 	lr_txn_result_free(&r);
 	lr_txn_free(t);
 	return rc;
@@ -80,11 +108,23 @@ static int encode(const json_t *norm, char id[LR_ID_SIZE], char **value,
 int lr_submit_prepare(const char *text, size_t len, const char *id_override,
                       char id[LR_ID_SIZE], char **value, lr_err *err)
 {
+	return lr_submit_prepare_at(text, len, id_override, 0, id, value, err);
+}
+
+int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
+                         int64_t not_before_ms, char id[LR_ID_SIZE], char **value,
+                         lr_err *err)
+{
 	json_t *norm = NULL;
 	int rc = lr_spec_parse_with_id(text, len, id_override, &norm, err);
 
 	if (rc != 0)
 		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
+	if (not_before_ms > 0 && json_object_get(norm, "not_before") == NULL) {
+		char at[LR_TIME_BUF];
+		lr_rfc3339_format(not_before_ms, at);
+		json_object_set_new(norm, "not_before", json_string(at));
+	}
 	rc = encode(norm, id, value, err);
 	json_decref(norm);
 	return rc;

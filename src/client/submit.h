@@ -15,6 +15,11 @@
  * LR_EINVAL with "invalid spec: <field and reason>", LR_ENOMEM. */
 int lr_submit_prepare(const char *text, size_t len, const char *id_override,
                       char id[LR_ID_SIZE], char **value, lr_err *err);
+/* The same, with not_before (unix ms; 0: none) given to a spec that does
+ * not say when it may start (`submit --in`). */
+int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
+                         int64_t not_before_ms, char id[LR_ID_SIZE], char **value,
+                         lr_err *err);
 
 /* Create tasks/<id> holding value, guarded by version == 0; see submit.c.
  * *created: 1 new, 0 an identical value was already stored. Errors:

@@ -34,6 +34,8 @@ struct slot {
 	char id[LR_ID_SIZE];
 	uint64_t id_hash;
 	char *value;       /* the stored form; freed once the create is over */
+	bool after;        /* it names tasks to come after: every create
+	                      before it must have finished first */
 	size_t bytes;      /* its length, counted in the window until then */
 	int code, created;
 	lr_err err;
@@ -60,6 +62,7 @@ struct bulk {
 	lr_submit_outcome_fn outcome;
 	void *user;
 	lr_submit_summary *sum;
+	int64_t not_before_ms; /* given to specs without not_before */
 };
 
 static int rank(int code)
@@ -69,10 +72,12 @@ static int rank(int code)
 		return 0;
 	case LR_EEXIST:
 		return 1;
-	case LR_EINVAL:
+	case LR_ENOTFOUND:
 		return 2;
-	default:
+	case LR_EINVAL:
 		return 3;
+	default:
+		return 4;
 	}
 }
 
@@ -87,7 +92,7 @@ int lr_submit_worse(int a, int b)
 static bool stops_submit(int code)
 {
 	return code != LR_OK && code != LR_EINVAL && code != LR_EEXIST &&
-	       code != LR_ETOOLARGE;
+	       code != LR_ETOOLARGE && code != LR_ENOTFOUND;
 }
 
 static struct slot *slot_at(struct bulk *b, uint64_t i)
@@ -170,7 +175,7 @@ static void report(struct bulk *b, const struct slot *s)
 		sum->created++;
 	else if (s->code == LR_OK)
 		sum->identical++;
-	else if (s->code == LR_EINVAL)
+	else if (s->code == LR_EINVAL || s->code == LR_ENOTFOUND)
 		sum->invalid++;
 	else if (s->code == LR_EEXIST)
 		sum->conflicting++;
@@ -217,8 +222,19 @@ static bool has_room(const struct bulk *b, size_t bytes)
 	       (b->bytes == 0 || b->bytes + bytes <= WINDOW_BYTES);
 }
 
+/* Lock held. Whether any create is queued or running: a spec that comes
+ * after other tasks waits for them, which may be earlier in the input. */
+static bool any_busy(struct bulk *b)
+{
+	for (uint64_t i = b->head; i < b->tail; i++)
+		if (slot_at(b, i)->state != SLOT_DONE)
+			return true;
+	return false;
+}
+
 /* Put a read slot at the tail of the window, once there is room and no
- * earlier create of its id is under way, reporting outcomes meanwhile. */
+ * earlier create of its id (or, for a spec with "after", none at all) is
+ * under way, reporting outcomes meanwhile. */
 static void place(struct bulk *b, const struct slot *s)
 {
 	bool to_send = s->state == SLOT_QUEUED;
@@ -226,7 +242,8 @@ static void place(struct bulk *b, const struct slot *s)
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		deliver(b);
-		if (has_room(b, s->bytes) && !(to_send && id_busy(b, s)))
+		if (has_room(b, s->bytes) &&
+		    !(to_send && (id_busy(b, s) || (s->after && any_busy(b)))))
 			break;
 		pthread_cond_wait(&b->done, &b->mu);
 	}
@@ -246,7 +263,8 @@ static void place(struct bulk *b, const struct slot *s)
 
 /* A slot for one item: validated, with its id and stored form, or done
  * with the reason it is rejected. */
-static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s)
+static void read_slot(const lr_submit_item *item, uint64_t index, int64_t not_before_ms,
+                      struct slot *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->index = index;
@@ -255,9 +273,9 @@ static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s
 	if (item->error != NULL) {
 		s->code = lr_err_set(&s->err, LR_EINVAL, "%s", item->error);
 	} else {
-		s->code = lr_submit_prepare(item->text != NULL ? item->text : "",
-		                            item->len, NULL, s->id, &s->value,
-		                            &s->err);
+		s->code = lr_submit_prepare_at(item->text != NULL ? item->text : "",
+		                               item->len, NULL, not_before_ms, s->id,
+		                               &s->value, &s->err);
 	}
 	if (s->code != LR_OK) {
 		s->state = SLOT_DONE;
@@ -265,6 +283,10 @@ static void read_slot(const lr_submit_item *item, uint64_t index, struct slot *s
 	}
 	s->id_hash = hash_id(s->id);
 	s->bytes = strlen(s->value);
+	/* The stored form is compact JSON in which every quote inside a
+	 * string is escaped, so this finds the field (or, harmlessly, a key
+	 * of that name in env or state). */
+	s->after = strstr(s->value, "\"after\":") != NULL;
 }
 
 /* The caller's loop: take items until the input ends or asks to stop, or
@@ -296,7 +318,7 @@ static int feed(struct bulk *b, lr_submit_input_fn input, lr_err *err)
 			return rc;
 		}
 		struct slot s;
-		read_slot(&item, index, &s);
+		read_slot(&item, index, b->not_before_ms, &s);
 		place(b, &s);
 	}
 }
@@ -365,6 +387,7 @@ int lr_submit_many(lr_client *c, const lr_submit_opts *opts,
 	b.outcome = outcome;
 	b.user = user;
 	b.sum = summary;
+	b.not_before_ms = opts != NULL ? opts->not_before_ms : 0;
 	b.cap = (size_t)in_flight * SLOTS_PER_CREATE;
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.queued, NULL);

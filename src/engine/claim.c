@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "engine/batch.h"
 #include "etcd/kv.h"
+#include "engine/claim_sched.h"
 #include "locks/acquire.h"
 #include "records/record.h"
 #include "records/spec.h"
@@ -126,6 +127,7 @@ struct view {
 	int64_t task_rev;       /* create revision of the tasks/ key read */
 	int64_t cancel_rev;     /* mod revision of cancel/<id>; 0 when absent */
 	lr_lockset *locks;      /* the spec's locks and limits, or NULL */
+	const lr_sched_check *sched; /* a dependency that ends it, or NULL */
 };
 
 static void view_clear(struct view *v)
@@ -173,7 +175,7 @@ enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
 
 static void add_reads(lr_txn *t, enum lr_txn_branch b, const lr_task_keys *k)
 {
-	lr_txn_get(t, b, k->claim, LR_RANGE_KEYS_ONLY);
+	lr_txn_get(t, b, k->claim, 0); /* its record: the slots it took */
 	lr_txn_get(t, b, k->done, LR_RANGE_KEYS_ONLY);
 	lr_txn_get(t, b, k->ckpt, 0);
 	lr_txn_get(t, b, k->task, 0);
@@ -252,6 +254,9 @@ static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
 			lr_txn_free(t);
 			return NULL;
 		}
+		if (!cancel && v->sched != NULL) /* ended for a dependency as read */
+			lr_txn_cmp(t, v->sched->guard_key, 0, LR_CMP_MOD, LR_CMP_EQ,
+			           v->sched->guard_rev);
 		lr_txn_put(t, LR_THEN, k->done, vals[0], strlen(vals[0]), 0);
 		lr_txn_delete(t, LR_THEN, k->cancel, 0);
 		lr_txn_delete(t, LR_THEN, k->wants, 0);
@@ -460,6 +465,8 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
              lr_err *err)
 {
 	int chosen[LR_LIMITS_MAX];
+	lr_sched_check sched = { .verdict = LR_SCHED_GO };
+	bool sched_checked = false;
 	lr_task_keys k;
 	task_keys(who->client, id, &k);
 	struct view v;
@@ -502,6 +509,24 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		}
 		char why[600];
 		end_reason(&v, true, why, sizeof(why));
+		/* Its start time and the tasks it waits for, once per claim. */
+		if (why[0] == '\0' && v.cancel_rev == 0 && v.spec != NULL && !sched_checked) {
+			sched_checked = true;
+			rc = lr_claim_sched(who->client, v.spec, &sched, err);
+			if (rc != 0) {
+				lr_err_wrap(err, rc, "claim %s", id);
+				goto out;
+			}
+			if (sched.verdict == LR_SCHED_WAIT) {
+				*outcome = LR_CLAIM_WAIT; /* nothing was written */
+				h->wait_until = sched.wait_until;
+				goto out;
+			}
+		}
+		if (why[0] == '\0' && v.cancel_rev == 0 && sched.verdict == LR_SCHED_END) {
+			snprintf(why, sizeof(why), "%s", sched.why);
+			v.sched = &sched;
+		}
 		choose_slots(&v, slots, n_slots, chosen);
 		char *vals[3] = { NULL, NULL, NULL };
 		int depth;

@@ -67,6 +67,7 @@ typedef struct lr_claimed_task {
 	                          for the caller to say (`started`) */
 	lr_lockset *locks;     /* what the claim took besides (owned), or NULL */
 	int slots[LR_LIMITS_MAX]; /* the slot taken in each pool of locks */
+	int64_t wait_until;    /* LR_CLAIM_WAIT: unix ms, 0 for a dependency */
 	lr_task_keys keys;     /* its keys, built once for every write */
 } lr_claimed_task;
 
@@ -81,6 +82,9 @@ enum lr_claim_outcome {
 	                      when its attempts ran out, cancelled when a
 	                      cancel request was waiting for a holder) */
 	LR_CLAIM_BLOCKED,  /* its locks or slots are held by others */
+	LR_CLAIM_WAIT,     /* not yet: its not_before is ahead (h->wait_until),
+	                      or a task of its "after" has not finished (0);
+	                      nothing was written */
 };
 
 /* Claim task id in one txn (two when the checkpoint must be read first).

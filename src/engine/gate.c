@@ -89,7 +89,9 @@ static bool waiter_alive(void *user, const char *holder)
 	if (strncmp(holder, "task:", 5) != 0)
 		return true;
 	const lr_entry *e = lr_taskset_find(&r->set, holder + 5);
-	return e != NULL && !e->done_seen;
+	/* Not before its time, nor before the tasks it waits for: it holds
+	 * back nobody meanwhile. */
+	return e != NULL && !e->done_seen && lr_sched_ready(r, e);
 }
 
 bool lr_gate_pass(lr_runner *r, lr_entry *e, struct lr_job *job)

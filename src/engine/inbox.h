@@ -18,7 +18,7 @@
 /* The watched directories of the prefix. wants/ comes with tasks/ (one
  * watcher: a task and its request arrive together), done/ with claims/. */
 enum lr_dir {
-	LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL,
+	LR_DIR_TASKS, LR_DIR_CLAIMS, LR_DIR_DONE, LR_DIR_CANCEL, LR_DIR_QUEUE,
 	LR_DIR_LOCKS, LR_DIR_SLOTS, LR_DIR_WANTS,
 	LR_DIR_COUNT,
 };
@@ -32,6 +32,8 @@ enum lr_report {
 	LR_REP_LOST,      /* another runner's claim (revision in `fence`) won */
 	LR_REP_GONE,      /* the task no longer exists */
 	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */
+	LR_REP_WAIT,      /* not yet (its start time, or a task it waits for):
+	                     `fence` holds the start time (unix ms), or 0 */
 };
 
 enum lr_msg_kind {
@@ -53,8 +55,8 @@ struct lr_msg {
 			bool deleted;
 			char id[LR_ID_SIZE];
 			int64_t create_rev, mod_rev, version, lease;
-			char *value;     /* tasks/ puts when small, and every
-			                    put under locks/ slots/ wants/ (owned) */
+			char *value;     /* tasks/ puts when small, queue/ puts, and
+			                    every put under locks/ slots/ wants/ (owned) */
 			size_t len;      /* of the value, also when not kept */
 			char *key;       /* locks/ slots/ wants/ only (owned) */
 		} watch;

@@ -55,6 +55,17 @@ bool lr_jobq_push(lr_jobq *q, struct lr_job *job)
 	return ok;
 }
 
+bool lr_jobq_lowest_priority(lr_jobq *q, int *lowest)
+{
+	pthread_mutex_lock(&q->mu);
+	bool any = q->n_ready > 0;
+	for (size_t i = 0; i < q->n_ready; i++)
+		if (i == 0 || q->ready[i].priority < *lowest)
+			*lowest = q->ready[i].priority;
+	pthread_mutex_unlock(&q->mu);
+	return any;
+}
+
 size_t lr_jobq_waiting(lr_jobq *q)
 {
 	pthread_mutex_lock(&q->mu);

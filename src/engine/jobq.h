@@ -25,6 +25,7 @@ struct lr_job {
 	size_t spec_len;
 	bool fresh;         /* never claimed as far as the loop knows */
 	int64_t create_rev; /* of tasks/<id>, as the loop knows it */
+	int priority;       /* its place in the dispatch order */
 	int64_t lease;      /* the lease to claim it on */
 	bool started;       /* a claim of ours is to be taken up again, and its
 	                       step started under it already */
@@ -59,6 +60,9 @@ void lr_jobq_free(lr_jobq *q);
 bool lr_jobq_push(lr_jobq *q, struct lr_job *job);
 /* Jobs waiting for a worker. */
 size_t lr_jobq_waiting(lr_jobq *q);
+/* The lowest priority among the jobs no worker took yet; false when none
+ * waits. */
+bool lr_jobq_lowest_priority(lr_jobq *q, int *lowest);
 
 /* Wait for a job for the worker in `slot`; the slot then runs it until
  * lr_jobq_finish. False once the queue is closed (no job taken). */

@@ -146,6 +146,13 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 			lr_gate_block(r, e);
 		break;
 	}
+	case LR_REP_WAIT: {
+		/* Not yet, says the claimer: look again when it may be. */
+		lr_entry *e = lr_taskset_find(&r->set, id);
+		if (e != NULL && e->state == LR_ENTRY_LOCAL)
+			lr_sched_defer(r, e, m->u.report.fence);
+		break;
+	}
 	}
 	r->busy--;
 }
@@ -175,9 +182,23 @@ static void add_prefetch(lr_runner *r, struct lr_job *job)
 	}
 }
 
+static void take_back(lr_runner *r);
+
+/* A task of a higher priority than a job queued ahead came: the queued
+ * jobs go back, to be handed out again in order. */
+static void reprioritise(lr_runner *r)
+{
+	int lowest = 0;
+	lr_entry *best = NULL;
+	if (lr_jobq_lowest_priority(&r->jobs, &lowest) &&
+	    lr_taskset_oldest(&r->set, 1, &best) == 1 && best->priority > lowest)
+		take_back(r);
+}
+
 /* Hand pending tasks out as jobs: one per idle worker, and a few ahead. */
 static void dispatch(lr_runner *r)
 {
+	reprioritise(r);
 	int64_t lease = atomic_load(&r->lease);
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	while (lease != 0 && r->busy < cap && r->set.pending > 0) {
@@ -186,7 +207,10 @@ static void dispatch(lr_runner *r)
 		if (e == NULL)
 			return;
 		struct lr_job job = { .fresh = e->fresh, .create_rev = e->create_rev,
-		                      .lease = lease, .started = e->adopt_started };
+		                      .lease = lease, .started = e->adopt_started,
+		                      .priority = e->priority };
+		if (!lr_sched_pass(r, e))
+			continue; /* not yet: its time, or a task it waits for */
 		if (!lr_gate_pass(r, e, &job))
 			continue; /* its locks or slots are taken: it waits */
 		e->adopt_started = false;
@@ -310,6 +334,9 @@ static int poll_timeout(const lr_runner *r, const struct loop *l)
 		next = l->retry_at;
 	if (l->resync && next > now + 1000)
 		next = now + 1000; /* a failed re-read is tried again */
+	int64_t due = lr_sched_next_ms((lr_runner *)r);
+	if (due < next)
+		next = due; /* the earliest start time */
 	if (next == INT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -348,6 +375,7 @@ static void run_loop(lr_runner *r)
 			else if (rc != LR_ECANCELLED)
 				lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", e.msg);
 		}
+		lr_sched_tick(r);
 		if (l.grace_end == 0 && !l.resync)
 			dispatch(r);
 		/* For the statistics, which other threads read: pending in

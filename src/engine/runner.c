@@ -106,7 +106,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->spec_avg = LR_SPEC_CACHE_ONE; /* unknown yet: a first prefetch of 16 */
 	r->inbox.wake_fd = -1;
 	if (lr_inbox_init(&r->inbox) != 0 || lr_taskset_init(&r->set) != 0 ||
-	    lr_gate_init(r) != 0) {
+	    lr_gate_init(r) != 0 || lr_sched_init(r) != 0) {
 		lr_runner_free(r);
 		return lr_err_set(err, LR_ESYS, "runner: %s", strerror(errno));
 	}
@@ -127,6 +127,7 @@ void lr_runner_free(lr_runner *r)
 	lr_inbox_free(&r->inbox);
 	lr_taskset_free(&r->set);
 	lr_gate_free(r);
+	lr_sched_free(r);
 	pthread_mutex_destroy(&r->log_mu);
 	pthread_mutex_destroy(&r->workers_mu);
 	free(r);

@@ -116,6 +116,7 @@ struct lr_runner {
 	lr_lock_table *locks;   /* who holds and waits for locks and slots */
 	char **blocked;         /* ids of tasks waiting for a change of it */
 	size_t n_blocked, cap_blocked;
+	struct lr_sched_gate *sched; /* tasks waiting for a time or for tasks */
 	int64_t view_rev;       /* the revision the task set was read at:
 	                           watch events up to it are already in */
 	size_t spec_avg;        /* running mean of spec sizes seen */
@@ -176,6 +177,27 @@ void lr_gate_event(lr_runner *r, const struct lr_msg *m);
 bool lr_gate_pass(lr_runner *r, lr_entry *e, struct lr_job *job);
 /* e's claim found its locks or slots taken: wait for a change. */
 void lr_gate_block(lr_runner *r, lr_entry *e);
+
+/* ---- schedule.c: start times and dependencies (loop thread) ---------------- */
+
+int lr_sched_init(lr_runner *r);
+void lr_sched_free(lr_runner *r);
+/* Forget who waits (before a re-read: dispatch registers them again). */
+void lr_sched_reset(lr_runner *r);
+/* Whether e's start time has come and every task of its "after" left the
+ * set (finished or gone). */
+bool lr_sched_ready(lr_runner *r, const lr_entry *e);
+/* Whether e may be handed out now. False: e is blocked until its time or
+ * until the task it waits for leaves the set. */
+bool lr_sched_pass(lr_runner *r, lr_entry *e);
+/* e's claimer said not yet: look again at until (unix ms; 0: in a second). */
+void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until);
+/* Task id left the set: the tasks waiting for it are looked at again. */
+void lr_sched_settled(lr_runner *r, const char *id);
+/* When the earliest start time comes (monotonic ms), INT64_MAX: none. */
+int64_t lr_sched_next_ms(lr_runner *r);
+/* Wake the tasks whose start time has come. */
+void lr_sched_tick(lr_runner *r);
 
 /* ---- worker.c: the worker threads ---------------------------------------- */
 

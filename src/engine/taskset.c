@@ -2,6 +2,8 @@
  * by create revision with lazy deletion. Loop thread only. */
 #include "engine/taskset.h"
 
+#include "records/schedule.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@ int lr_taskset_init(lr_taskset *s)
 static void free_entry(lr_taskset *s, lr_entry *e)
 {
 	lr_taskset_drop_spec(s, e);
+	free(e->after);
 	free(e);
 }
 
@@ -84,8 +87,11 @@ static void grow_table(lr_taskset *s)
 
 /* ---- heap ---------------------------------------------------------------- */
 
+/* Dispatch order: higher priority first, then older. */
 static bool older(const lr_entry *a, const lr_entry *b)
 {
+	if (a->priority != b->priority)
+		return a->priority > b->priority;
 	return a->create_rev < b->create_rev;
 }
 
@@ -151,6 +157,12 @@ static void count_state(lr_taskset *s, enum lr_entry_state st, int delta)
 lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
                          enum lr_entry_state st)
 {
+	return lr_taskset_add_sched(s, id, create_rev, st, NULL);
+}
+
+lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev,
+                               enum lr_entry_state st, lr_sched *sc)
+{
 	lr_entry *e = lr_taskset_find(s, id);
 	if (e != NULL)
 		return e;
@@ -161,6 +173,15 @@ lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
 		return NULL;
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	e->create_rev = create_rev;
+	if (sc != NULL) {
+		/* Known before it enters the dispatch order, which it sets. */
+		e->priority = sc->priority;
+		e->not_before_ms = sc->not_before_ms;
+		e->after = sc->after;
+		e->n_after = (uint8_t)sc->n_after;
+		sc->after = NULL;
+		sc->n_after = 0;
+	}
 	e->state = st;
 	size_t h = hash_id(id) % s->nbuckets;
 	e->next = s->buckets[h];
@@ -237,7 +258,7 @@ void lr_taskset_remove(lr_taskset *s, lr_entry *e)
 	if (e->heap_refs > 0)
 		e->removed = true; /* freed when it leaves the heap */
 	else
-		free(e);
+		free_entry(s, e);
 }
 
 void lr_taskset_clear_remote(lr_taskset *s)
@@ -264,7 +285,7 @@ static size_t pop_pending(lr_taskset *s, size_t max, lr_entry **out)
 			break;
 		if (e->removed) {
 			if (e->heap_refs == 0)
-				free(e);
+				free_entry(s, e);
 			continue;
 		}
 		if (e->state != LR_ENTRY_PENDING || e->heap_refs > 0)
@@ -284,7 +305,11 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 	size_t n = pop_pending(s, spread, cand);
 	if (n == 0)
 		return NULL;
-	size_t pick = (size_t)lr_rng_below(rng, n);
+	/* Spread over the oldest of the highest priority only. */
+	size_t same = 1;
+	while (same < n && cand[same]->priority == cand[0]->priority)
+		same++;
+	size_t pick = (size_t)lr_rng_below(rng, same);
 	for (size_t i = 0; i < n; i++)
 		if (i != pick)
 			heap_push(s, cand[i]);

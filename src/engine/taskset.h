@@ -35,6 +35,17 @@ typedef struct lr_entry {
 	size_t spec_len;
 	int heap_refs;        /* times it sits in the heap (lazy deletion) */
 	bool removed;
+	/* When it may start (records/schedule.h), known when it is added. */
+	int priority;         /* higher first */
+	int64_t not_before_ms; /* unix ms; 0: none */
+	uint8_t n_after;
+	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
+	bool sched_waiting;   /* registered with the schedule gate */
+	int64_t retry_rev;    /* revision of the retry that made it pending
+	                         again (its queue/ put), 0 none: claims/ and
+	                         done/ events before it are of the run before */
+	bool rerun;           /* retried while a worker of ours still reported
+	                         on that run: pending again, not gone */
 	struct lr_entry *next; /* hash chain */
 } lr_entry;
 
@@ -63,6 +74,11 @@ lr_entry *lr_taskset_find(lr_taskset *s, const char *id);
  * out of memory. */
 lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
                          enum lr_entry_state st);
+/* The same, with when it may start: its priority sets its place in the
+ * dispatch order; sc->after moves to the entry. sc may be NULL. */
+struct lr_sched;
+lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev,
+                               enum lr_entry_state st, struct lr_sched *sc);
 void lr_taskset_set_state(lr_taskset *s, lr_entry *e, enum lr_entry_state st);
 /* Keep (a copy of) the spec text if the cache has room. */
 void lr_taskset_cache_spec(lr_taskset *s, lr_entry *e, const char *v, size_t len);
@@ -77,8 +93,10 @@ void lr_taskset_remove(lr_taskset *s, lr_entry *e);
 /* Remove every entry not in LR_ENTRY_LOCAL (before a re-read). */
 void lr_taskset_clear_remote(lr_taskset *s);
 
-/* Pick a pending task among the `spread` oldest, at random, so that idle
- * runners do not all race for the same one. NULL when none is pending. */
+/* Pick a pending task among the `spread` first in dispatch order (highest
+ * priority, then oldest) that share the first one's priority, at random,
+ * so that idle runners do not all race for the same one. NULL when none is
+ * pending. */
 lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
 
 /* The up to max oldest pending tasks, oldest first, into out[]; they stay

@@ -12,12 +12,22 @@
 #include "base/error.h"
 #include "client/walk.h"
 #include "engine/runner_int.h"
+#include "records/schedule.h"
 
 #define LR_PAGE 1000
 
 static const char *const dir_kinds[LR_DIR_COUNT] = { LR_K_TASKS, LR_K_CLAIMS, LR_K_DONE,
-                                                     LR_K_CANCEL, LR_K_LOCKS, LR_K_SLOTS,
-                                                     LR_K_WANTS };
+                                                     LR_K_CANCEL, LR_K_QUEUE, LR_K_LOCKS,
+                                                     LR_K_SLOTS, LR_K_WANTS };
+
+/* e leaves the set: whoever waits for it is looked at again. */
+static void remove_entry(lr_runner *r, lr_entry *e)
+{
+	char id[LR_ID_SIZE];
+	snprintf(id, sizeof(id), "%s", e->id);
+	lr_taskset_remove(&r->set, e);
+	lr_sched_settled(r, id);
+}
 
 /* ---- claims ------------------------------------------------------------------ */
 
@@ -41,6 +51,7 @@ static void place(lr_runner *r, lr_entry *e)
 struct load {
 	lr_runner *r;
 	size_t skipped; /* keys whose id part is not a task id */
+	json_t *queue;  /* queue/ records by id, read first */
 };
 
 /* The entry of a key read at load, NULL for a key that is no task's. */
@@ -55,9 +66,30 @@ static lr_entry *loaded_entry(struct load *l, const char *id, bool add, int64_t 
 	return lr_taskset_find(&l->r->set, id);
 }
 
+static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
+{
+	struct load *l = user;
+	json_t *rec = json_loadb(kv->value, kv->value_len, 0, NULL);
+	if (json_is_object(rec) && id != NULL && lr_id_valid(id))
+		json_object_set_new(l->queue, id, rec);
+	else
+		json_decref(rec);
+	return 0;
+}
+
 static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
-	loaded_entry(user, id, true, kv->create_rev);
+	struct load *l = user;
+	const json_t *rec = id != NULL ? json_object_get(l->queue, id) : NULL;
+	if (rec == NULL) {
+		loaded_entry(l, id, true, kv->create_rev);
+		return 0;
+	}
+	/* When it may start, known before it enters the dispatch order. */
+	lr_sched sc;
+	if (lr_sched_from_json(rec, &sc) == 0 && lr_id_valid(id))
+		lr_taskset_add_sched(&l->r->set, id, kv->create_rev, LR_ENTRY_PENDING, &sc);
+	lr_sched_clear(&sc);
 	return 0;
 }
 
@@ -80,7 +112,7 @@ static int page_done(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	struct load *l = user;
 	lr_entry *e = loaded_entry(l, id, false, 0);
 	if (e != NULL && e->state != LR_ENTRY_LOCAL)
-		lr_taskset_remove(&l->r->set, e);
+		remove_entry(l->r, e);
 	else if (e != NULL)
 		e->done_seen = true;
 	return 0;
@@ -116,19 +148,25 @@ int lr_view_load(lr_runner *r, lr_err *err)
 {
 	lr_view_stop(r);
 	lr_taskset_clear_remote(&r->set);
+	lr_sched_reset(r);
 	int64_t rev = 0;
-	static const struct { const char *kind; lr_walk_fn fn; } reads[] = {
-		{ LR_K_TASKS, page_task }, { LR_K_CLAIMS, page_claim }, { LR_K_DONE, page_done },
-		{ LR_K_CANCEL, page_cancel },
+	/* queue/ first, with values: when tasks may start, by id. */
+	static const struct { const char *kind; lr_walk_fn fn; int flags; } reads[] = {
+		{ LR_K_QUEUE, page_queue, 0 },
+		{ LR_K_TASKS, page_task, LR_RANGE_KEYS_ONLY },
+		{ LR_K_CLAIMS, page_claim, LR_RANGE_KEYS_ONLY },
+		{ LR_K_DONE, page_done, LR_RANGE_KEYS_ONLY },
+		{ LR_K_CANCEL, page_cancel, LR_RANGE_KEYS_ONLY },
 	};
-	struct load l = { .r = r };
-	int rc = 0;
+	struct load l = { .r = r, .queue = json_object() };
+	int rc = l.queue != NULL ? 0 : lr_err_set(err, LR_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < sizeof(reads) / sizeof(reads[0]); i++) {
-		lr_walk_opts o = { .kind = reads[i].kind, .flags = LR_RANGE_KEYS_ONLY,
+		lr_walk_opts o = { .kind = reads[i].kind, .flags = reads[i].flags,
 		                   .page = LR_PAGE, .revision = &rev,
 		                   .stop = &r->stop_requested };
 		rc = lr_walk(r->client, &o, reads[i].fn, &l, err);
 	}
+	json_decref(l.queue);
 	if (rc == 0)
 		rc = lr_gate_load(r, &rev, err);
 	if (l.skipped > 0)
@@ -142,6 +180,7 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_WANTS },
 		{ LR_DIR_CLAIMS, LR_K_CLAIMS, LR_K_DONE },
 		{ LR_DIR_CANCEL, LR_K_CANCEL, LR_K_CANCEL },
+		{ LR_DIR_QUEUE, LR_K_QUEUE, LR_K_QUEUE },
 		{ LR_DIR_LOCKS, LR_K_LOCKS, LR_K_LOCKS },
 		{ LR_DIR_SLOTS, LR_K_SLOTS, LR_K_SLOTS },
 	};
@@ -198,6 +237,7 @@ static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
 	switch (dir) {
 	case LR_DIR_TASKS:
 	case LR_DIR_CANCEL:
+	case LR_DIR_QUEUE:
 		return deleted;
 	case LR_DIR_LOCKS:
 	case LR_DIR_SLOTS:
@@ -264,6 +304,10 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
 			m->u.watch.value = lr_kv_value_dup(&we->kv);
 	}
+	if (dir == LR_DIR_QUEUE && !m->u.watch.deleted) {
+		m->u.watch.len = we->kv.value_len;
+		m->u.watch.value = lr_kv_value_dup(&we->kv);
+	}
 	return m;
 }
 
@@ -305,19 +349,24 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 {
 	if (m->u.watch.deleted) {
 		if (e != NULL && e->state != LR_ENTRY_LOCAL)
-			lr_taskset_remove(&r->set, e);
+			remove_entry(r, e);
 		return;
 	}
 	if (e != NULL && e->create_rev < m->u.watch.create_rev &&
 	    e->state != LR_ENTRY_LOCAL) {
 		/* The task was purged and submitted again, and the events of
 		 * the old one's end are late (another watcher): a new task. */
-		lr_taskset_remove(&r->set, e);
+		remove_entry(r, e);
 		e = NULL;
 	}
 	if (e == NULL) {
-		e = lr_taskset_add(&r->set, m->u.watch.id, m->u.watch.create_rev,
-		                   LR_ENTRY_PENDING);
+		/* When it may start, from the spec the event carries. */
+		lr_sched sc;
+		lr_sched_from_text(m->u.watch.value, m->u.watch.value != NULL ? m->u.watch.len : 0,
+		                   &sc);
+		e = lr_taskset_add_sched(&r->set, m->u.watch.id, m->u.watch.create_rev,
+		                         LR_ENTRY_PENDING, &sc);
+		lr_sched_clear(&sc);
 		if (e == NULL)
 			return;
 		e->fresh = m->u.watch.version == 1;
@@ -358,6 +407,38 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		place(r, e);
 }
 
+/* A queue record put by `leaserun retry` ({"task_rev", ...}): the task,
+ * done and out of the set, is pending again. Records put at submit come
+ * with the task, whose spec the tasks/ event already carried. */
+static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
+{
+	if (m->u.watch.deleted || m->u.watch.value == NULL)
+		return;
+	json_t *rec = json_loadb(m->u.watch.value, m->u.watch.len, 0, NULL);
+	json_int_t task_rev = json_integer_value(json_object_get(rec, "task_rev"));
+	lr_sched sc;
+	if (task_rev > 0 && e == NULL && lr_sched_from_json(rec, &sc) == 0) {
+		e = lr_taskset_add_sched(&r->set, m->u.watch.id, (int64_t)task_rev,
+		                         LR_ENTRY_PENDING, &sc);
+		lr_sched_clear(&sc);
+		if (e != NULL)
+			e->retry_rev = m->u.watch.mod_rev;
+	} else if (task_rev > 0 && e != NULL && e->create_rev == task_rev) {
+		/* Still here: the end of its run not applied yet (claims/ and
+		 * done/ have their own watcher), or a worker of ours still to
+		 * report on it. The retry compared that no claim existed. */
+		e->retry_rev = m->u.watch.mod_rev;
+		e->done_seen = false;
+		e->rerun = e->state == LR_ENTRY_LOCAL;
+		if (e->claim_ev_rev < m->u.watch.mod_rev) {
+			e->claim_present = false;
+			e->claim_lease = 0;
+		}
+		place(r, e);
+	}
+	json_decref(rec);
+}
+
 static void apply_watch(lr_runner *r, const struct lr_msg *m)
 {
 	/* Queued before the last re-read, which already shows it. */
@@ -374,6 +455,9 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 	 * creation. */
 	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->create_rev)
 		return;
+	/* About its run before a retry, late from another watcher. */
+	if (e != NULL && m->u.watch.dir != LR_DIR_TASKS && m->u.watch.mod_rev < e->retry_rev)
+		return;
 	switch (m->u.watch.dir) {
 	case LR_DIR_TASKS:
 		apply_task(r, e, m);
@@ -386,11 +470,16 @@ static void apply_watch(lr_runner *r, const struct lr_msg *m)
 			return;
 		e->done_seen = true;
 		if (e->state != LR_ENTRY_LOCAL)
-			lr_taskset_remove(&r->set, e);
+			remove_entry(r, e);
+		else
+			lr_sched_settled(r, m->u.watch.id);
 		return;
 	case LR_DIR_CANCEL:
 		if (!m->u.watch.deleted && e != NULL && e->state == LR_ENTRY_LOCAL)
 			lr_workers_signal(r, m->u.watch.id, LR_STOP_CANCEL);
+		return;
+	case LR_DIR_QUEUE:
+		apply_queue(r, e, m);
 		return;
 	case LR_DIR_LOCKS:
 	case LR_DIR_SLOTS:
@@ -437,8 +526,11 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	/* A task submitted again under the same id meanwhile is a new one:
 	 * what the worker says of the old one does not apply to it. */
 	bool same = task_rev == 0 || e->create_rev == task_rev;
+	if (e->rerun) /* what the worker says is of the run before a retry */
+		gone = false;
+	e->rerun = false;
 	if (same && (gone || e->done_seen)) {
-		lr_taskset_remove(&r->set, e);
+		remove_entry(r, e);
 		return;
 	}
 	if (!same) {

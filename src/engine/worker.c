@@ -52,6 +52,7 @@ static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
 		break;
 	case LR_REP_GONE:
 	case LR_REP_BLOCKED:
+	case LR_REP_WAIT:
 		break;
 	}
 }
@@ -408,6 +409,11 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	case LR_CLAIM_BLOCKED:
 		report(&h, LR_REP_BLOCKED, NULL);
 		return;
+	case LR_CLAIM_WAIT: {
+		struct report what = { .fence = h.t.wait_until };
+		report(&h, LR_REP_WAIT, &what);
+		return;
+	}
 	case LR_CLAIM_ENDED: {
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "task %s: %s",
 		              lr_task_state_name(ended), ended_error);

@@ -109,8 +109,10 @@ void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
  * request, nested txns included. */
 lr_txn *lr_txn_nest(lr_txn *t, enum lr_txn_branch b);
 
-/* How many compares, or ops of a branch, t has (etcd refuses more than
- * --max-txn-ops, 128 by default, of each in any one txn). */
+/* How many compares, or ops of a branch, t has. etcd refuses a txn whose
+ * largest list is over --max-txn-ops (128 by default), and checks a nested
+ * txn against what its parent leaves: the budget minus the parent's
+ * largest list, along the whole chain of nesting. */
 enum { LR_TXN_COMPARES = 0, LR_TXN_THEN = 1, LR_TXN_ELSE = 2 };
 size_t lr_txn_count(const lr_txn *t, int what);
 

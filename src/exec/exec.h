@@ -117,5 +117,8 @@ void lr_exec_result_clear(lr_exec_result *res);
 char **lr_exec_env_build(char *const *base, const char *const *drop,
                          const char *const *add);
 void lr_exec_env_free(char **env);
+/* *var = "NAME=<v as compact JSON>" ("{}" for NULL; v a json_t *), new
+ * (free()). 1 on success, 0 when out of memory. */
+int lr_exec_json_var(char **var, const char *name, const void *v);
 
 #endif

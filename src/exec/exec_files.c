@@ -2,6 +2,7 @@
  * environment and its private state directory, with the state files in and
  * out. Runs on the calling thread (a step worker); no shared state. */
 #include "exec/exec_files.h"
+#include "exec/exec.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -117,6 +118,14 @@ void lr_exec_env_free(char **env)
 	for (size_t i = 0; env[i] != NULL; i++)
 		free(env[i]);
 	free(env);
+}
+
+int lr_exec_json_var(char **var, const char *name, const void *v)
+{
+	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	int ok = asprintf(var, "%s=%s", name, text != NULL ? text : "{}") > 0;
+	free(text);
+	return ok;
 }
 
 /* ======================================================================

@@ -76,7 +76,7 @@ void lr_guard_stop(lr_guard *g, int64_t grace_ms)
  * ==================================================================== */
 
 /* Its descriptors, at fixed numbers. */
-enum { G_CTL = 3, G_STATUS, G_OUT, G_ERR, G_DIR, G_NULL, G_SIG, G_FIRST_FREE };
+enum { G_CTL = 3, G_STATUS, G_OUT, G_ERR, G_DIR, G_NULL, G_IN, G_SIG, G_FIRST_FREE };
 
 struct guard_args {
 	const lr_guard_spec *spec;
@@ -123,13 +123,15 @@ static void reset_signals(const int *ignore, size_t n)
 static bool arrange_fds(const struct guard_args *a)
 {
 	int null = open("/dev/null", O_RDWR);
-	int from[] = { a->ctl, a->status, a->spec->out_fd, a->spec->err_fd, a->spec->dir_fd,
-	               null };
-	int high[6];
-	for (int i = 0; i < 6; i++)
+	/* No directory, or no stdin passed: /dev/null stands in. */
+	int from[] = { a->ctl, a->status, a->spec->out_fd, a->spec->err_fd,
+	               a->spec->dir_fd >= 0 ? a->spec->dir_fd : null, null,
+	               a->spec->pass_stdin ? 0 : null };
+	int high[7];
+	for (int i = 0; i < 7; i++)
 		if (from[i] < 0 || (high[i] = fcntl(from[i], F_DUPFD, 64)) < 0)
 			return false;
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		if (dup2(high[i], G_CTL + i) < 0)
 			return false;
 	close_from(G_SIG);
@@ -143,13 +145,21 @@ static void exec_shell(const lr_guard_spec *spec, pid_t guard)
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != guard)
 		_exit(127);
 	reset_signals(NULL, 0);
-	if (dup2(G_NULL, 0) < 0 || dup2(G_OUT, 1) < 0 || dup2(G_ERR, 2) < 0)
+	if (dup2(G_IN, 0) < 0 || dup2(G_OUT, 1) < 0 || dup2(G_ERR, 2) < 0)
 		_exit(127);
+	if (spec->take_terminal) {
+		/* Blocked, SIGTTOU cannot stop a background group taking it. */
+		sigset_t ttou;
+		sigemptyset(&ttou);
+		sigaddset(&ttou, SIGTTOU);
+		sigprocmask(SIG_BLOCK, &ttou, NULL);
+		(void)tcsetpgrp(0, getpid());
+	}
 	close_from(3);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execve("/bin/sh", spec->argv, spec->envp);
+	execve(spec->path != NULL ? spec->path : "/bin/sh", spec->argv, spec->envp);
 	_exit(127);
 }
 
@@ -368,7 +378,8 @@ static void watch_loop(struct watch *w, const char *dir_path)
 		int64_t now = now_ms();
 		reap(w);
 		if (w->all_dead && w->runner_gone) {
-			remove_dir(dir_path);
+			if (dir_path != NULL)
+				remove_dir(dir_path);
 			_exit(0);
 		}
 		int64_t next = w->all_dead ? INT64_MAX : enforce(w, now);
@@ -423,6 +434,7 @@ __attribute__((noreturn)) static void guard_main(const struct guard_args *a, int
 	close(G_OUT);
 	close(G_ERR);
 	close(G_NULL);
+	close(G_IN);
 	int64_t deadline = a->spec->deadline_ms > 0 ? a->spec->deadline_ms : INT64_MAX;
 	struct watch w = { .self = self, .shell = shell, .deadline = deadline,
 	                   .learnt_at = learnt_at, .grace = a->spec->grace_ms,

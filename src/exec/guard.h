@@ -25,6 +25,7 @@
 #ifndef LR_EXEC_GUARD_H
 #define LR_EXEC_GUARD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -40,13 +41,19 @@ void lr_guard_schedule(int64_t deadline, int64_t learnt_at, int64_t grace_ms,
                        int64_t *term_at, int64_t *kill_at);
 
 typedef struct lr_guard_spec {
-	char *const *argv;     /* the step's command: {"sh", "-c", run, NULL} */
+	const char *path;      /* the program run (absolute); NULL: /bin/sh */
+	char *const *argv;     /* its arguments: {"sh", "-c", run, NULL} */
 	char *const *envp;     /* its environment */
 	int out_fd, err_fd;    /* the write ends of its stdout and stderr */
+	bool pass_stdin;       /* its stdin is the caller's; else /dev/null */
+	bool take_terminal;    /* with pass_stdin, that stdin the caller's
+	                          controlling terminal and the caller in its
+	                          foreground: the command's process group takes
+	                          the foreground (the caller takes it back) */
 	int dir_fd;            /* its state directory, locked (flock) for as
 	                          long as the guard lives; the guard removes
-	                          the directory at its end */
-	const char *dir_path;
+	                          the directory at its end. -1: none */
+	const char *dir_path;  /* NULL with dir_fd -1 */
 	int64_t deadline_ms;   /* the lease deadline now */
 	int64_t grace_ms;      /* SIGTERM to SIGKILL when asked to stop */
 } lr_guard_spec;

@@ -29,15 +29,6 @@ static int64_t deadline_of(void *user)
 	return lr_step_deadline_ms(user);
 }
 
-/* NAME=<v as compact JSON>, "{}" for NULL. */
-static int json_var(char **var, const char *name, const json_t *v)
-{
-	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	int ok = asprintf(var, "%s=%s", name, text != NULL ? text : "{}") > 0;
-	free(text);
-	return ok;
-}
-
 /* The step's variables, then the spec's env: "K=V" strings, NULL-ended. */
 static char **step_vars(lr_step *s)
 {
@@ -55,8 +46,8 @@ static char **step_vars(lr_step *s)
 	ok &= asprintf(&vars[i++], "LEASERUN_ATTEMPT=%lld", (long long)lr_step_attempt(s)) > 0;
 	ok &= asprintf(&vars[i++], "LEASERUN_FENCE=%lld", (long long)lr_step_fence(s)) > 0;
 	ok &= asprintf(&vars[i++], "LEASERUN_RUNNER=%s", lr_step_runner(s)) > 0;
-	ok &= json_var(&vars[i++], "LEASERUN_LOCKS", lr_step_locks(s));
-	ok &= json_var(&vars[i++], "LEASERUN_SLOTS", lr_step_slots(s));
+	ok &= lr_exec_json_var(&vars[i++], "LEASERUN_LOCKS", lr_step_locks(s));
+	ok &= lr_exec_json_var(&vars[i++], "LEASERUN_SLOTS", lr_step_slots(s));
 	const char *k;
 	json_t *v;
 	json_object_foreach((json_t *)env, k, v)

@@ -18,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 #define DEFAULT_MAX_CONNECTIONS 32
@@ -25,6 +26,8 @@
 #define DEFAULT_CONN_MEMORY (32 * 1024)
 /* How often a waiting stream reader looks whether its client has gone. */
 #define STREAM_CHECK_MS 1000
+/* How long a stop waits for streams to hand over what was written. */
+#define STOP_FLUSH_MS 1000
 /* Bytes a stream hands libmicrohttpd per call. */
 #define STREAM_BLOCK (16 * 1024)
 
@@ -485,6 +488,18 @@ void lr_http_stop(lr_http *h)
 	for (lr_http_stream *s = h->live; s != NULL; s = s->next)
 		stream_end(s);
 	pthread_mutex_unlock(&h->mu);
+	/* What was written before the stop still reaches readers that read:
+	 * each response ends after its queue, then detaches. A reader that
+	 * does not read is cut off after STOP_FLUSH_MS. */
+	int64_t until = lr_mono_ms() + STOP_FLUSH_MS;
+	for (;;) {
+		pthread_mutex_lock(&h->mu);
+		bool left = h->live != NULL;
+		pthread_mutex_unlock(&h->mu);
+		if (!left || lr_mono_ms() >= until)
+			break;
+		lr_sleep_ms(5);
+	}
 	MHD_stop_daemon(h->d);
 	pthread_mutex_destroy(&h->mu);
 	free(h);

@@ -9,66 +9,53 @@
 
 #include "base/clock.h"
 
-/* A compare in the chain: a new nested level once this one is full. */
-static lr_txn *room_for_compare(lr_txn *level, int *depth)
-{
-	if (lr_txn_count(level, LR_TXN_COMPARES) < LR_LOCK_TXN_ROOM)
-		return level;
-	(*depth)++;
-	return lr_txn_nest(level, LR_THEN); /* its THEN is still empty: op 0 */
-}
-
-/* An op in branch b of level: into a nested txn without compares (always
- * taken) once level is full. *bucket is that txn, NULL until needed. */
-static lr_txn *room_for_op(lr_txn *level, enum lr_txn_branch b, lr_txn **bucket)
-{
-	int what = b == LR_THEN ? LR_TXN_THEN : LR_TXN_ELSE;
-	if (*bucket == NULL && lr_txn_count(level, what) < LR_LOCK_TXN_ROOM)
-		return level;
-	if (*bucket == NULL || lr_txn_count(*bucket, LR_TXN_THEN) >= LR_LOCK_TXN_ROOM)
-		*bucket = lr_txn_nest(level, b);
-	return *bucket;
-}
-
 lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 {
-	lr_txn *level = t;
+	/* Nested, so that the caller's compares and ours fail apart: a
+	 * request that waits is told from a claim that lost its race. */
+	lr_txn *in = lr_txn_nest(t, LR_THEN);
 	char from[LR_LOCK_KEY_SIZE], to[LR_LOCK_KEY_SIZE];
-	*depth = 0;
+	*depth = 1;
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
 		int lo[2], hi[2];
 		int ranges = lr_lock_conflicts(n->mode, lo, hi);
 		for (int r = 0; r < ranges; r++) {
 			lr_lock_mode_range(w->c, n->path, lo[r], hi[r], from, to);
-			level = room_for_compare(level, depth);
-			lr_txn_cmp_range(level, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+			lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
 		}
 	}
 	for (size_t i = 0; i < w->set->n_limits; i++) {
 		const lr_limit *l = &w->set->limits[i];
 		lr_slot_key(w->c, l->key, w->slots[i], from);
-		level = room_for_compare(level, depth);
-		lr_txn_cmp(level, from, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_cmp(in, from, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 		/* Nobody holds a slot beyond our limit: at most n holders. */
 		lr_slot_range(w->c, l->key, l->n, from, to);
-		level = room_for_compare(level, depth);
-		lr_txn_cmp_range(level, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	}
-	lr_txn *bucket = NULL;
 	size_t len = strlen(w->value);
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
 		lr_lock_key(w->c, n->path, n->mode, w->holder, from);
-		lr_txn_put(room_for_op(level, LR_THEN, &bucket), LR_THEN, from, w->value, len,
-		           w->lease);
+		lr_txn_put(in, LR_THEN, from, w->value, len, w->lease);
 	}
 	for (size_t i = 0; i < w->set->n_limits; i++) {
 		lr_slot_key(w->c, w->set->limits[i].key, w->slots[i], from);
-		lr_txn_put(room_for_op(level, LR_THEN, &bucket), LR_THEN, from, w->value, len,
-		           w->lease);
+		lr_txn_put(in, LR_THEN, from, w->value, len, w->lease);
 	}
-	return level;
+	return in;
+}
+
+int lr_locks_txn_ops(const lr_lockset *set)
+{
+	int compares = 0;
+	for (size_t i = 0; i < set->n_nodes; i++) {
+		int lo[2], hi[2];
+		compares += lr_lock_conflicts(set->nodes[i].mode, lo, hi);
+	}
+	compares += 2 * (int)set->n_limits;
+	int writes = (int)(set->n_nodes + set->n_limits) + LR_LOCK_CALLER_OPS;
+	return compares > writes ? compares : writes;
 }
 
 bool lr_locks_acquired(const lr_txn_result *r, int depth)
@@ -84,19 +71,16 @@ bool lr_locks_acquired(const lr_txn_result *r, int depth)
 void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w)
 {
 	char key[LR_LOCK_KEY_SIZE];
-	lr_txn *bucket = NULL;
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
 		lr_lock_key(w->c, n->path, n->mode, w->holder, key);
-		lr_txn *into = room_for_op(t, b, &bucket);
-		lr_txn_delete(into, into == t ? b : LR_THEN, key, 0);
+		lr_txn_delete(t, b, key, 0);
 	}
 	for (size_t i = 0; i < w->set->n_limits; i++) {
 		if (w->slots[i] < 0)
 			continue; /* not known: the lease takes it */
 		lr_slot_key(w->c, w->set->limits[i].key, w->slots[i], key);
-		lr_txn *into = room_for_op(t, b, &bucket);
-		lr_txn_delete(into, into == t ? b : LR_THEN, key, 0);
+		lr_txn_delete(t, b, key, 0);
 	}
 }
 

@@ -2,13 +2,14 @@
  * whatever else the txn writes (a task's claim), and giving them back.
  *
  * The compares hold only while nobody holds a lock that conflicts with the
- * request (one or two key ranges per node) and while the chosen slot of
- * each pool is free with no holder at or beyond the request's limit. A
- * large request needs more compares or writes than one txn may carry
- * (etcd's --max-txn-ops, 128 by default, per txn): they continue in txns
- * nested in the THEN branch, a chain taken only when every level's
- * compares hold, so that it stays one request, one revision, all or
- * nothing. Pure building; any thread. */
+ * request (one key range per node) and while the chosen slot of each pool
+ * is free with no holder at or beyond the request's limit. They sit in a
+ * txn nested in the caller's THEN branch, with the writes: the caller's
+ * own compares decide whether anything is tried, ours whether the request
+ * is taken, in one request and one revision, all or nothing. etcd counts
+ * a nested txn's ops against its parent's budget (--max-txn-ops, 128 by
+ * default, minus the parent's largest list): lr_locks_txn_ops says what a
+ * request costs. Pure building; any thread. */
 #ifndef LR_LOCKS_ACQUIRE_H
 #define LR_LOCKS_ACQUIRE_H
 
@@ -18,9 +19,9 @@
 #include "etcd/kv.h"
 #include "client/lock_keys.h"
 
-/* Compares, or ops of a branch, put in one txn of a chain: room under
- * etcd's default of 128 for the caller's own. */
-#define LR_LOCK_TXN_ROOM 96
+/* Writes the caller adds beside ours in the nested THEN branch (a claim
+ * and its checkpoint), counted by lr_locks_txn_ops. */
+#define LR_LOCK_CALLER_OPS 2
 
 typedef struct lr_lock_writes {
 	const lr_client *c;
@@ -32,13 +33,17 @@ typedef struct lr_lock_writes {
 } lr_lock_writes;
 
 /* Add the compares and the writes of w to t, which holds the caller's own
- * compares (at most a few) and no THEN op yet. Returns the txn whose THEN
- * branch takes the caller's own writes: t, or the innermost of the chain.
- * *depth: how many nested levels carry compares (0: all in t). */
+ * compares (at most a few) and no THEN op yet, in a txn nested as t's
+ * first THEN op. Returns that txn, whose THEN branch takes the caller's
+ * own writes (at most LR_LOCK_CALLER_OPS). *depth: the nested levels
+ * that carry compares (1). */
 lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth);
+/* What the nested txn of set costs in etcd's --max-txn-ops budget: its
+ * largest list (85 at most: 64 nodes and 8 pools). */
+int lr_locks_txn_ops(const lr_lockset *set);
 /* Whether the whole chain took its THEN branches (r is t's result). */
 bool lr_locks_acquired(const lr_txn_result *r, int depth);
-/* Delete w's lock and slot keys in branch b of t (nested as needed). */
+/* Delete w's lock and slot keys in branch b of t (80 at most). */
 void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w);
 /* The JSON put in lock and slot keys: who holds them, since when. New
  * string (free()); NULL when out of memory. */

@@ -69,4 +69,9 @@ typedef void (*lr_want_fn)(void *user, const char *holder, const lr_lockset *set
                            int64_t rev, bool holding, const char *value);
 void lr_lock_table_each_want(const lr_lock_table *t, lr_want_fn fn, void *user);
 
+/* Who holds and who waits, as lr_locks_read gives it (leaserun.h):
+ * {"held": [...], "waiting": [...]}. New reference; NULL when out of
+ * memory. Implemented in list.c. */
+json_t *lr_lock_table_doc(const lr_lock_table *t);
+
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "client/sched_waits.h"
 #include "locks/table.h"
 
 int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
@@ -14,6 +15,10 @@ int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 		any = list[i].state == LR_TASK_PENDING;
 	if (!any)
 		return 0; /* nothing to read */
+	/* Its start time or the tasks it waits for come before its locks. */
+	int src = lr_sched_waits(c, list, n, err);
+	if (src != 0)
+		return lr_err_wrap(err, src, "what pending tasks wait for");
 	lr_lock_table *t = lr_lock_table_new(c);
 	if (t == NULL)
 		return lr_err_set(err, LR_ENOMEM, "waits: out of memory");
@@ -24,7 +29,7 @@ int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 		char holder[LR_HOLDER_SIZE], why[1024];
 		int64_t asked;
 		int slots[LR_LIMITS_MAX];
-		if (s->state != LR_TASK_PENDING)
+		if (s->state != LR_TASK_PENDING || s->waiting != NULL)
 			continue;
 		lr_holder_of_task(s->id, holder);
 		const lr_lockset *set = lr_lock_table_wants(t, holder, &asked);

@@ -9,16 +9,16 @@
 #include "base/error.h"
 #include "records/spec.h"
 
-static const char *const mode_names[LR_LOCK_MODES] = { "IS", "IX", "S", "SIX", "X" };
+static const char *const mode_names[LR_LOCK_MODES] = { "IS", "S", "SIX", "X", "IX" };
 
 /* compatible[a][b], ranks as in lr_lock_mode. */
 static const bool compatible[LR_LOCK_MODES][LR_LOCK_MODES] = {
-	/*          IS     IX     S      SIX    X */
-	/* IS  */ { true,  true,  true,  true,  false },
-	/* IX  */ { true,  true,  false, false, false },
-	/* S   */ { true,  false, true,  false, false },
+	/*          IS     S      SIX    X      IX */
+	/* IS  */ { true,  true,  true,  false, true  },
+	/* S   */ { true,  true,  false, false, false },
 	/* SIX */ { true,  false, false, false, false },
 	/* X   */ { false, false, false, false, false },
+	/* IX  */ { true,  false, false, false, true  },
 };
 
 int lr_lock_mode_parse(const char *s)
@@ -59,8 +59,7 @@ lr_lock_mode lr_lock_join(lr_lock_mode a, lr_lock_mode b)
 
 int lr_lock_conflicts(lr_lock_mode m, int lo[2], int hi[2])
 {
-	/* With the ranks IS < IX < S < SIX < X, each set is one run but S's,
-	 * which is IX and SIX..X. */
+	/* With the ranks IS < S < SIX < X < IX, each set is one run. */
 	int n = 0;
 	for (int r = 0; r < LR_LOCK_MODES; r++) {
 		if (compatible[m][r])
@@ -163,6 +162,12 @@ static int parse_locks(const json_t *locks, struct build *out, lr_err *err)
 			         lr_lock_intention((lr_lock_mode)m), false);
 		add_node(out, path, strlen(path), (lr_lock_mode)m, true);
 	}
+	if (out->n_nodes > LR_LOCK_NODES_TXN)
+		return lr_err_set(err, LR_EINVAL,
+		                  "locks: %zu nodes with the paths' ancestors, at most %d (a "
+		                  "claim takes them all in one etcd txn): share more of the "
+		                  "paths' prefixes, or lock a common ancestor",
+		                  out->n_nodes, LR_LOCK_NODES_TXN);
 	return 0;
 }
 

@@ -20,18 +20,22 @@
 #define LR_LIMIT_N_MAX 10000   /* slots of a pool */
 /* A path and its NUL: 8 segments of 64 and their slashes. */
 #define LR_LOCK_PATH_SIZE (LR_LOCK_DEPTH_MAX * (LR_LOCK_SEG_MAX + 1))
-/* Nodes a request can lock: each entry's path and its ancestors. */
+/* Nodes a request can name: each entry's path and its ancestors. */
 #define LR_LOCK_NODES_MAX (LR_LOCKS_MAX * LR_LOCK_DEPTH_MAX)
+/* Nodes a request may lock: each costs a compare and a write in the claim
+ * txn, and etcd counts the ops of nested txns against one budget
+ * (--max-txn-ops, 128 by default); 64 nodes and 8 pools leave 43 spare. */
+#define LR_LOCK_NODES_TXN 64
 
-/* The modes, in the order of their rank in keys (lockset keys in etcd
- * sort by it, so that the modes conflicting with any mode form at most
- * two ranges). */
+/* The modes, in the order of their rank in keys: lock keys in etcd sort
+ * by it, and in this order the modes conflicting with any mode form one
+ * range, so that one compare per node checks it. */
 typedef enum lr_lock_mode {
 	LR_LOCK_IS = 0,  /* intention to read below */
-	LR_LOCK_IX = 1,  /* intention to write below */
-	LR_LOCK_S = 2,   /* read the whole subtree */
-	LR_LOCK_SIX = 3, /* read the whole subtree, write below */
-	LR_LOCK_X = 4,   /* write the whole subtree */
+	LR_LOCK_S = 1,   /* read the whole subtree */
+	LR_LOCK_SIX = 2, /* read the whole subtree, write below */
+	LR_LOCK_X = 3,   /* write the whole subtree */
+	LR_LOCK_IX = 4,  /* intention to write below */
 	LR_LOCK_MODES = 5,
 } lr_lock_mode;
 
@@ -45,7 +49,7 @@ lr_lock_mode lr_lock_intention(lr_lock_mode m);
 /* The weakest mode granting both. */
 lr_lock_mode lr_lock_join(lr_lock_mode a, lr_lock_mode b);
 /* The modes conflicting with m as ranges of ranks [lo[i], hi[i]]; returns
- * how many ranges (1 or 2). */
+ * how many ranges (always 1 with the ranks above). */
 int lr_lock_conflicts(lr_lock_mode m, int lo[2], int hi[2]);
 
 /* One node of the tree that a request locks, in one mode. */

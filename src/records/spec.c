@@ -1,6 +1,7 @@
 /* spec.c - validating a task spec and building its normalised, stored form.
  * Pure functions on JSON values owned by the caller; any thread. */
 #include "records/spec.h"
+#include "records/schedule.h"
 
 #include "records/lockset.h"
 
@@ -21,7 +22,7 @@
 
 static const char *const top_fields[] = {
 	"id", "steps", "state", "max_attempts", "retry_backoff_ms", "env", "locks",
-	"limits", NULL,
+	"limits", "not_before", "priority", "after", NULL,
 };
 static const char *const step_fields[] = { "name", "run", "timeout_s", NULL };
 
@@ -659,6 +660,9 @@ static int normalise(json_t *spec, const char *id_override, json_t **out, lr_err
 	if (rc != 0)
 		goto cleanup;
 	rc = normalise_locks(spec, norm, err);
+	if (rc != 0)
+		goto cleanup;
+	rc = lr_sched_normalise(spec, lr_spec_id(norm), norm, err);
 	if (rc != 0)
 		goto cleanup;
 	*out = norm;

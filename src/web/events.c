@@ -77,9 +77,6 @@ static json_t *snapshot(lr_web *w)
 	                    json_string(lr_client_prefix(w->client)));
 	json_object_set_new(config, "allow_cancel", json_boolean(w->allow_cancel));
 	json_object_set_new(o, "config", config);
-	/* Locks and limits are not kept by this version: null tells the
-	 * page so, where an empty list would say "none held". */
-	json_object_set_new(o, "locks", json_null());
 	return o;
 }
 

@@ -50,9 +50,15 @@ int lr_fleet_new(lr_client *c, lr_fleet_changed_fn changed, void *user,
 	lr_fleet *f = calloc(1, sizeof(*f));
 
 	*out = NULL;
-	if (f != NULL)
+	if (f != NULL) {
 		f->buckets = calloc(256, sizeof(*f->buckets));
-	if (f == NULL || f->buckets == NULL) {
+		f->locks = lr_lock_table_new(c);
+	}
+	if (f == NULL || f->buckets == NULL || f->locks == NULL) {
+		if (f != NULL) {
+			free(f->buckets);
+			lr_lock_table_free(f->locks);
+		}
 		free(f);
 		return lr_err_set(err, LR_ENOMEM, "web: out of memory");
 	}
@@ -473,6 +479,9 @@ void lr_fleet_apply(lr_fleet *f, const lr_kv *kv, bool deleted, bool live)
 	else if ((name = lr_key_id(f->client, LR_K_RUNNERS, kv->key)) != NULL &&
 	         lr_id_valid(name))
 		apply_runner(f, name, kv, deleted);
+	else if (deleted ? lr_lock_table_delete(f->locks, kv->key, kv->mod_rev)
+	                 : lr_lock_table_put(f->locks, kv))
+		f->locks_dirty = true;
 	pthread_mutex_unlock(&f->mu);
 }
 
@@ -497,6 +506,8 @@ static void clear_locked(lr_fleet *f)
 		free(f->dirty.v[i]);
 	f->dirty.n = 0;
 	f->runners_dirty = false;
+	lr_lock_table_clear(f->locks);
+	f->locks_dirty = true;
 }
 
 void lr_fleet_clear(lr_fleet *f)
@@ -515,6 +526,7 @@ void lr_fleet_free(lr_fleet *f)
 	free(f->dirty.v);
 	free(f->buckets);
 	free(f->runners);
+	lr_lock_table_free(f->locks);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "etcd/watch.h"
+#include "locks/table.h"
 #include "web/fleet.h"
 
 /* The records of a task the view follows. */
@@ -75,6 +76,8 @@ struct lr_fleet {
 	size_t n_runners, cap_runners;
 	struct fleet_ids dirty;       /* changed tasks, not yet published */
 	bool runners_dirty;
+	lr_lock_table *locks;         /* locks/, slots/ and wants/ */
+	bool locks_dirty;
 	int64_t revision;             /* the latest revision applied */
 	/* fleet_sync.c */
 	lr_watch *watch;

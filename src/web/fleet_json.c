@@ -95,6 +95,7 @@ static void clear_dirty(lr_fleet *f)
 	}
 	f->dirty.n = 0;
 	f->runners_dirty = false;
+	f->locks_dirty = false;
 }
 
 json_t *lr_fleet_snapshot(lr_fleet *f)
@@ -109,6 +110,7 @@ json_t *lr_fleet_snapshot(lr_fleet *f)
 	json_object_set_new(o, "revision", json_integer(f->revision));
 	json_object_set_new(o, "tasks", tasks);
 	json_object_set_new(o, "runners", runners_json(f));
+	json_object_set_new(o, "locks", lr_lock_table_doc(f->locks));
 	pthread_mutex_unlock(&f->mu);
 	return o;
 }
@@ -118,7 +120,7 @@ json_t *lr_fleet_take_changes(lr_fleet *f)
 	json_t *o = NULL, *tasks, *removed;
 
 	pthread_mutex_lock(&f->mu);
-	if (f->dirty.n == 0 && !f->runners_dirty)
+	if (f->dirty.n == 0 && !f->runners_dirty && !f->locks_dirty)
 		goto out;
 	o = json_object();
 	tasks = json_array();
@@ -135,6 +137,8 @@ json_t *lr_fleet_take_changes(lr_fleet *f)
 	json_object_set_new(o, "removed", removed);
 	if (f->runners_dirty)
 		json_object_set_new(o, "runners", runners_json(f));
+	if (f->locks_dirty)
+		json_object_set_new(o, "locks", lr_lock_table_doc(f->locks));
 	clear_dirty(f);
 out:
 	pthread_mutex_unlock(&f->mu);

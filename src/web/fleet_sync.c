@@ -20,6 +20,7 @@ static const struct {
 } dirs[] = {
 	{ LR_K_TASKS, 50 },  { LR_K_CLAIMS, 500 }, { LR_K_CHECKPOINTS, 50 },
 	{ LR_K_DONE, 50 },   { LR_K_CANCEL, 500 }, { LR_K_RUNNERS, 500 },
+	{ LR_K_LOCKS, 500 }, { LR_K_SLOTS, 500 },  { LR_K_WANTS, 500 },
 };
 
 static void on_watch(void *user, const lr_watch_batch *b)

@@ -113,7 +113,65 @@ TEST(submit_rejects_invalid_specs_and_stores_nothing)
 	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\",\"timeout_s\":-1}]}",
 	               "timeout_s");
 	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":5}]}", "run");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"locks\":{\"org/a\":\"W\"}}", "locks.org/a: expected one of");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"locks\":{\"org//a\":\"X\"}}", "locks.org//a: a path is");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"limits\":{\"gpu\":0}}", "limits.gpu");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"limits\":{\"a/b\":2}}", "limits.a/b");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],\"priority\":101}",
+	               "priority");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"not_before\":\"tomorrow\"}", "not_before: expected an RFC 3339 time");
+	check_rejected(c, "{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],\"after\":\"x\"}",
+	               "after: expected an array");
+	check_rejected(c, "{\"id\":\"me\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                  "\"after\":[\"me\"]}", "after[0]: a task cannot wait for itself");
 	check_rejected(c, "", "empty");
+	lr_client_close(c);
+}
+
+TEST(submit_refuses_unknown_after_with_status_4_and_takes_in)
+{
+	lr_client *c = fixture_client("cli_after");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"late\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	                          "\"after\":[\"ghost\"]}", "submit");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_HAS(r.err, "after: no such task ghost");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	/* --in gives a start time to a spec without one. */
+	r = RUN_STDIN("{\"id\":\"soon\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}",
+	              "submit", "--in", "1h");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("status", "soon");
+	CHECK_HAS(r.out, "waiting: not before ");
+	proc_result_free(&r);
+	r = RUN_STDIN("{\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}", "submit", "--in", "soon");
+	CHECK_INT(r.status, ==, 2);
+	proc_result_free(&r);
+	/* retry: refused for a pending task (2) and an unknown one (4). */
+	r = RUN("retry", "soon");
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, "only a failed or cancelled task can be retried");
+	proc_result_free(&r);
+	r = RUN("retry", "ghost");
+	CHECK_INT(r.status, ==, 4);
+	proc_result_free(&r);
+	r = RUN("cancel", "soon");
+	proc_result_free(&r);
+	r = RUN("retry", "soon");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "soon pending again from step 0");
+	proc_result_free(&r);
+	r = RUN("status", "soon", "--json");
+	CHECK_HAS(r.out, "\"history\"");
+	CHECK_HAS(r.out, "cancelled");
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -438,6 +496,7 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 }
 
 TEST_LIST(
+	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
 	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
 	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
 	TEST_CASE(submit_of_a_different_spec_under_a_taken_id_exits_3),

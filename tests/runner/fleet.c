@@ -1,5 +1,7 @@
 /* fleet.c - starting, watching and killing real runner processes. */
 #include "fleet.h"
+#include "client/client.h"
+#include "history.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -143,6 +145,18 @@ void fleet_destroy(fleet *f)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
 	if (getenv("KEEP_FLEET") == NULL && system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", f->dir);
+}
+
+void fleet_check_history(fleet *f, long want_finals)
+{
+	history_report rep;
+	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
+	printf("# history of %s: %zu claims, %zu commits, %zu done, %zu violations\n",
+	       f->prefix, rep.claims, rep.commits, rep.finals, rep.violations);
+	if (rep.violations > 0)
+		TEST_FAIL("%s", rep.first);
+	if (want_finals >= 0)
+		CHECK_INT(rep.finals, ==, want_finals);
 }
 
 void fleet_submit(fleet *f, const char *id, const char *spec_fmt)

@@ -55,6 +55,10 @@ int64_t fleet_wait_state(fleet *f, const char *id, int st, int timeout_ms);
 /* Index of the runner holding the task, -1 if none. */
 int fleet_holder(fleet *f, const char *id);
 
+/* Replay the fleet prefix's history (history.h) and fail the test on any
+ * violation; want_finals >= 0: exactly that many done records. */
+void fleet_check_history(fleet *f, long want_finals);
+
 /* Lines of the scratch file "marks" that start with prefix. */
 int fleet_count_marks(fleet *f, const char *prefix);
 /* Wait until that count reaches n; -1 after timeout. */

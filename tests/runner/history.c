@@ -27,6 +27,7 @@ struct task_hist {
 	int64_t next_step;   /* as last committed */
 	bool has_ckpt;
 	int dones;
+	int64_t retried_at;  /* revision of the last `retry` (done deleted) */
 	struct task_hist *next;
 };
 
@@ -158,6 +159,13 @@ static void on_checkpoint(struct replay *rp, struct task_hist *t, const lr_kv *k
 	}
 	int64_t fence = json_int_of(v, "fence");
 	int64_t next = json_int_of(v, "next_step");
+	if (t->retried_at == kv->mod_rev) {
+		/* A retry rewinds the checkpoint with the result it deletes. */
+		t->next_step = next;
+		t->has_ckpt = true;
+		json_decref(v);
+		return;
+	}
 	if (fence == 0 && t->claim_rev != kv->mod_rev)
 		violation(rp, "checkpoint of %s at revision %lld has fence 0 outside a claim txn",
 		          t->id, (long long)kv->mod_rev);
@@ -197,6 +205,12 @@ static void apply(struct replay *rp, const lr_watch_event *e)
 		on_checkpoint(rp, task_of(rp, id), &e->kv);
 	else if (strncmp(rest, "done", kind_len) == 0 && e->type == LR_EV_PUT)
 		on_done(rp, task_of(rp, id), &e->kv);
+	else if (strncmp(rest, "done", kind_len) == 0) {
+		/* Deleted by a retry (or a purge): the task may end once more. */
+		struct task_hist *t = task_of(rp, id);
+		t->dones = 0;
+		t->retried_at = e->kv.mod_rev;
+	}
 }
 
 static void on_batch(void *user, const lr_watch_batch *b)

@@ -56,14 +56,6 @@ static double check_no_overlap(fleet *f, const char *scenario)
 	return ms;
 }
 
-static void check_history(fleet *f)
-{
-	history_report rep;
-	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
-	if (rep.violations > 0)
-		TEST_FAIL("%s", rep.first);
-}
-
 /* Every shell that wrote a mark is gone, and no state directory is left
  * in the runners' TMPDIR. */
 static void check_nothing_left(fleet *f)
@@ -110,7 +102,7 @@ TEST(a_killed_holders_step_stops_before_the_next_holder_starts_it)
 	fleet_wait(&f, holder, 5000);
 	CHECK(fleet_wait_state(&f, "k1", LR_TASK_SUCCEEDED, 30000) >= 0);
 	check_no_overlap(&f, "SIGKILL of the holder");
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	check_nothing_left(&f);
 	fleet_destroy(&f);
 }
@@ -133,7 +125,7 @@ TEST(a_holder_frozen_past_its_ttl_has_its_step_stopped_by_the_deadline)
 	kill(f.pids[holder], SIGCONT);
 	CHECK(fleet_wait_state(&f, "s1", LR_TASK_SUCCEEDED, 30000) >= 0);
 	check_no_overlap(&f, "SIGSTOP of the holder past its TTL");
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	fleet_destroy(&f);
 }
 
@@ -182,7 +174,7 @@ TEST(a_graceful_handoff_overlaps_nothing_and_is_immediate)
 	CHECK_INT(fleet_holder(&f, "g1"), ==, 1 - holder);
 	CHECK(fleet_wait_state(&f, "g1", LR_TASK_SUCCEEDED, 30000) >= 0);
 	check_no_overlap(&f, "graceful SIGTERM handoff");
-	check_history(&f);
+	fleet_check_history(&f, -1);
 	check_nothing_left(&f);
 	fleet_destroy(&f);
 }

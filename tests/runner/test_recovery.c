@@ -23,17 +23,6 @@ static lr_err err;
 #define MARK "echo run $LEASERUN_TASK_ID $LEASERUN_STEP $LEASERUN_ATTEMPT >> $MARKS/marks"
 #define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
 
-static void check_history(fleet *f, size_t want_finals)
-{
-	history_report rep;
-	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
-	printf("# history of %s: %zu claims, %zu commits, %zu done, %zu violations\n",
-	       f->prefix, rep.claims, rep.commits, rep.finals, rep.violations);
-	if (rep.violations > 0)
-		TEST_FAIL("%s", rep.first);
-	CHECK_INT(rep.finals, ==, want_finals);
-}
-
 /* etcd answers nothing for ms (longer than a call's 5 s deadline), then
  * comes back. */
 static void pause_etcd(int64_t ms)
@@ -61,7 +50,7 @@ static void survive_a_pause(const char *name, const char *spec, int64_t pause_af
 	printf("# %s: done %lld ms after etcd came back\n", name, (long long)took);
 	CHECK(took >= 0);
 	CHECK_INT(fleet_count_marks(&f, "run p1 1 "), <=, 1);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 
@@ -134,7 +123,7 @@ TEST(a_graceful_stop_between_steps_spends_no_attempt)
 	CHECK_INT(fleet_state(&f, "d1", NULL, 0, NULL, NULL), ==, LR_TASK_SUCCEEDED);
 	CHECK_INT(fleet_count_marks(&f, "run d1 0 "), ==, 1);
 	CHECK_INT(fleet_count_marks(&f, "run d1 1 1"), ==, 1);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 

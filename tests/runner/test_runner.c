@@ -21,17 +21,6 @@ static lr_err err;
 #define MARK "echo run $LEASERUN_TASK_ID $LEASERUN_STEP $LEASERUN_ATTEMPT >> $MARKS/marks"
 #define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
 
-static void check_history(fleet *f, size_t want_finals)
-{
-	history_report rep;
-	CHECK_INT(history_check(lr_client_etcd(f->client), f->prefix, &rep), ==, 0);
-	printf("# history of %s: %zu claims, %zu commits, %zu done, %zu violations\n",
-	       f->prefix, rep.claims, rep.commits, rep.finals, rep.violations);
-	if (rep.violations > 0)
-		TEST_FAIL("%s", rep.first);
-	CHECK_INT(rep.finals, ==, want_finals);
-}
-
 static int other_than(int i) { return i == 0 ? 1 : 0; }
 
 /* A step's parent is its guard; the guard's parent is the runner. */
@@ -60,7 +49,7 @@ TEST(three_runners_run_thirty_tasks_and_commit_each_step_once)
 			CHECK_INT(fleet_count_marks(&f, mark), ==, 1);
 		}
 	}
-	check_history(&f, 30);
+	fleet_check_history(&f, 30);
 	fleet_destroy(&f);
 }
 
@@ -96,7 +85,7 @@ TEST(sigkill_of_the_holder_mid_step_reruns_that_step_elsewhere)
 	CHECK_INT(fleet_count_marks(&f, "run k1 0 "), ==, 1); /* not re-run */
 	CHECK_INT(fleet_count_marks(&f, "run k1 1 "), ==, 2); /* re-run */
 	CHECK_INT(fleet_count_marks(&f, "run k1 2 "), ==, 1);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 
@@ -120,14 +109,14 @@ TEST(a_paused_holder_commits_nothing_after_waking_and_keeps_serving)
 	lr_sleep_ms(1500); /* the paused runner's own step finishes meanwhile */
 	kill(f.pids[paused], SIGCONT);
 	CHECK(fleet_wait_state(&f, "p1", LR_TASK_SUCCEEDED, 20000) >= 0);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	/* It woke up, lost nothing but its lease, and serves again. */
 	CHECK_INT(waitpid(f.pids[paused], NULL, WNOHANG), ==, 0);
 	kill(f.pids[other_than(paused)], SIGKILL);
 	fleet_wait(&f, other_than(paused), 5000);
 	fleet_submit(&f, "p2", "{\"id\":\"%s\",\"steps\":[" STEP("a", MARK) "]}");
 	CHECK(fleet_wait_state(&f, "p2", LR_TASK_SUCCEEDED, 15000) >= 0);
-	check_history(&f, 2);
+	fleet_check_history(&f, 2);
 	fleet_destroy(&f);
 }
 
@@ -159,7 +148,7 @@ TEST(sigterm_hands_the_task_over_at_once_not_at_lease_expiry)
 	CHECK_INT(next, ==, 1);
 	CHECK_INT(attempt, ==, 1);
 	CHECK(fleet_wait_state(&f, "g1", LR_TASK_SUCCEEDED, 20000) >= 0);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 
@@ -180,7 +169,7 @@ TEST(a_step_that_always_fails_ends_failed_after_max_attempts)
 	CHECK_HAS(st.error, "3 attempts");
 	lr_task_status_clear(&st);
 	CHECK_INT(fleet_count_marks(&f, "run f1 0 "), ==, 3);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 
@@ -199,7 +188,7 @@ TEST(a_step_that_kills_its_runner_ends_failed_after_max_attempts_claims)
 	CHECK_HAS(st.error, "step boom started 2 times without finishing");
 	lr_task_status_clear(&st);
 	CHECK_INT(fleet_count_marks(&f, "run x1 0 "), ==, 2);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 
@@ -235,7 +224,7 @@ TEST(cancel_of_a_running_task_stops_its_step_and_records_cancelled)
 	CHECK_INT(fleet_count_marks(&f, "run c2 1 "), ==, 0);
 	CHECK_OK(lr_cancel(f.client, "c2", &already, &err), &err);
 	CHECK_INT(already, ==, LR_TASK_CANCELLED);
-	check_history(&f, 1);
+	fleet_check_history(&f, 1);
 	fleet_destroy(&f);
 }
 

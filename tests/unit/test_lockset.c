@@ -55,12 +55,12 @@ TEST(the_compatibility_matrix_is_the_usual_one)
 		}
 }
 
-TEST(conflicting_modes_form_at_most_two_rank_ranges)
+TEST(conflicting_modes_form_one_rank_range_one_compare_per_node)
 {
 	for (int m = 0; m < LR_LOCK_MODES; m++) {
 		int lo[2], hi[2];
 		int n = lr_lock_conflicts(m, lo, hi);
-		CHECK(n >= 1 && n <= 2);
+		CHECK_INT(n, ==, 1);
 		for (int r = 0; r < LR_LOCK_MODES; r++) {
 			bool in = false;
 			for (int i = 0; i < n; i++)
@@ -116,14 +116,16 @@ TEST(requests_conflict_exactly_when_they_cannot_run_together)
 	free(xa); free(xb); free(st); free(sa); free(is); free(gpu1); free(gpu2);
 }
 
-TEST(the_largest_request_is_accepted)
+/* 16 paths of 8 segments of 64 characters; the first `shared` segments
+ * are the same in all of them. */
+static json_t *sixteen_deep_paths(int shared)
 {
 	json_t *locks = json_object();
 	for (int i = 0; i < LR_LOCKS_MAX; i++) {
 		char path[LR_LOCK_PATH_SIZE] = "";
 		for (int d = 0; d < LR_LOCK_DEPTH_MAX; d++) {
 			char seg[LR_LOCK_SEG_MAX + 1];
-			memset(seg, 'a' + i, LR_LOCK_SEG_MAX);
+			memset(seg, d < shared ? 'z' : 'a' + i, LR_LOCK_SEG_MAX);
 			seg[LR_LOCK_SEG_MAX] = '\0';
 			seg[0] = (char)('0' + d);
 			strcat(path, d ? "/" : "");
@@ -131,6 +133,13 @@ TEST(the_largest_request_is_accepted)
 		}
 		json_object_set_new(locks, path, json_string("X"));
 	}
+	return locks;
+}
+
+TEST(the_largest_request_is_accepted)
+{
+	/* 5 shared ancestors and 16 x 3 nodes of their own: 53 nodes. */
+	json_t *locks = sixteen_deep_paths(5);
 	json_t *limits = json_object();
 	for (int i = 0; i < LR_LIMITS_MAX; i++) {
 		char key[8];
@@ -139,11 +148,23 @@ TEST(the_largest_request_is_accepted)
 	}
 	lr_lockset *s = NULL;
 	CHECK_OK(lr_lockset_parse(locks, limits, &s, &err), &err);
-	CHECK_INT(s->n_nodes, ==, LR_LOCK_NODES_MAX);
+	CHECK_INT(s->n_nodes, ==, 5 + 16 * 3);
 	CHECK_INT(s->n_limits, ==, LR_LIMITS_MAX);
 	free(s);
 	json_decref(locks);
 	json_decref(limits);
+}
+
+TEST(a_request_of_more_nodes_than_one_claim_txn_holds_is_refused)
+{
+	/* 4 shared: 4 + 16 x 4 = 68 nodes, over 64. */
+	json_t *locks = sixteen_deep_paths(4);
+	lr_lockset *s = NULL;
+	CHECK_INT(lr_lockset_parse(locks, NULL, &s, &err), ==, LR_EINVAL);
+	CHECK(strstr(err.msg, "locks: 68 nodes") != NULL);
+	CHECK(strstr(err.msg, "at most 64") != NULL);
+	CHECK(s == NULL);
+	json_decref(locks);
 }
 
 TEST(bad_requests_are_refused_naming_the_field)
@@ -188,11 +209,12 @@ TEST(a_spec_keeps_its_locks_and_refuses_bad_ones_naming_the_field)
 
 TEST_LIST(
 	TEST_CASE(the_compatibility_matrix_is_the_usual_one),
-	TEST_CASE(conflicting_modes_form_at_most_two_rank_ranges),
+	TEST_CASE(conflicting_modes_form_one_rank_range_one_compare_per_node),
 	TEST_CASE(joining_modes_gives_the_weakest_that_grants_both),
 	TEST_CASE(a_request_locks_its_paths_and_their_ancestors_in_intention),
 	TEST_CASE(requests_conflict_exactly_when_they_cannot_run_together),
 	TEST_CASE(the_largest_request_is_accepted),
+	TEST_CASE(a_request_of_more_nodes_than_one_claim_txn_holds_is_refused),
 	TEST_CASE(bad_requests_are_refused_naming_the_field),
 	TEST_CASE(a_spec_keeps_its_locks_and_refuses_bad_ones_naming_the_field),
 );

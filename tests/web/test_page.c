@@ -139,6 +139,28 @@ static const char analyse_js[] =
     "          rows: document.querySelectorAll('#tasks tbody tr').length};"
     "})()";
 
+TEST(locks_held_and_waited_for_appear_and_go_without_a_reload)
+{
+	struct page p;
+	page_open(&p, "locks", false);
+	CHECK(cdp_eval_bool(&p.b, "!document.getElementById('locks-none').hidden"));
+	fleet_start(&p.f, 0, (const char *const[]){ "--concurrency", "2", NULL });
+	fleet_submit(&p.f, "holder", "{\"id\":\"%s\",\"steps\":[" STEP("edit", "sleep 2")
+	             "],\"locks\":{\"agents/support\":\"X\"}}");
+	CHECK_INT(fleet_wait_state(&p.f, "holder", LR_TASK_RUNNING, 10000) >= 0, ==, 1);
+	fleet_submit(&p.f, "reader", "{\"id\":\"%s\",\"steps\":[" STEP("read", "true")
+	             "],\"locks\":{\"agents\":\"S\"}}");
+	static const char table_has[] =
+	    "document.getElementById('locks').textContent.includes('%s')";
+	CHECK(cdp_wait_for(&p.b, 3000, table_has, "agents/support") >= 0);
+	CHECK(cdp_wait_for(&p.b, 3000, table_has, "task holder on") >= 0);
+	CHECK(cdp_wait_for(&p.b, 3000, table_has, "IX agents held by task holder") >= 0);
+	/* Both done: nothing held, nothing asked for. */
+	CHECK(fleet_wait_state(&p.f, "reader", LR_TASK_SUCCEEDED, 15000) >= 0);
+	CHECK(cdp_wait_for(&p.b, 3000, "!document.getElementById('locks-none').hidden") >= 0);
+	page_close(&p);
+}
+
 TEST(the_screenshot_shows_the_task_table)
 {
 	struct page p;
@@ -150,6 +172,14 @@ TEST(the_screenshot_shows_the_task_table)
 		fleet_submit(&p.f, id, "{\"id\":\"%s\",\"steps\":[" STEP("a", "true") "]}");
 	}
 	CHECK(cdp_wait_for(&p.b, 15000, "document.querySelectorAll('#tasks .badge.succeeded').length === 5") >= 0);
+	/* And a lock held, another task waiting for it. */
+	fleet_submit(&p.f, "edit-prompts", "{\"id\":\"%s\",\"steps\":[" STEP("edit", "sleep 5")
+	             "],\"locks\":{\"agents/support/prompts\":\"X\"},\"limits\":{\"gpu\":4}}");
+	CHECK(fleet_wait_state(&p.f, "edit-prompts", LR_TASK_RUNNING, 10000) >= 0);
+	fleet_submit(&p.f, "snapshot", "{\"id\":\"%s\",\"steps\":[" STEP("copy", "true")
+	             "],\"locks\":{\"agents/support\":\"S\"}}");
+	CHECK(cdp_wait_for(&p.b, 5000, "document.getElementById('locks').textContent"
+	                   ".includes('held by task edit-prompts')") >= 0);
 	char png[400];
 	const char *keep = getenv("WEB_SCREENSHOT");
 	snprintf(png, sizeof(png), "%s", keep != NULL ? keep : "");
@@ -165,7 +195,7 @@ TEST(the_screenshot_shows_the_task_table)
 	printf("# screenshot %s: %lld px wide; in the task table %lld dark and %lld green "
 	       "pixels of %lld\n", png, w, dark, green, area);
 	CHECK_INT(w, ==, 1400);
-	CHECK_INT(json_integer_value(json_object_get(a, "rows")), ==, 5);
+	CHECK_INT(json_integer_value(json_object_get(a, "rows")), ==, 7);
 	CHECK(dark > area / 100);  /* text is there */
 	CHECK(dark < area / 2);    /* and it is not a black box */
 	CHECK(green > 500);        /* five green badges */
@@ -255,6 +285,7 @@ TEST(ten_thousand_tasks_stay_usable_in_pages)
 }
 
 TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_second),
+          TEST_CASE(locks_held_and_waited_for_appear_and_go_without_a_reload),
           TEST_CASE(a_running_tasks_progress_moves_without_a_reload),
           TEST_CASE(a_killed_runner_leaves_the_runners_list),
           TEST_CASE(the_screenshot_shows_the_task_table),

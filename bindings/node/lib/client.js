@@ -2,6 +2,7 @@
 // shared-value operations. Every call is a promise settled by libleaserun
 // on libuv's thread pool; none blocks the event loop.
 import native from './native.js';
+import { LeaseRunError } from './errors.js';
 
 const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
 
@@ -125,6 +126,37 @@ export class Client {
 	 * finished (nothing changed), {already: null} otherwise. */
 	async cancel(id) {
 		return this.#native.cancel(id);
+	}
+
+	/**
+	 * Hold locks ({PATH: MODE}, see docs/locks.md) and slots ({limits:
+	 * {KEY: N}}) while fn runs: taken all at once on a lease of their own,
+	 * waiting first come first served (up to `wait` seconds; forever when
+	 * absent: then a LeaseRunError with code LR_EBUSY naming a holder),
+	 * kept alive while fn runs, given back when it settles. fn gets the
+	 * hold's fence (pass it to what you write, so that a stale holder is
+	 * refused), an AbortSignal fired if the lease is lost, and the slots
+	 * taken ({gpu: 2}). Resolves to what fn resolves to.
+	 */
+	async withLocks(locks, options, fn) {
+		if (typeof options === 'function') [fn, options] = [options, {}];
+		if (typeof fn !== 'function') throw new TypeError('withLocks: expected a function');
+		const { limits, ttl = 10, wait } = options ?? {};
+		const held = await native.holdAcquire(
+			this.#native,
+			locks && Object.keys(locks).length ? JSON.stringify(locks) : null,
+			limits && Object.keys(limits).length ? JSON.stringify(limits) : null,
+			ttl,
+			wait === undefined || wait === null ? -1 : Math.round(wait * 1000),
+		);
+		const lost = new AbortController();
+		native.holdWatch(held.handle, () =>
+			lost.abort(new LeaseRunError(`hold ${held.id}: its lease was lost`, 'LR_ELEASE')));
+		try {
+			return await fn(held.fence, lost.signal, JSON.parse(held.slots));
+		} finally {
+			await native.holdRelease(held.handle);
+		}
 	}
 
 	/** Live runners (lease in hexadecimal, as etcdctl shows it). */

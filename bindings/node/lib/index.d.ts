@@ -2,6 +2,18 @@
 import { EventEmitter } from 'node:events';
 
 /** Codes of libleaserun's errors (leaserun.h). */
+/** Multi-granularity lock modes. */
+export type LockMode = 'IS' | 'IX' | 'S' | 'SIX' | 'X';
+
+export interface WithLocksOptions {
+	/** Slot pools: at most N holders of KEY at once. */
+	limits?: Record<string, number>;
+	/** The lease's TTL in seconds (default 10). */
+	ttl?: number;
+	/** Give up after this many seconds (default: wait forever). */
+	wait?: number;
+}
+
 export type ErrorCode =
 	| 'LR_EINVAL'
 	| 'LR_EEXIST'
@@ -134,6 +146,21 @@ export class Client {
 	/** already: the final state when the task had finished (nothing changed). */
 	cancel(id: string): Promise<{ already: TaskState | null }>;
 	runners(): Promise<RunnerInfo[]>;
+	/**
+	 * Hold locks and slots while fn runs (see docs/locks.md): taken at once
+	 * on a lease of their own, fairly; released when fn settles. Rejects
+	 * with code LR_EBUSY when `wait` (seconds) runs out, LR_EINVAL for an
+	 * invalid path, mode or limit.
+	 */
+	withLocks<T>(
+		locks: Record<string, LockMode>,
+		options: WithLocksOptions,
+		fn: (fence: number, signal: AbortSignal, slots: Record<string, number>) => Promise<T> | T,
+	): Promise<T>;
+	withLocks<T>(
+		locks: Record<string, LockMode>,
+		fn: (fence: number, signal: AbortSignal, slots: Record<string, number>) => Promise<T> | T,
+	): Promise<T>;
 	/** Close once the calls in flight and the runners on it are done. */
 	close(): void;
 	// Resource locks (withLocks) come with the locks of the task spec.

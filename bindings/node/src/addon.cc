@@ -23,6 +23,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports)
 	exports.Set("strerror", Napi::Function::New(env, StrError, "strerror"));
 	InitClient(env, exports);
 	InitRunner(env, exports);
+	InitHold(env, exports);
 	return exports;
 }
 

@@ -88,6 +88,7 @@ template <typename T> T FromExternal(const Napi::CallbackInfo &info, const char 
 // Module parts.
 Napi::Object InitClient(Napi::Env env, Napi::Object exports);
 Napi::Object InitRunner(Napi::Env env, Napi::Object exports);
+Napi::Object InitHold(Napi::Env env, Napi::Object exports);
 // The connection of a native Client object (throws when it is closed).
 ConnPtr ClientConn(Napi::Value client);
 

@@ -27,6 +27,7 @@ const char *CodeName(int code)
 	case LR_ESYS: return "LR_ESYS";
 	case LR_ENOMEM: return "LR_ENOMEM";
 	case LR_ECLOSED: return "LR_ECLOSED";
+	case LR_EBUSY: return "LR_EBUSY";
 	default: return "LR_EINTERNAL";
 	}
 }

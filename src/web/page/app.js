@@ -10,7 +10,7 @@ const view = {
   tasks: new Map(),   // id -> task, as the server sends it
   sorted: null,       // tasks newest first; null when it must be rebuilt
   runners: [],
-  locks: null,        // null: this server keeps no locks or limits
+  locks: null,        // {held: [...], waiting: [...]}; null until known
   config: {},
   filter: 'all',
   query: '',
@@ -78,6 +78,7 @@ function applyUpdate(u) {
     if (view.tasks.delete(id)) view.sorted = null;
   }
   if (u.runners) view.runners = u.runners;
+  if (u.locks) view.locks = u.locks;
   const touched = (u.tasks || []).some((t) => t.id === view.selected) ||
     (u.removed || []).includes(view.selected);
   scheduleRender(touched);
@@ -225,17 +226,39 @@ function renderRunners() {
   $('runners-empty').hidden = rows.length > 0;
 }
 
-// Locks and limits: the server sends null while leaserun keeps none. Once
-// it does, each entry is {name, mode, held_by: [ids], waiting: [ids]}.
+// Locks and limits: what is held ({lock, mode} or {pool, slot}, with its
+// holder), then the requests still waiting, oldest first, with what each
+// waits for. Holders are "task:<id>" or "run:<id>".
+function holderText(h) {
+  const i = (h || '').indexOf(':');
+  return i < 0 ? (h || '') : h.slice(0, i) + ' ' + h.slice(i + 1);
+}
+
+function requestText(w) {
+  const parts = [];
+  for (const [path, mode] of Object.entries(w.locks || {})) parts.push(mode + ' ' + path);
+  for (const [key, n] of Object.entries(w.limits || {})) parts.push(key + ' (limit ' + n + ')');
+  return parts.join(', ');
+}
+
 function renderLocks() {
-  const none = view.locks === null;
+  const held = (view.locks && view.locks.held) || [];
+  const waiting = (view.locks && view.locks.waiting) || [];
+  const none = held.length === 0 && waiting.length === 0;
   $('locks-none').hidden = !none;
   $('locks').hidden = none;
   if (none) return;
-  const rows = view.locks.map((l) => el('tr', null,
-    el('td', 'mono', l.name), el('td', null, l.mode || ''),
-    el('td', null, (l.held_by || []).join(', ')),
-    el('td', null, (l.waiting || []).join(', '))));
+  const rows = held.map((l) => el('tr', null,
+    el('td', 'mono', l.lock !== undefined ? l.lock : l.pool + '[' + l.slot + ']'),
+    el('td', null, l.lock !== undefined ? l.mode : 'slot'),
+    el('td', 'mono', holderText(l.holder) + (l.runner || l.host ? ' on ' + (l.runner || l.host) : '')),
+    el('td', null, '')));
+  for (const w of waiting) {
+    rows.push(el('tr', 'waiting',
+      el('td', 'mono', requestText(w)), el('td', null, 'waits'),
+      el('td', 'mono', holderText(w.holder)),
+      el('td', null, w.waiting_for || 'free now: being taken')));
+  }
   $('locks').tBodies[0].replaceChildren(...rows);
 }
 

@@ -1,0 +1,94 @@
+// locks.test.js - client.withLocks against a real etcd: exclusion and
+// sharing by mode, the fence, a wait that runs out naming the holder,
+// limits, bad input, release when fn throws, and the abort on lease loss.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+import { LeaseRunError } from '../lib/index.js';
+import { startEtcd } from './etcd.js';
+import { connect } from './helpers.js';
+
+test('writers take turns, readers share, and each holder gets a newer fence', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks/');
+	const log = [];
+	const work = (name) => async (fence) => {
+		log.push(`${name} in ${fence}`);
+		await sleep(150);
+		log.push(`${name} out`);
+		return fence;
+	};
+	const [f1, f2] = await Promise.all([
+		c.withLocks({ 'thread/8f2c': 'X' }, work('a')),
+		c.withLocks({ 'thread/8f2c': 'X' }, work('b')),
+	]);
+	assert.notEqual(f1, f2);
+	// One after the other: nobody came in while the other was inside.
+	assert.match(log[0], / in /);
+	assert.match(log[1], / out$/);
+	assert.equal(log[1].split(' ')[0], log[0].split(' ')[0]);
+	log.length = 0;
+	await Promise.all([
+		c.withLocks({ docs: 'S' }, work('r1')),
+		c.withLocks({ docs: 'S' }, work('r2')),
+	]);
+	assert.match(log[1], / in /, `readers run side by side: ${log}`);
+});
+
+test('a wait that runs out rejects with LR_EBUSY naming the holder', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-busy/');
+	let release;
+	const held = c.withLocks({ 'agents/support': 'X' }, () => new Promise((r) => (release = r)));
+	await sleep(200);
+	await assert.rejects(
+		c.withLocks({ 'agents/support/tools': 'IX' }, { wait: 0.3 }, () => 'never'),
+		(err) => {
+			assert.ok(err instanceof LeaseRunError);
+			assert.equal(err.code, 'LR_EBUSY');
+			assert.match(err.message, /X agents\/support held by run /);
+			return true;
+		},
+	);
+	release();
+	await held;
+	assert.equal(await c.withLocks({ 'agents/support/tools': 'IX' }, { wait: 1 }, () => 'ok'), 'ok');
+});
+
+test('limits give slots, bad input is refused, and a throwing fn still releases', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-limit/');
+	const slots = await c.withLocks({}, { limits: { gpu: 4 } }, (fence, signal, s) => s);
+	assert.ok(slots.gpu >= 0 && slots.gpu < 4);
+	await assert.rejects(c.withLocks({ 'a//b': 'X' }, () => 1), { code: 'LR_EINVAL' });
+	await assert.rejects(c.withLocks({ a: 'W' }, () => 1), { code: 'LR_EINVAL', message: /locks\.a/ });
+	await assert.rejects(c.withLocks({ a: 'X' }, { limits: { gpu: 0 } }, () => 1), {
+		code: 'LR_EINVAL',
+	});
+	await assert.rejects(
+		c.withLocks({ a: 'X' }, () => {
+			throw new Error('boom');
+		}),
+		/boom/,
+	);
+	// Given back: taken again at once.
+	assert.equal(await c.withLocks({ a: 'X' }, { wait: 0.5 }, () => 'again'), 'again');
+});
+
+test('the signal aborts when the lease is lost', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-lost/');
+	const { execFileSync } = await import('node:child_process');
+	const reason = await c.withLocks({ lost: 'X' }, { ttl: 2 }, async (fence, signal) => {
+		// Revoke the hold's lease from outside, as if etcd expired it.
+		const out = execFileSync('etcdctl', ['--endpoints', m.endpoint, 'get', '--prefix',
+			'/node-locks-lost/wants/', '-w', 'json'], { encoding: 'utf8' });
+		const lease = out.match(/"lease":(\d+)/)[1]; // over 2^53: kept as text
+		execFileSync('etcdctl', ['--endpoints', m.endpoint, 'lease', 'revoke',
+			BigInt(lease).toString(16)], { env: { ...process.env, ETCDCTL_API: '3' } });
+		await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+		return signal.reason;
+	});
+	assert.equal(reason.code, 'LR_ELEASE');
+});

@@ -1,0 +1,197 @@
+/* retry.c - a failed or cancelled task made pending again (lr_retry in
+ * leaserun.h): one txn guarded by the done record as read and no claim,
+ * which deletes the result, rewinds the checkpoint, keeps the outcome in
+ * the task's history and tells runners (P queue/<id>). Runs on the caller's
+ * thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "client/client.h"
+#include "client/lock_keys.h"
+#include "etcd/kv.h"
+#include "records/record.h"
+#include "records/schedule.h"
+#include "records/spec.h"
+
+/* Outcomes kept in P history/<id>, newest first. */
+#define HISTORY_KEEP 10
+
+enum { R_TASK, R_DONE, R_CLAIM, R_CKPT, R_HISTORY, R_COUNT };
+
+struct reads {
+	lr_txn_result r;
+	const lr_kv *kv[R_COUNT];
+	char key[R_COUNT][LR_KEY_SIZE];
+};
+
+static int read_all(lr_client *c, const char *id, struct reads *rd, lr_err *err)
+{
+	static const char *const kinds[R_COUNT] = { LR_K_TASKS, LR_K_DONE, LR_K_CLAIMS,
+		                                    LR_K_CHECKPOINTS, LR_K_HISTORY };
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	for (int i = 0; i < R_COUNT; i++) {
+		lr_key(c, kinds[i], id, rd->key[i]);
+		lr_txn_get(t, LR_THEN, rd->key[i], i == R_CLAIM ? LR_RANGE_KEYS_ONLY : 0);
+	}
+	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &rd->r, err);
+	lr_txn_free(t);
+	for (int i = 0; rc == 0 && i < R_COUNT; i++)
+		rd->kv[i] = rd->r.ops[i].n == 1 ? &rd->r.ops[i].kvs[0] : NULL;
+	return rc;
+}
+
+/* The step to resume at: the one given (by index or name), else next. */
+static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, int64_t *out,
+                     lr_err *err)
+{
+	int64_t steps = (int64_t)lr_spec_steps(spec);
+	*out = next < steps ? next : 0;
+	if (o == NULL || o->from_step == NULL)
+		return 0;
+	for (int64_t i = 0; i < steps; i++)
+		if (strcmp(lr_spec_step_name(spec, (size_t)i), o->from_step) == 0) {
+			*out = i;
+			return 0;
+		}
+	char *end = NULL;
+	long long n = strtoll(o->from_step, &end, 10);
+	if (end != o->from_step && *end == '\0' && n >= 0 && n < steps) {
+		*out = n;
+		return 0;
+	}
+	return lr_err_set(err, LR_EINVAL, "--from-step %s: no step of that name or index "
+	                  "(0 to %lld)", o->from_step, (long long)steps - 1);
+}
+
+/* The history with the outcome being retried in front, at most
+ * HISTORY_KEEP entries. New string. */
+static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *runner)
+{
+	json_t *h = old != NULL ? json_loadb(old->value, old->value_len, 0, NULL) : NULL;
+	if (!json_is_array(h)) {
+		json_decref(h);
+		h = json_array();
+	}
+	json_t *e = json_pack("{s:s, s:I, s:s?, s:s?, s:s?}", "status", d->status, "attempts",
+	                      (json_int_t)d->attempts, "error", d->error, "runner", runner,
+	                      "finished_at", d->finished_at[0] ? d->finished_at : NULL);
+	json_array_insert_new(h, 0, e);
+	while (json_array_size(h) > HISTORY_KEEP)
+		json_array_remove(h, json_array_size(h) - 1);
+	char *text = json_dumps(h, JSON_COMPACT);
+	json_decref(h);
+	return text;
+}
+
+int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step_out,
+             lr_err *err)
+{
+	if (!lr_id_valid(id))
+		return lr_err_set(err, LR_EINVAL, "retry: \"%.64s\" is not a task id", id);
+	struct reads rd;
+	memset(&rd, 0, sizeof(rd));
+	int rc = read_all(c, id, &rd, err);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "retry %s", id);
+	json_t *spec = NULL;
+	lr_done_rec d = { .status = "" };
+	lr_checkpoint_rec ck = { 0 };
+	char *vals[4] = { NULL, NULL, NULL, NULL };
+	lr_txn *t = NULL;
+	if (rd.kv[R_TASK] == NULL) {
+		rc = lr_err_set(err, LR_ENOTFOUND, "retry %s: no such task", id);
+		goto out;
+	}
+	if (rd.kv[R_DONE] == NULL) {
+		rc = lr_err_set(err, LR_EINVAL, "retry %s: the task is %s: only a failed or "
+		                "cancelled task can be retried", id,
+		                rd.kv[R_CLAIM] != NULL ? "running" : "pending");
+		goto out;
+	}
+	if ((rc = lr_done_decode(rd.kv[R_DONE]->value, rd.kv[R_DONE]->value_len, &d, err)) != 0 ||
+	    (rc = lr_spec_from_record(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len, id, &spec,
+	                              err)) != 0) {
+		lr_err_wrap(err, rc, "retry %s", id);
+		goto out;
+	}
+	if (strcmp(d.status, "succeeded") == 0) {
+		rc = lr_err_set(err, LR_EINVAL, "retry %s: the task succeeded: only a failed or "
+		                "cancelled task can be retried", id);
+		goto out;
+	}
+	int64_t next = 0;
+	if (rd.kv[R_CKPT] != NULL &&
+	    lr_checkpoint_decode(rd.kv[R_CKPT]->value, rd.kv[R_CKPT]->value_len, &ck, NULL) == 0)
+		next = ck.next_step;
+	int64_t step;
+	if ((rc = from_step(spec, o, next, &step, err)) != 0) {
+		lr_err_wrap(err, rc, "retry %s", id);
+		goto out;
+	}
+	/* Resumed with the state as the task ended with it (the last
+	 * checkpoint), or the spec's; attempts counted afresh. */
+	bool reset = o != NULL && o->reset_state;
+	lr_checkpoint_rec fresh = { .next_step = step, .attempt = 0,
+		                    .state = reset || d.state == NULL ? lr_spec_state(spec) : d.state };
+	lr_rfc3339_now(fresh.updated_at);
+	/* Who wrote it last, as the record wants one: the last holder. */
+	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner[0] ? ck.runner : "retry");
+	vals[0] = lr_checkpoint_encode(&fresh);
+	vals[1] = history_with(rd.kv[R_HISTORY], &d, ck.runner[0] ? ck.runner : NULL);
+	json_t *extra = json_pack("{s:I}", "task_rev", (json_int_t)rd.kv[R_TASK]->create_rev);
+	vals[2] = lr_sched_record(spec, extra);
+	json_decref(extra);
+	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len);
+	t = lr_txn_new();
+	if (vals[0] == NULL || vals[1] == NULL || vals[2] == NULL || t == NULL) {
+		rc = lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
+		goto out;
+	}
+	/* The task as read: done as read, no claim, the same incarnation, and
+	 * no other retry (history) in between. */
+	lr_txn_cmp(t, rd.key[R_DONE], 0, LR_CMP_MOD, LR_CMP_EQ, rd.kv[R_DONE]->mod_rev);
+	lr_txn_cmp(t, rd.key[R_CLAIM], 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_cmp(t, rd.key[R_TASK], 0, LR_CMP_CREATE, LR_CMP_EQ, rd.kv[R_TASK]->create_rev);
+	lr_txn_cmp(t, rd.key[R_HISTORY], 0, LR_CMP_MOD, LR_CMP_EQ,
+	           rd.kv[R_HISTORY] != NULL ? rd.kv[R_HISTORY]->mod_rev : 0);
+	lr_txn_delete(t, LR_THEN, rd.key[R_DONE], 0);
+	lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
+	lr_txn_put(t, LR_THEN, rd.key[R_HISTORY], vals[1], strlen(vals[1]), 0);
+	char key[LR_LOCK_KEY_SIZE];
+	lr_key(c, LR_K_QUEUE, id, key);
+	lr_txn_put(t, LR_THEN, key, vals[2], strlen(vals[2]), 0);
+	lr_key(c, LR_K_CANCEL, id, key);
+	lr_txn_delete(t, LR_THEN, key, 0);
+	if (vals[3] != NULL) {
+		char holder[LR_HOLDER_SIZE];
+		lr_holder_of_task(id, holder);
+		lr_wants_key(c, holder, key);
+		lr_txn_put(t, LR_THEN, key, vals[3], strlen(vals[3]), 0);
+	}
+	lr_txn_result r;
+	rc = lr_etcd_txn(lr_client_etcd(c), t, 0, &r, err);
+	if (rc != 0) {
+		lr_err_wrap(err, rc, "retry %s", id);
+		goto out;
+	}
+	if (!r.succeeded)
+		rc = lr_err_set(err, LR_ECONFLICT, "retry %s: the task changed meanwhile (retried, "
+		                "purged or submitted again): nothing was done", id);
+	else if (step_out != NULL)
+		*step_out = step;
+	lr_txn_result_free(&r);
+out:
+	for (int i = 0; i < 4; i++)
+		free(vals[i]);
+	lr_txn_free(t);
+	lr_checkpoint_rec_clear(&ck);
+	lr_done_rec_clear(&d);
+	json_decref(spec);
+	lr_txn_result_free(&rd.r);
+	return rc;
+}

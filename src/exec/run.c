@@ -1,0 +1,164 @@
+/* run.c - any command run while a hold keeps its locks (lr_hold_exec in
+ * leaserun.h): the shell steps' guard around it, fed the hold's lease
+ * deadline. Runs on the caller's thread. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "exec/exec.h"
+#include "exec/guard.h"
+
+extern char **environ;
+
+/* argv0 as a path execve can take: as given when it has a '/', else the
+ * first executable file of that name on PATH. */
+static char *find_program(const char *argv0)
+{
+	if (strchr(argv0, '/') != NULL)
+		return access(argv0, X_OK) == 0 ? strdup(argv0) : NULL;
+	const char *path = getenv("PATH");
+	if (path == NULL || path[0] == '\0')
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p != '\0';) {
+		size_t len = strcspn(p, ":");
+		char *full = NULL;
+		struct stat st;
+		if (asprintf(&full, "%.*s/%s", (int)len, len ? p : ".", argv0) < 0)
+			return NULL;
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0)
+			return full;
+		free(full);
+		p += len + (p[len] == ':');
+	}
+	return NULL;
+}
+
+/* The command's environment: ours, with the hold's variables. */
+static char **hold_env(lr_hold *h)
+{
+	char *vars[5] = { NULL };
+	int ok = asprintf(&vars[0], "LEASERUN_FENCE=%lld", (long long)lr_hold_fence(h)) > 0;
+	ok &= asprintf(&vars[1], "LEASERUN_HOLD=%s", lr_hold_id(h)) > 0;
+	ok &= lr_exec_json_var(&vars[2], "LEASERUN_LOCKS", lr_hold_locks(h));
+	ok &= lr_exec_json_var(&vars[3], "LEASERUN_SLOTS", lr_hold_slots(h));
+	char **env = ok ? lr_exec_env_build(environ, NULL, (const char *const *)vars) : NULL;
+	for (int i = 0; i < 4; i++)
+		free(vars[i]);
+	return env;
+}
+
+/* Whether stdin is our controlling terminal, with us in its foreground:
+ * the command then takes the foreground, so that it can read the terminal
+ * and gets the keyboard's signals itself. */
+static bool own_terminal(void)
+{
+	pid_t fg = tcgetpgrp(0);
+	return fg >= 0 && fg == getpgrp();
+}
+
+/* The foreground back from the command's process group. */
+static void take_back_terminal(void)
+{
+	sigset_t ttou, old;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	pthread_sigmask(SIG_BLOCK, &ttou, &old);
+	(void)tcsetpgrp(0, getpgrp());
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Read what the guard's status pipe has: the wait status, then end of
+ * file once no process of the command is left. True at the end. */
+static bool read_status(int fd, int *wstatus, size_t *got)
+{
+	for (;;) {
+		char *p = *got < sizeof(int) ? (char *)wstatus + *got : (char *)&(int){ 0 };
+		ssize_t r = read(fd, p, *got < sizeof(int) ? sizeof(int) - *got : 1);
+		if (r > 0) {
+			*got += *got < sizeof(int) ? (size_t)r : 0;
+			continue;
+		}
+		return r == 0 || (errno != EAGAIN && errno != EINTR);
+	}
+}
+
+int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
+                 int *wstatus, lr_err *err)
+{
+	*wstatus = 0;
+	if (argv == NULL || argv[0] == NULL)
+		return lr_err_set(err, LR_EINVAL, "run: no command");
+	char *path = find_program(argv[0]);
+	if (path == NULL)
+		return lr_err_set(err, LR_ENOTFOUND, "run: %s: no such program on PATH, or not "
+		                  "executable", argv[0]);
+	char **env = hold_env(h);
+	if (env == NULL) {
+		free(path);
+		return lr_err_set(err, LR_ENOMEM, "run: out of memory");
+	}
+	lr_guard_spec spec = { .path = path, .argv = argv, .envp = env, .out_fd = 1,
+	                       .err_fd = 2, .pass_stdin = true, .take_terminal = own_terminal(),
+	                       .dir_fd = -1, .deadline_ms = lr_hold_deadline_ms(h),
+	                       .grace_ms = grace_ms };
+	lr_guard g;
+	int rc = lr_guard_start(&spec, &g, err);
+	free(path);
+	lr_exec_env_free(env);
+	if (rc != 0)
+		return rc;
+	bool lost = false, stopping = false;
+	size_t got = 0;
+	for (;;) {
+		struct pollfd p[4] = { { g.status, POLLIN, 0 },
+		                       { lr_hold_renewed_fd(h), POLLIN, 0 },
+		                       { lost ? -1 : lr_hold_lost_fd(h), POLLIN, 0 },
+		                       { stopping ? -1 : stop_fd, POLLIN, 0 } };
+		if (poll(p, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = lr_err_set(err, LR_ESYS, "run: poll: %s", strerror(errno));
+			lr_guard_stop(&g, 0);
+			break;
+		}
+		if (p[1].revents != 0) {
+			uint64_t n;
+			ssize_t r = read(lr_hold_renewed_fd(h), &n, sizeof(n));
+			(void)r;
+			if (!lost)
+				lr_guard_deadline(&g, lr_hold_deadline_ms(h));
+		}
+		if (p[2].revents != 0) {
+			lost = true;
+			lr_guard_stop(&g, grace_ms);
+		}
+		if (p[3].revents != 0) {
+			stopping = true;
+			lr_guard_stop(&g, grace_ms);
+		}
+		if (p[0].revents != 0 && read_status(g.status, wstatus, &got))
+			break;
+	}
+	lr_guard_end(&g);
+	if (spec.take_terminal)
+		take_back_terminal();
+	if (got < sizeof(int))
+		*wstatus = SIGKILL; /* the guard ended without the status: killed */
+	/* Frozen or cut off past the deadline, this process hears of the loss
+	 * only after the guard stopped the command: the clock tells at once. */
+	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
+		lost = true;
+	if (rc == 0 && lost)
+		rc = lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost: the "
+		                "command was stopped", lr_hold_id(h), (long long)lr_hold_lease(h));
+	return rc;
+}

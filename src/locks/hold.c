@@ -1,0 +1,398 @@
+/* hold.c - locks and slots held by any process (leaserun.h, "holding locks
+ * and slots"): a lease of its own kept alive, the request queued in
+ * wants/, a wait driven by watch events on locks/, slots/ and wants/, and
+ * the txn that takes everything at once. lr_hold_acquire runs on the
+ * caller's thread; the keepalive and watch callbacks on the client's
+ * stream threads, sharing the table under a mutex. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/backoff.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "client/client.h"
+#include "client/lock_keys.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
+#include "etcd/watch.h"
+#include "locks/acquire.h"
+#include "locks/table.h"
+#include "records/lockset.h"
+#include "records/spec.h"
+
+#define HOLD_DEFAULT_TTL_S 10
+
+struct lr_hold {
+	lr_client *c;
+	lr_lockset *set;
+	json_t *slots_json, *locks_json;
+	char id[LR_ID_SIZE];
+	char holder[LR_HOLDER_SIZE];
+	char wants[LR_LOCK_KEY_SIZE];
+	int64_t lease, asked, fence;
+	int slots[LR_LIMITS_MAX];
+	lr_keepalive *ka;
+	_Atomic int64_t deadline;
+	int renewed_fd, lost_fd;
+	/* While waiting: the table, kept by watch events. */
+	pthread_mutex_t mu;
+	lr_lock_table *table;
+	bool reload;
+	int wake_fd;
+};
+
+static void poke(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+	(void)n;
+}
+
+static void drain(int fd)
+{
+	uint64_t v;
+	ssize_t n = read(fd, &v, sizeof(v));
+	(void)n;
+}
+
+static void on_lost(void *user, int64_t id, const char *why)
+{
+	(void)id;
+	(void)why;
+	lr_hold *h = user;
+	atomic_store(&h->deadline, 0);
+	poke(h->lost_fd);
+}
+
+static void on_renewed(void *user, int64_t id, int64_t deadline)
+{
+	(void)id;
+	lr_hold *h = user;
+	atomic_store(&h->deadline, deadline);
+	poke(h->renewed_fd);
+}
+
+static void on_event(void *user, const lr_watch_batch *b)
+{
+	lr_hold *h = user;
+	pthread_mutex_lock(&h->mu);
+	if (b->kind == LR_WATCH_COMPACTED || b->kind == LR_WATCH_CANCELLED)
+		h->reload = true;
+	for (size_t i = 0; b->kind == LR_WATCH_EVENTS && i < b->n; i++) {
+		const lr_watch_event *e = &b->events[i];
+		if (e->type == LR_EV_PUT)
+			lr_lock_table_put(h->table, &e->kv);
+		else
+			lr_lock_table_delete(h->table, e->kv.key, e->kv.mod_rev);
+	}
+	pthread_mutex_unlock(&h->mu);
+	poke(h->wake_fd);
+}
+
+static void hold_free(lr_hold *h)
+{
+	if (h->ka != NULL)
+		lr_keepalive_free(h->ka);
+	if (h->lease != 0)
+		lr_lease_revoke(lr_client_etcd(h->c), h->lease, NULL);
+	lr_lock_table_free(h->table);
+	pthread_mutex_destroy(&h->mu);
+	for (int fd = 0, *fds[] = { &h->renewed_fd, &h->lost_fd, &h->wake_fd }; fd < 3; fd++)
+		if (*fds[fd] >= 0)
+			close(*fds[fd]);
+	json_decref(h->slots_json);
+	json_decref(h->locks_json);
+	free(h->set);
+	free(h);
+}
+
+/* "<host>-<pid>-<random>", in id characters. */
+static void make_id(const char *name, char id[LR_ID_SIZE])
+{
+	char host[128] = "";
+	if (name == NULL) {
+		gethostname(host, sizeof(host) - 1);
+		name = host;
+	}
+	lr_rng rng;
+	lr_rng_init(&rng, NULL);
+	int n = snprintf(id, LR_ID_SIZE, "%.100s-%ld-%06llx", name[0] ? name : "host",
+	                 (long)getpid(), (unsigned long long)lr_rng_below(&rng, 1u << 24));
+	for (int i = 0; i < n && i < LR_ID_SIZE; i++)
+		if (!lr_id_char(id[i]))
+			id[i] = '_';
+}
+
+/* Lease, keepalive and the request in wants/. */
+static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
+{
+	lr_etcd *e = lr_client_etcd(h->c);
+	int64_t ttl = o->ttl_s > 0 ? o->ttl_s : HOLD_DEFAULT_TTL_S, granted = 0, sent = 0;
+	int rc = lr_lease_grant(e, ttl, &h->lease, &granted, &sent, err);
+	if (rc == 0) {
+		atomic_store(&h->deadline, sent + granted * 1000);
+		rc = lr_keepalive_new(e, &h->ka, err);
+	}
+	if (rc == 0)
+		rc = lr_keepalive_add(h->ka, h->lease, granted, sent, on_lost, on_renewed, h, err);
+	if (rc != 0)
+		return rc;
+	char *value = lr_wants_value(o->locks, o->limits);
+	json_t *v = value != NULL ? json_loads(value, 0, NULL) : NULL;
+	free(value);
+	if (v == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	json_object_set_new(v, "host", json_string(who));
+	value = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(v);
+	if (value == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, h->wants, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, h->wants, value, strlen(value), h->lease);
+	lr_txn_get(t, LR_ELSE, h->wants, LR_RANGE_KEYS_ONLY);
+	free(value);
+	lr_txn_result r;
+	rc = lr_etcd_txn(e, t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return rc;
+	/* Our place in the queue; a retry finds the first try's request. */
+	h->asked = r.revision;
+	if (!r.succeeded && r.n_ops == 1 && r.ops[0].n == 1)
+		h->asked = r.ops[0].kvs[0].create_rev;
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+/* Read the table afresh and watch from there. The fresh table is in place
+ * before the first watcher is added: its events may come at once, on the
+ * stream's thread, and must land in it (the old watch, freed first, sends
+ * nothing more). */
+static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
+{
+	if (*w != NULL) {
+		lr_watch_free(*w);
+		*w = NULL;
+	}
+	lr_lock_table *fresh = lr_lock_table_new(h->c);
+	if (fresh == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	int64_t rev = 0;
+	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
+	pthread_mutex_lock(&h->mu);
+	lr_lock_table_free(h->table);
+	h->table = fresh;
+	h->reload = false;
+	pthread_mutex_unlock(&h->mu);
+	if (rc == 0)
+		rc = lr_watch_new(lr_client_etcd(h->c), w, err);
+	static const char *const dirs[] = { LR_K_LOCKS, LR_K_SLOTS, LR_K_WANTS };
+	for (size_t i = 0; rc == 0 && i < 3; i++) {
+		char key[LR_KEY_SIZE];
+		lr_key(h->c, dirs[i], "", key);
+		lr_watcher *wr; /* freed with *w */
+		rc = lr_watch_add(*w, key, LR_KEY_PREFIX, rev + 1, on_event, h, &wr, err);
+	}
+	return rc;
+}
+
+/* One try at the txn that takes everything. 1: taken; 0: someone came
+ * first (wait for the next event); negative: an error. */
+static int try_take(lr_hold *h, const char *value, lr_err *err)
+{
+	lr_etcd *e = lr_client_etcd(h->c);
+	lr_lock_writes w = { .c = h->c, .set = h->set, .slots = h->slots, .holder = h->holder,
+	                     .value = value, .lease = h->lease };
+	lr_txn *t = lr_txn_new();
+	/* Our request is still there: the lease lives, and it is our turn. */
+	lr_txn_cmp(t, h->wants, 0, LR_CMP_LEASE, LR_CMP_EQ, h->lease);
+	int depth;
+	lr_locks_acquire(t, &w, &depth);
+	lr_txn_result r;
+	int rc = lr_etcd_txn(e, t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return rc;
+	bool lease_gone = !r.succeeded;
+	bool taken = lr_locks_acquired(&r, depth);
+	int64_t rev = r.revision;
+	lr_txn_result_free(&r);
+	if (lease_gone)
+		return lr_err_set(err, LR_ELEASE, "hold %s: its lease %lld is gone", h->id,
+		                  (long long)h->lease);
+	if (taken) {
+		h->fence = rev;
+		return 1;
+	}
+	/* A retried txn whose first try applied finds our own keys: look. */
+	char key[LR_LOCK_KEY_SIZE];
+	if (h->set->n_nodes > 0)
+		lr_lock_key(h->c, h->set->nodes[0].path, h->set->nodes[0].mode, h->holder, key);
+	else
+		lr_slot_key(h->c, h->set->limits[0].key, h->slots[0], key);
+	lr_range_result got;
+	if ((rc = lr_kv_get(e, key, &got, err)) != 0)
+		return rc;
+	if (got.n == 1 && got.kvs[0].lease == h->lease) {
+		h->fence = got.kvs[0].create_rev;
+		rc = 1;
+	}
+	lr_range_result_free(&got);
+	return rc;
+}
+
+static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
+{
+	lr_watch *w = NULL;
+	char *value = lr_lock_value(h->holder, NULL, who);
+	int64_t until = o->wait_ms >= 0 ? lr_mono_ms() + o->wait_ms : INT64_MAX;
+	int rc = value != NULL ? load_and_watch(h, &w, err)
+	                       : lr_err_set(err, LR_ENOMEM, "out of memory");
+	char why[600] = "";
+	while (rc == 0) {
+		pthread_mutex_lock(&h->mu);
+		bool reload = h->reload;
+		bool free_now = !reload && lr_lock_table_can_take(h->table, h->set, h->holder,
+		                                                   h->asked, h->slots, NULL, NULL,
+		                                                   why, sizeof(why));
+		pthread_mutex_unlock(&h->mu);
+		if (reload) {
+			rc = load_and_watch(h, &w, err);
+			continue;
+		}
+		if (free_now) {
+			rc = try_take(h, value, err);
+			if (rc == 1) {
+				rc = 0;
+				break;
+			}
+			if (rc != 0)
+				break;
+		}
+		int64_t now = lr_mono_ms();
+		if (now >= until) {
+			rc = lr_err_set(err, LR_EBUSY, "waited %lld ms for the locks: %s",
+			                (long long)o->wait_ms, why[0] ? why : "taken by another holder");
+			break;
+		}
+		struct pollfd p[3] = { { h->wake_fd, POLLIN, 0 }, { h->lost_fd, POLLIN, 0 },
+		                       { o->cancel_fd, POLLIN, 0 } };
+		int64_t left = until - now;
+		int n = poll(p, o->cancel_fd >= 0 ? 3 : 2, until == INT64_MAX ? -1
+		                                    : left > 60000 ? 60000 : (int)left);
+		if (n < 0 && errno != EINTR)
+			rc = lr_err_set(err, LR_ESYS, "poll: %s", strerror(errno));
+		else if (n > 0 && p[1].revents != 0)
+			rc = lr_err_set(err, LR_ELEASE, "hold %s: its lease was lost while waiting",
+			                h->id);
+		else if (n > 0 && o->cancel_fd >= 0 && p[2].revents != 0)
+			rc = lr_err_set(err, LR_ECANCELLED, "hold %s: cancelled while waiting", h->id);
+		else if (n > 0)
+			drain(h->wake_fd);
+	}
+	if (w != NULL)
+		lr_watch_free(w);
+	free(value);
+	return rc;
+}
+
+/* The request of o, parsed: *set is new, never NULL on success. */
+static int parse_request(const lr_hold_opts *o, lr_lockset **set, lr_err *err)
+{
+	*set = NULL;
+	int rc = lr_lockset_parse(o->locks, o->limits, set, err);
+	if (rc == 0 && *set == NULL)
+		rc = lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
+	return rc;
+}
+
+int lr_hold_check(const lr_hold_opts *o, lr_err *err)
+{
+	lr_lockset *set = NULL;
+	int rc = parse_request(o, &set, err);
+	free(set);
+	return rc;
+}
+
+int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err)
+{
+	*out = NULL;
+	lr_lockset *set = NULL;
+	int rc = parse_request(o, &set, err);
+	if (rc != 0)
+		return rc;
+	lr_hold *h = calloc(1, sizeof(*h));
+	if (h == NULL) {
+		free(set);
+		return lr_err_set(err, LR_ENOMEM, "hold: out of memory");
+	}
+	h->c = c;
+	h->set = set;
+	h->renewed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	h->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&h->mu, NULL);
+	char host[128] = "";
+	gethostname(host, sizeof(host) - 1);
+	const char *who = o->name != NULL ? o->name : host;
+	make_id(o->name, h->id);
+	snprintf(h->holder, sizeof(h->holder), "run:%s", h->id);
+	lr_wants_key(c, h->holder, h->wants);
+	if (h->renewed_fd < 0 || h->lost_fd < 0 || h->wake_fd < 0)
+		rc = lr_err_set(err, LR_ESYS, "eventfd: %s", strerror(errno));
+	if (rc == 0)
+		rc = start(h, o, who, err);
+	if (rc == 0)
+		rc = wait_and_take(h, o, who, err);
+	if (rc == 0) {
+		h->locks_json = o->locks != NULL ? json_deep_copy(o->locks) : json_object();
+		h->slots_json = json_object();
+		for (size_t i = 0; i < set->n_limits; i++)
+			json_object_set_new(h->slots_json, set->limits[i].key,
+			                    json_integer(h->slots[i]));
+		lr_lock_table_free(h->table);
+		h->table = NULL;
+		*out = h;
+		return 0;
+	}
+	hold_free(h);
+	return lr_err_wrap(err, rc, "hold");
+}
+
+int64_t lr_hold_fence(const lr_hold *h) { return h->fence; }
+const char *lr_hold_id(const lr_hold *h) { return h->id; }
+int64_t lr_hold_lease(const lr_hold *h) { return h->lease; }
+const void *lr_hold_slots(const lr_hold *h) { return h->slots_json; }
+const void *lr_hold_locks(const lr_hold *h) { return h->locks_json; }
+int64_t lr_hold_deadline_ms(const lr_hold *h) { return atomic_load(&((lr_hold *)h)->deadline); }
+int lr_hold_renewed_fd(const lr_hold *h) { return h->renewed_fd; }
+int lr_hold_lost_fd(const lr_hold *h) { return h->lost_fd; }
+
+int lr_hold_release(lr_hold *h, lr_err *err)
+{
+	if (h == NULL)
+		return 0;
+	lr_keepalive_free(h->ka);
+	h->ka = NULL;
+	/* Every key of the hold is on its lease, and nothing else is: revoking
+	 * it deletes them all in one revision, and can never touch a key that
+	 * a later holder put on a lease of its own. */
+	int rc = lr_lease_revoke(lr_client_etcd(h->c), h->lease, err);
+	if (rc != 0)
+		lr_err_wrap(err, rc, "release hold %s (lease %lld: it expires on its own)", h->id,
+		            (long long)h->lease);
+	else
+		h->lease = 0;
+	hold_free(h);
+	return rc;
+}

@@ -1,0 +1,459 @@
+/* test_claim_locks.c - a task's locks and slots against a real etcd, at the
+ * level of the claim txn: taken with the claim or not at all, given back
+ * with its end, fenced, and the compatibility matrix pair by pair. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "client/client.h"
+#include "client/lock_keys.h"
+#include "engine/claim.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
+#include "etcd_harness.h"
+#include "locks/acquire.h"
+#include "records/lockset.h"
+#include "hosted.h"
+#include "leaserun.h"
+#include "test.h"
+
+static lr_err err;
+
+/* ---- helpers --------------------------------------------------------------- */
+
+/* Submit task id of one step asking for locks and limits (JSON text of
+ * the two objects, either NULL). */
+static void submit_asking(lr_client *c, const char *id, const char *locks, const char *limits)
+{
+	char spec[8192];
+	snprintf(spec, sizeof(spec),
+	         "{\"id\":\"%s\",\"steps\":[{\"name\":\"one\",\"run\":\"-\"}]%s%s%s%s}", id,
+	         locks != NULL ? ",\"locks\":" : "", locks != NULL ? locks : "",
+	         limits != NULL ? ",\"limits\":" : "", limits != NULL ? limits : "");
+	hosted_submit(c, spec);
+}
+
+static int64_t new_lease(lr_client *c, int64_t ttl)
+{
+	int64_t lease = 0;
+	int64_t granted = 0;
+	CHECK_OK(lr_lease_grant(lr_client_etcd(c), ttl, &lease, &granted, NULL, &err), &err);
+	return lease;
+}
+
+/* Claim id for who, taking slots (n of them; none: pick at random). */
+static enum lr_claim_outcome claim(const lr_claimant *who, const char *id, const int *slots,
+                                   size_t n, lr_claimed_task *h)
+{
+	enum lr_claim_outcome oc;
+	lr_task_state ended;
+	char why[700];
+	CHECK_OK(lr_claim(who, id, NULL, 0, 0, false, slots, n, h, &oc, &ended, why, sizeof(why),
+	                  &err), &err);
+	return oc;
+}
+
+/* How many keys are under prefix + kind (+ rest). */
+static int64_t count_under(lr_client *c, const char *kind, const char *rest)
+{
+	char key[LR_LOCK_KEY_SIZE];
+	lr_key(c, kind, "", key);
+	strncat(key, rest, sizeof(key) - strlen(key) - 1);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
+}
+
+/* The lease a key hangs on; -1 when it does not exist. */
+static int64_t key_lease(lr_client *c, const char *key)
+{
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	int64_t lease = r.n == 1 ? r.kvs[0].lease : -1;
+	lr_range_result_free(&r);
+	return lease;
+}
+
+static int64_t lock_lease(lr_client *c, const char *path, lr_lock_mode m, const char *id)
+{
+	char holder[LR_HOLDER_SIZE];
+	char key[LR_LOCK_KEY_SIZE];
+	lr_holder_of_task(id, holder);
+	lr_lock_key(c, path, m, holder, key);
+	return key_lease(c, key);
+}
+
+static int64_t slot_lease(lr_client *c, const char *pool, int index)
+{
+	char key[LR_LOCK_KEY_SIZE];
+	lr_slot_key(c, pool, index, key);
+	return key_lease(c, key);
+}
+
+static int64_t wants_count(lr_client *c, const char *id)
+{
+	char holder[LR_HOLDER_SIZE];
+	lr_holder_of_task(id, holder);
+	return count_under(c, LR_K_WANTS, holder);
+}
+
+static void give_back(const lr_claimant *who, lr_claimed_task *h)
+{
+	CHECK_OK(lr_release(who, h, true, &err), &err);
+	lr_claimed_task_clear(h);
+}
+
+/* ---- taken with the claim, given back with the end ------------------------- */
+
+TEST(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back)
+{
+	lr_client *c = hosted_client("/cl-take/");
+	submit_asking(c, "t1", "{\"org/a\":\"X\"}", "{\"gpu\":4}");
+	CHECK_INT(wants_count(c, "t1"), ==, 1); /* the request, with the task */
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h;
+	int slot = 2;
+	CHECK_INT(claim(&who, "t1", &slot, 1, &h), ==, LR_CLAIM_WON);
+	CHECK_INT(h.slots[0], ==, 2);
+	/* The named node in X, its ancestor in IX, slot 2 of gpu: on the lease. */
+	CHECK_INT(lock_lease(c, "org/a", LR_LOCK_X, "t1"), ==, lease);
+	CHECK_INT(lock_lease(c, "org", LR_LOCK_IX, "t1"), ==, lease);
+	CHECK_INT(slot_lease(c, "gpu", 2), ==, lease);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 2);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 1);
+
+	CHECK_OK(lr_finish(&who, &h, LR_TASK_SUCCEEDED, NULL, NULL, &err), &err);
+	lr_claimed_task_clear(&h);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(wants_count(c, "t1"), ==, 0);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+TEST(a_task_needing_two_locks_one_of_them_taken_takes_neither)
+{
+	lr_client *c = hosted_client("/cl-atomic/");
+	submit_asking(c, "t1", "{\"a\":\"X\"}", NULL);
+	submit_asking(c, "t2", "{\"b\":\"X\",\"a\":\"S\"}", "{\"pool\":3}");
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h1, h2;
+	CHECK_INT(claim(&who, "t1", NULL, 0, &h1), ==, LR_CLAIM_WON);
+	CHECK_INT(claim(&who, "t2", NULL, 0, &h2), ==, LR_CLAIM_BLOCKED);
+	/* Nothing of t2 was written: no lock on b, no slot, no claim. */
+	CHECK_INT(lock_lease(c, "b", LR_LOCK_X, "t2"), ==, -1);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_CLAIMS, "t2"), ==, 0);
+	CHECK_INT(count_under(c, LR_K_CHECKPOINTS, "t2"), ==, 0);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 1);
+
+	give_back(&who, &h1);
+	CHECK_INT(claim(&who, "t2", NULL, 0, &h2), ==, LR_CLAIM_WON);
+	CHECK_INT(lock_lease(c, "b", LR_LOCK_X, "t2"), ==, lease);
+	CHECK_INT(lock_lease(c, "a", LR_LOCK_S, "t2"), ==, lease);
+	CHECK_INT(count_under(c, LR_K_SLOTS, "pool/"), ==, 1);
+	give_back(&who, &h2);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* ---- the compatibility matrix ------------------------------------------------ */
+
+static const char *const mode_names[5] = { "IS", "IX", "S", "SIX", "X" };
+
+/* Whether a request (column) may run beside a holder (row). */
+static const char same_node[5][6] = {
+	/*          IS IX S SIX X */
+	/* IS  */ "11110",
+	/* IX  */ "11000",
+	/* S   */ "10100",
+	/* SIX */ "10000",
+	/* X   */ "00000",
+};
+/* The holder locks the parent, the request a child. */
+static const char holder_parent[5][6] = {
+	/* IS  */ "11111",
+	/* IX  */ "11111",
+	/* S   */ "10100",
+	/* SIX */ "10100",
+	/* X   */ "00000",
+};
+/* The holder locks a child, the request the parent. */
+static const char holder_child[5][6] = {
+	/* IS  */ "11110",
+	/* IX  */ "11000",
+	/* S   */ "11110",
+	/* SIX */ "11000",
+	/* X   */ "11000",
+};
+
+static int matrix_case;
+
+/* Whether a task asking `want` on want_path runs while another holds
+ * `held` on held_path. */
+static bool runs_beside(lr_client *c, const lr_claimant *who, const char *held_path, int held,
+                        const char *want_path, int want)
+{
+	char a[32], b[32], locks[256];
+	snprintf(a, sizeof(a), "h%d", matrix_case);
+	snprintf(b, sizeof(b), "w%d", matrix_case++);
+	snprintf(locks, sizeof(locks), "{\"%s\":\"%s\"}", held_path, mode_names[held]);
+	submit_asking(c, a, locks, NULL);
+	snprintf(locks, sizeof(locks), "{\"%s\":\"%s\"}", want_path, mode_names[want]);
+	submit_asking(c, b, locks, NULL);
+	lr_claimed_task ha, hb;
+	CHECK_INT(claim(who, a, NULL, 0, &ha), ==, LR_CLAIM_WON);
+	enum lr_claim_outcome oc = claim(who, b, NULL, 0, &hb);
+	CHECK(oc == LR_CLAIM_WON || oc == LR_CLAIM_BLOCKED);
+	if (oc == LR_CLAIM_WON)
+		give_back(who, &hb);
+	give_back(who, &ha);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	return oc == LR_CLAIM_WON;
+}
+
+TEST(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_child)
+{
+	lr_client *c = hosted_client("/cl-matrix/");
+	int64_t lease = new_lease(c, 30);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	for (int held = 0; held < 5; held++) {
+		for (int want = 0; want < 5; want++) {
+			bool got = runs_beside(c, &who, "r/n", held, "r/n", want);
+			if (got != (same_node[held][want] == '1'))
+				TEST_FAIL("%s held, %s asked on the same node: %s", mode_names[held],
+				          mode_names[want], got ? "ran" : "blocked");
+			got = runs_beside(c, &who, "r/n", held, "r/n/c", want);
+			if (got != (holder_parent[held][want] == '1'))
+				TEST_FAIL("%s held on r/n, %s asked on r/n/c: %s", mode_names[held],
+				          mode_names[want], got ? "ran" : "blocked");
+			got = runs_beside(c, &who, "r/n/c", held, "r/n", want);
+			if (got != (holder_child[held][want] == '1'))
+				TEST_FAIL("%s held on r/n/c, %s asked on r/n: %s", mode_names[held],
+				          mode_names[want], got ? "ran" : "blocked");
+		}
+	}
+	/* Siblings never conflict, whatever their modes. */
+	CHECK(runs_beside(c, &who, "r/a", 4, "r/b", 4));
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* ---- slot pools ---------------------------------------------------------------- */
+
+TEST(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it)
+{
+	lr_client *c = hosted_client("/cl-pool/");
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h[3], extra, big, small;
+	for (int i = 0; i < 4; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "p%d", i);
+		submit_asking(c, id, NULL, "{\"gpu\":3}");
+	}
+	for (int i = 0; i < 3; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "p%d", i);
+		CHECK_INT(claim(&who, id, &i, 1, &h[i]), ==, LR_CLAIM_WON);
+	}
+	/* Full: whichever slot below 3 it tries. */
+	for (int s = 0; s < 3; s++)
+		CHECK_INT(claim(&who, "p3", &s, 1, &extra), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 3);
+
+	/* A task that names a larger limit joins beside them... */
+	submit_asking(c, "big", NULL, "{\"gpu\":5}");
+	int four = 4;
+	CHECK_INT(claim(&who, "big", &four, 1, &big), ==, LR_CLAIM_WON);
+	/* ...and while it holds slot 4, a task with limit 3 waits even for a
+	 * free slot below 3: never more than 3 run beside it. */
+	give_back(&who, &h[0]);
+	int zero = 0;
+	CHECK_INT(claim(&who, "p3", &zero, 1, &small), ==, LR_CLAIM_BLOCKED);
+	give_back(&who, &big);
+	CHECK_INT(claim(&who, "p3", &zero, 1, &small), ==, LR_CLAIM_WON);
+	give_back(&who, &small);
+	give_back(&who, &h[1]);
+	give_back(&who, &h[2]);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* ---- the largest request in one claim txn -------------------------------------- */
+
+/* The largest request: 8 paths of 8 segments, none shared (64 nodes, the
+ * most a request may lock), and 8 pools, each path in `mode`; into the
+ * texts of "locks" and "limits". */
+static void largest_request(const char *mode, char *locks, size_t lsize, char *limits,
+                            size_t msize)
+{
+	size_t n = (size_t)snprintf(locks, lsize, "{");
+	for (int p = 0; p < 8; p++) {
+		n += (size_t)snprintf(locks + n, lsize - n, "%s\"", p ? "," : "");
+		for (int d = 0; d < 8; d++)
+			n += (size_t)snprintf(locks + n, lsize - n, "%sseg-%02d-%d", d ? "/" : "", p,
+			                      d);
+		n += (size_t)snprintf(locks + n, lsize - n, "\":\"%s\"", mode);
+	}
+	snprintf(locks + n, lsize - n, "}");
+	n = (size_t)snprintf(limits, msize, "{");
+	for (int k = 0; k < 8; k++)
+		n += (size_t)snprintf(limits + n, msize - n, "%s\"pool%d\":%d", k ? "," : "", k,
+		                      10000);
+	snprintf(limits + n, msize - n, "}");
+}
+
+TEST(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops)
+{
+	lr_client *c = hosted_client("/cl-large/");
+	char locks[4096], limits[512];
+	largest_request("S", locks, sizeof(locks), limits, sizeof(limits));
+	/* Room to spare in etcd's budget of 128 (the harness keeps the
+	 * default): the claim's own compares, a batch around it. */
+	json_t *lj = json_loads(locks, 0, NULL), *mj = json_loads(limits, 0, NULL);
+	lr_lockset *set = NULL;
+	CHECK_OK(lr_lockset_parse(lj, mj, &set, &err), &err);
+	CHECK_INT(set->n_nodes, ==, LR_LOCK_NODES_TXN);
+	CHECK_INT(lr_locks_txn_ops(set), <=, 88);
+	free(set);
+	json_decref(lj);
+	json_decref(mj);
+	submit_asking(c, "big-s", locks, limits);
+	largest_request("X", locks, sizeof(locks), limits, sizeof(limits));
+	submit_asking(c, "big-x", locks, limits);
+	/* Conflicting with big-s on one node only: the deepest of the last path. */
+	submit_asking(c, "one-x",
+	              "{\"seg-07-0/seg-07-1/seg-07-2/seg-07-3/seg-07-4/seg-07-5/seg-07-6/"
+	              "seg-07-7\":\"X\"}",
+	              NULL);
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h, other;
+	CHECK_INT(claim(&who, "big-s", NULL, 0, &h), ==, LR_CLAIM_WON);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 8);
+	CHECK_INT(claim(&who, "big-x", NULL, 0, &other), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(claim(&who, "one-x", NULL, 0, &other), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 8);
+	CHECK_INT(count_under(c, LR_K_CLAIMS, ""), ==, 1);
+
+	CHECK_OK(lr_finish(&who, &h, LR_TASK_SUCCEEDED, NULL, NULL, &err), &err);
+	lr_claimed_task_clear(&h);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(claim(&who, "big-x", NULL, 0, &other), ==, LR_CLAIM_WON);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
+	give_back(&who, &other);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* ---- fenced ------------------------------------------------------------------------ */
+
+TEST(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks)
+{
+	lr_client *c = hosted_client("/cl-fence/");
+	submit_asking(c, "t1", "{\"doc/1\":\"X\"}", "{\"api\":1}");
+	int64_t old_lease = new_lease(c, 10);
+	lr_claimant old = { .client = c, .runner = "old", .lease = old_lease };
+	lr_claimed_task stale, fresh;
+	CHECK_INT(claim(&old, "t1", NULL, 0, &stale), ==, LR_CLAIM_WON);
+	/* The lease ends (as on expiry): claim, locks and slot go with it. */
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), old_lease, &err), &err);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+
+	int64_t new_lease_id = new_lease(c, 10);
+	lr_claimant now = { .client = c, .runner = "new", .lease = new_lease_id };
+	CHECK_INT(claim(&now, "t1", NULL, 0, &fresh), ==, LR_CLAIM_WON);
+	/* The same keys, taken again: the stale holder's writes must miss them. */
+	CHECK_INT(lr_finish(&old, &stale, LR_TASK_SUCCEEDED, NULL, NULL, &err), ==, LR_ELEASE);
+	CHECK_INT(lr_release(&old, &stale, true, &err), ==, LR_ELEASE);
+	lr_claimed_task_clear(&stale);
+	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, new_lease_id);
+	CHECK_INT(lock_lease(c, "doc", LR_LOCK_IX, "t1"), ==, new_lease_id);
+	CHECK_INT(slot_lease(c, "api", 0), ==, new_lease_id);
+	CHECK_INT(wants_count(c, "t1"), ==, 1);
+	give_back(&now, &fresh);
+	lr_lease_revoke(lr_client_etcd(c), new_lease_id, NULL);
+	lr_client_close(c);
+}
+
+TEST(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took)
+{
+	lr_client *c = hosted_client("/cl-adopt/");
+	submit_asking(c, "t1", NULL, "{\"gpu\":4,\"key\":2}");
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h;
+	int slots[2] = { 3, 1 };
+	CHECK_INT(claim(&who, "t1", slots, 2, &h), ==, LR_CLAIM_WON);
+	lr_claimed_task_clear(&h);
+	/* Claimed again (a lost reply, a worker that let go): other slots asked. */
+	int others[2] = { 0, 0 };
+	CHECK_INT(claim(&who, "t1", others, 2, &h), ==, LR_CLAIM_WON);
+	CHECK(h.adopted);
+	CHECK_INT(h.slots[0], ==, 3);
+	CHECK_INT(h.slots[1], ==, 1);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 2);
+	/* And giving back frees the ones held. */
+	give_back(&who, &h);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* ---- what a pending task waits for -------------------------------------------------- */
+
+TEST(status_says_what_a_pending_task_waits_for)
+{
+	lr_client *c = hosted_client("/cl-waits/");
+	submit_asking(c, "t-12", "{\"org/a\":\"X\"}", NULL);
+	submit_asking(c, "t-13", "{\"org/a/b\":\"S\"}", NULL);
+	submit_asking(c, "t-14", "{\"other\":\"X\"}", NULL);
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h;
+	CHECK_INT(claim(&who, "t-12", NULL, 0, &h), ==, LR_CLAIM_WON);
+
+	lr_task_status *list = NULL;
+	size_t n = 0;
+	CHECK_OK(lr_task_list(c, -1, 0, &list, &n, &err), &err);
+	CHECK_OK(lr_task_waits(c, list, n, &err), &err);
+	int seen = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(list[i].id, "t-13") == 0) {
+			seen++;
+			CHECK(list[i].waiting != NULL);
+			CHECK(strstr(list[i].waiting, "X org/a held by task t-12 on box-1") != NULL);
+		} else {
+			CHECK(list[i].waiting == NULL); /* running, or free to start */
+		}
+	}
+	CHECK_INT(seen, ==, 1);
+	lr_task_list_free(list, n);
+	give_back(&who, &h);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+TEST_LIST(TEST_CASE(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back),
+          TEST_CASE(a_task_needing_two_locks_one_of_them_taken_takes_neither),
+          TEST_CASE(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_child),
+          TEST_CASE(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it),
+          TEST_CASE(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops),
+          TEST_CASE(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks),
+          TEST_CASE(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took),
+          TEST_CASE(status_says_what_a_pending_task_waits_for));
+TEST_MAIN(hosted_setup, hosted_teardown)

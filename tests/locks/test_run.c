@@ -1,0 +1,509 @@
+/* test_run.c - `leaserun run`, `leaserun locks` and the hold API against a
+ * real etcd: the compatibility matrix with two holders, exit statuses,
+ * invalid input, a limit, fairness, a holder killed with SIGKILL, and a
+ * fenced release after the lease was lost. */
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/clock.h"
+#include "cli_run.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
+#include "test.h"
+
+static const char *const modes[5] = { "IS", "IX", "S", "SIX", "X" };
+
+/* Whether `want` on a node runs beside `held` on the same node. */
+static const char same_node[5][6] = {
+	/*          IS IX S SIX X */
+	/* IS  */ "11110",
+	/* IX  */ "11000",
+	/* S   */ "10100",
+	/* SIX */ "10000",
+	/* X   */ "00000",
+};
+
+/* A `leaserun run` in the background that holds `lock` (PATH=MODE) until
+ * stopped; returns once it holds it (its command touched a file). */
+static void hold_in_background(proc_bg *p, const char *lock, const char *ttl)
+{
+	static int n;
+	char mark[600], script[700], log[600];
+	snprintf(mark, sizeof(mark), "%s/held-%d", cli_tmpdir, n);
+	snprintf(log, sizeof(log), "%s/bg-%d.log", cli_tmpdir, n++);
+	snprintf(script, sizeof(script), "touch %s; exec sleep 60", mark);
+	const char *args[] = { "run", "--lock", lock, "--ttl", ttl, "--", "sh", "-c", script,
+		               NULL };
+	cli_start(p, log, args);
+	int64_t t0 = lr_mono_ms();
+	while (access(mark, F_OK) != 0) {
+		if (!proc_alive(p) || lr_mono_ms() - t0 > 10000)
+			TEST_FAIL("leaserun run --lock %s never held it: %s", lock, proc_slurp(log));
+		lr_sleep_ms(5);
+	}
+}
+
+/* `leaserun run --lock lock -- true` in the background; returns once its
+ * request is queued (`queued` requests in wants/, holders' included). */
+static void wait_in_background(lr_client *c, proc_bg *p, const char *lock, int queued)
+{
+	static int n;
+	char log[600];
+	snprintf(log, sizeof(log), "%s/waiter-%d.log", cli_tmpdir, n++);
+	const char *args[] = { "run", "--lock", lock, "--", "true", NULL };
+	cli_start(p, log, args);
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "wants/") < queued) {
+		if (!proc_alive(p) || lr_mono_ms() - t0 > 10000)
+			TEST_FAIL("leaserun run --lock %s never queued: %s", lock, proc_slurp(log));
+		lr_sleep_ms(5);
+	}
+}
+
+/* A test's client, a holder of `held` in the background and a waiter for
+ * `wanted` queued behind it. */
+static lr_client *holder_and_waiter(const char *name, proc_bg *holder, const char *held,
+                                    proc_bg *waiter, const char *wanted)
+{
+	lr_client *c = fixture_client(name);
+	cli_use_client(c);
+	hold_in_background(holder, held, "2");
+	wait_in_background(c, waiter, wanted, 2);
+	return c;
+}
+
+/* `leaserun run --lock lock --wait 0.3 -- true`: its exit status. */
+static int try_lock(const char *lock)
+{
+	proc_result r = RUN("run", "--lock", lock, "--wait", "0.3", "--", "true");
+	int st = r.status;
+	if (st == 5)
+		CHECK_HAS(r.err, "held by run ");
+	proc_result_free(&r);
+	return st;
+}
+
+TEST(the_compatibility_matrix_holds_pair_by_pair)
+{
+	lr_client *c = fixture_client("run_matrix");
+	cli_use_client(c);
+	for (int held = 0; held < 5; held++) {
+		char lock[64];
+		proc_bg bg;
+		snprintf(lock, sizeof(lock), "r/n=%s", modes[held]);
+		hold_in_background(&bg, lock, "2");
+		for (int want = 0; want < 5; want++) {
+			snprintf(lock, sizeof(lock), "r/n=%s", modes[want]);
+			int st = try_lock(lock);
+			int expected = same_node[held][want] == '1' ? 0 : 5;
+			if (st != expected)
+				TEST_FAIL("%s held, %s asked: exit %d, expected %d", modes[held],
+				          modes[want], st, expected);
+		}
+		/* Below and above: the intention locks of the other side. */
+		CHECK_INT(try_lock("r/n/c=X"), ==, held <= 1 ? 0 : 5);
+		CHECK_INT(try_lock("r=S"), ==, held == 0 || held == 2 ? 0 : 5);
+		CHECK_INT(try_lock("other=X"), ==, 0);
+		CHECK_INT(proc_stop(&bg, SIGTERM, 5000), ==, 128 + SIGTERM);
+	}
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
+{
+	lr_client *c = fixture_client("run_status");
+	cli_use_client(c);
+	proc_result r = RUN("run", "--lock", "a/b=S", "--limit", "gpu=3", "--",
+	                    "sh", "-c", "echo \"$LEASERUN_FENCE|$LEASERUN_LOCKS|$LEASERUN_SLOTS\"; exit 7");
+	CHECK_INT(r.status, ==, 7);
+	long fence = atol(r.out);
+	CHECK(fence > 0);
+	CHECK_HAS(r.out, "|{\"a/b\":\"S\"}|{\"gpu\":");
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", "sh", "-c", "kill -9 $$");
+	CHECK_INT(r.status, ==, 128 + SIGKILL);
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", "no-such-program-here");
+	CHECK_INT(r.status, ==, 127);
+	CHECK_HAS(r.err, "no-such-program-here");
+	proc_result_free(&r);
+	/* Given back each time, and each fence is newer. */
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	r = RUN("run", "--lock", "a", "--", "sh", "-c", "echo $LEASERUN_FENCE");
+	CHECK(atol(r.out) > fence);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
+{
+	lr_client *c = fixture_client("run_invalid");
+	cli_use_client(c);
+	/* Two or four arguments, and what the message must name. */
+	static const char *const bad[][5] = {
+		{ "--lock", "a//b", NULL, NULL, "locks.a//b" },
+		{ "--lock", "a=W", NULL, NULL, "locks.a: expected one of" },
+		{ "--lock", "a b", NULL, NULL, "locks.a b" },
+		{ "--lock", "=X", NULL, NULL, "locks.: a path" },
+		{ "--limit", "gpu=0", NULL, NULL, "limits.gpu" },
+		{ "--limit", "gpu=10001", NULL, NULL, "limits.gpu" },
+		{ "--limit", "gpu", NULL, NULL, "--limit gpu: expected KEY=N" },
+		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
+		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
+		{ "--lock", "a", "--ttl", "0", "--ttl" },
+		{ "--lock", "a", "--wait", "soon", "--wait soon" },
+		{ "--lock", "a", "--wait", "-1", "--wait -1" },
+		{ "--lock", "a", "--lock", "a=S", "--lock a given twice" },
+		{ "--limit", "g=2", "--limit", "g=3", "--limit g given twice" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const *b = bad[i];
+		proc_result r = b[2] != NULL ? RUN("run", b[0], b[1], b[2], b[3], "--", "true")
+		                             : RUN("run", b[0], b[1], "--", "true");
+		if (r.status != 2 || strstr(r.err, b[4]) == NULL)
+			TEST_FAIL("%s %s %s %s: exit %d, expected 2 naming \"%s\": %s", b[0], b[1],
+			          b[2] ? b[2] : "", b[3] ? b[3] : "", r.status, b[4], r.err);
+		proc_result_free(&r);
+	}
+	proc_result r = RUN("run", "--lock", "a");
+	CHECK_INT(r.status, ==, 2); /* no command */
+	proc_result_free(&r);
+	r = RUN("run", "--", "true");
+	CHECK_INT(r.status, ==, 2); /* nothing to hold */
+	proc_result_free(&r);
+	/* Bad input is bad input even with etcd out of reach; good input then
+	 * is an etcd error. */
+	r = RUN("run", "--endpoints", "127.0.0.1:1", "--dial-timeout", "1", "--lock", "a//b",
+	        "--", "true");
+	CHECK_INT(r.status, ==, 2);
+	proc_result_free(&r);
+	r = RUN("run", "--endpoints", "127.0.0.1:1", "--dial-timeout", "1", "--lock", "a", "--",
+	        "true");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "127.0.0.1:1");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request)
+{
+	proc_bg holder, waiter;
+	lr_client *c = holder_and_waiter("run_signal", &holder, "sig=X", &waiter, "sig=S");
+	kill(waiter.pid, SIGINT);
+	CHECK_INT(proc_wait(&waiter, 5000), ==, 128 + SIGINT);
+	CHECK_INT(fixture_count(c, "wants/"), ==, 1); /* the holder's alone */
+	CHECK_INT(proc_stop(&holder, SIGINT, 5000), ==, 128 + SIGTERM); /* stopped by it */
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- a limit, fairness ----------------------------------------------------- */
+
+TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
+{
+	lr_client *c = fixture_client("run_limit");
+	cli_use_client(c);
+	char log[600], script[1400];
+	snprintf(log, sizeof(log), "%s/limit.log", cli_tmpdir);
+	/* +1 at the start, -1 at the end: the running sum is how many run. */
+	snprintf(script, sizeof(script),
+	         "echo \"$(date +%%s%%N) 1\" >> %s; sleep 0.3; echo \"$(date +%%s%%N) -1\" >> %s",
+	         log, log);
+	proc_bg bg[5];
+	for (int i = 0; i < 5; i++) {
+		char out[600];
+		snprintf(out, sizeof(out), "%s/limit-%d.out", cli_tmpdir, i);
+		const char *args[] = { "run", "--limit", "pool=2", "--", "sh", "-c", script, NULL };
+		cli_start(&bg[i], out, args);
+	}
+	for (int i = 0; i < 5; i++)
+		CHECK_INT(proc_wait(&bg[i], 20000), ==, 0);
+	char *text = proc_slurp(log);
+	int64_t at[10];
+	int d[10], n = 0;
+	for (char *line = strtok(text, "\n"); line != NULL && n < 10; line = strtok(NULL, "\n")) {
+		long long t;
+		if (sscanf(line, "%lld %d", &t, &d[n]) == 2)
+			at[n++] = t;
+	}
+	free(text);
+	CHECK_INT(n, ==, 10);
+	/* Sorted by time, ends before starts at the same instant. */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && (at[j] < at[j - 1] || (at[j] == at[j - 1] && d[j] < d[j - 1])); j--) {
+			int64_t ta = at[j]; at[j] = at[j - 1]; at[j - 1] = ta;
+			int td = d[j]; d[j] = d[j - 1]; d[j - 1] = td;
+		}
+	int running = 0, most = 0;
+	for (int i = 0; i < n; i++) {
+		running += d[i];
+		most = running > most ? running : most;
+	}
+	printf("# 5 holders of a pool of 2: at most %d at once\n", most);
+	CHECK_INT(most, ==, 2);
+	lr_client_close(c);
+}
+
+TEST(a_writer_is_not_overtaken_by_readers_that_asked_after_it)
+{
+	proc_bg reader, writer;
+	lr_client *c = holder_and_waiter("run_fair", &reader, "doc=S", &writer, "doc=X");
+	/* Compatible with the reader that holds, but behind the writer. */
+	proc_result r = RUN("run", "--lock", "doc=S", "--wait", "0.3", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "which asked first");
+	proc_result_free(&r);
+	CHECK(proc_alive(&writer));
+	CHECK_INT(proc_stop(&reader, SIGTERM, 5000), ==, 128 + SIGTERM);
+	CHECK_INT(proc_wait(&writer, 5000), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(locks_json_shows_the_holder_and_the_waiter)
+{
+	proc_bg holder, waiter;
+	lr_client *c = holder_and_waiter("run_list", &holder, "team/agent=X", &waiter,
+	                                 "team/agent/tools=IX");
+	proc_result r = RUN("locks", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *doc = json_loads(r.out, 0, NULL);
+	CHECK(doc != NULL);
+	json_t *held = json_object_get(doc, "held"), *waiting = json_object_get(doc, "waiting");
+	CHECK_INT(json_array_size(held), ==, 2); /* team IX, team/agent X */
+	CHECK_INT(json_array_size(waiting), ==, 1);
+	json_t *w = json_array_get(waiting, 0);
+	CHECK(strncmp(json_string_value(json_object_get(w, "holder")), "run:", 4) == 0);
+	CHECK_HAS(json_string_value(json_object_get(w, "waiting_for")), "X team/agent held by run");
+	json_decref(doc);
+	proc_result_free(&r);
+	r = RUN("locks");
+	CHECK_HAS(r.out, "team/agent");
+	CHECK_HAS(r.out, "X team/agent held by run");
+	proc_result_free(&r);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 5000), ==, 128 + SIGTERM);
+	CHECK_INT(proc_wait(&waiter, 5000), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- on a terminal ----------------------------------------------------------- */
+
+/* Read fd until `want` shows up or 10 s pass; true when it did. */
+static bool read_until(int fd, const char *want)
+{
+	char buf[4096];
+	size_t n = 0;
+	int64_t t0 = lr_mono_ms();
+	while (lr_mono_ms() - t0 < 10000) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		ssize_t r = read(fd, buf + n, sizeof(buf) - 1 - n);
+		if (r <= 0)
+			return false;
+		n += (size_t)r;
+		buf[n] = '\0';
+		if (strstr(buf, want) != NULL)
+			return true;
+		if (n == sizeof(buf) - 1)
+			n = 0;
+	}
+	return false;
+}
+
+TEST(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c)
+{
+	lr_client *c = fixture_client("run_tty");
+	cli_use_client(c);
+	int fd = -1;
+	pid_t pid = forkpty(&fd, NULL, NULL, NULL);
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		setenv("LEASERUN_ENDPOINTS", cli_env_endpoints, 1);
+		setenv("LEASERUN_PREFIX", cli_env_prefix, 1);
+		execl(proc_leaserun(), "leaserun", "run", "--lock", "tty", "--", "sh", "-c",
+		      "read x; echo got:$x; exec sleep 10", (char *)NULL);
+		_exit(127);
+	}
+	/* Typed ahead; read once the command has the terminal (a command in
+	 * a background group would be stopped by SIGTTIN instead). The sleep
+	 * is exec'd: a shell that gets SIGINT while it forks a child waits
+	 * for the child, which may have missed it. */
+	CHECK(write(fd, "hello\n", 6) == 6);
+	bool got = read_until(fd, "got:hello");
+	/* Ctrl-C reaches the command's group, in the foreground. */
+	CHECK(write(fd, "\x03", 1) == 1);
+	int st = 0;
+	int64_t t0 = lr_mono_ms();
+	while (waitpid(pid, &st, WNOHANG) == 0 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(20);
+	if (lr_mono_ms() - t0 >= 10000) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	close(fd);
+	CHECK(got);
+	CHECK(WIFEXITED(st));
+	CHECK_INT(WEXITSTATUS(st), ==, 128 + SIGINT);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* ---- a holder killed, a lease lost ------------------------------------------- */
+
+/* A holder of lock on a 2 s lease whose command appends the time (ns) to
+ * beats every 50 ms; returns once it beat. */
+static void beating_holder(proc_bg *bg, const char *lock, char *beats, size_t size)
+{
+	static int n;
+	char script[900], out[600];
+	snprintf(beats, size, "%s/beats-%d", cli_tmpdir, n);
+	snprintf(out, sizeof(out), "%s/beating-%d.out", cli_tmpdir, n++);
+	snprintf(script, sizeof(script), "while :; do date +%%s%%N >> %s; sleep 0.05; done",
+	         beats);
+	const char *args[] = { "run", "--lock", lock, "--ttl", "2", "--", "sh", "-c", script,
+		               NULL };
+	cli_start(bg, out, args);
+	int64_t t0 = lr_mono_ms();
+	while (access(beats, F_OK) != 0 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(10);
+	lr_sleep_ms(200);
+}
+
+/* A beating holder of lock, then sig to it (SIGKILL or SIGSTOP): the next
+ * holder of lock runs once the lease expired, after the old command's last
+ * beat (its guard stopped it). */
+static void next_holder_after_sig_to_a_holder(int sig, const char *lock, proc_bg *bg)
+{
+	char beats[600];
+	beating_holder(bg, lock, beats, sizeof(beats));
+	kill(bg->pid, sig);
+	if (sig == SIGKILL)
+		proc_wait(bg, 5000);
+	int64_t t0 = lr_mono_ms();
+	proc_result r = RUN("run", "--lock", lock, "--", "sh", "-c", "date +%s%N");
+	CHECK_INT(r.status, ==, 0);
+	int64_t took = lr_mono_ms() - t0;
+	long long first_new = atoll(r.out);
+	proc_result_free(&r);
+	char *text = proc_slurp(beats);
+	size_t len = strlen(text);
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	char *last = strrchr(text, '\n');
+	long long last_old = atoll(last != NULL ? last + 1 : text);
+	free(text);
+	printf("# lock free %lld ms after the holder's %s (TTL 2 s); its command's last "
+	       "beat %.1f ms before the next holder's command\n",
+	       (long long)took, sig == SIGKILL ? "SIGKILL" : "SIGSTOP",
+	       (double)(first_new - last_old) / 1e6);
+	CHECK(took < 4000);
+	CHECK(first_new > last_old);
+}
+
+TEST(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease)
+{
+	lr_client *c = fixture_client("run_kill");
+	cli_use_client(c);
+	proc_bg bg;
+	next_holder_after_sig_to_a_holder(SIGKILL, "k", &bg);
+	lr_client_close(c);
+}
+
+TEST(a_frozen_holders_command_is_stopped_before_its_lease_can_expire)
+{
+	lr_client *c = fixture_client("run_freeze");
+	cli_use_client(c);
+	proc_bg bg;
+	/* No more renewals; its guard is not frozen. */
+	next_holder_after_sig_to_a_holder(SIGSTOP, "f", &bg);
+	/* Woken, it finds its command stopped and its lease gone. */
+	kill(bg.pid, SIGCONT);
+	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
+	lr_client_close(c);
+}
+
+TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
+{
+	lr_client *c = fixture_client("run_fence");
+	lr_err err;
+	json_t *locks = json_pack("{s:s}", "doc/1", "X"), *limits = json_pack("{s:i}", "api", 1);
+	lr_hold_opts o = { .locks = locks, .limits = limits, .ttl_s = 2, .wait_ms = 5000,
+		           .cancel_fd = -1 };
+	lr_hold *old = NULL, *next = NULL;
+	CHECK_OK(lr_hold_acquire(c, &o, &old, &err), &err);
+	int64_t fence = lr_hold_fence(old);
+	/* Its lease ends under it, as when etcd expired it. */
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lr_hold_lease(old), &err), &err);
+	CHECK_OK(lr_hold_acquire(c, &o, &next, &err), &err);
+	CHECK(lr_hold_fence(next) > fence);
+	/* The old holder learns it from the keepalive, and its command would
+	 * be stopped; its release deletes nothing of the next holder's. */
+	int64_t t0 = lr_mono_ms();
+	uint64_t v;
+	while (read(lr_hold_lost_fd(old), &v, sizeof(v)) != sizeof(v) && lr_mono_ms() - t0 < 5000)
+		lr_sleep_ms(20);
+	CHECK(lr_mono_ms() - t0 < 5000);
+	lr_hold_release(old, &err);
+	CHECK_INT(fixture_count(c, "locks/"), ==, 2);
+	CHECK_INT(fixture_count(c, "slots/"), ==, 1);
+	CHECK_OK(lr_hold_release(next, &err), &err);
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	CHECK_INT(fixture_count(c, "wants/"), ==, 0);
+	json_decref(locks);
+	json_decref(limits);
+	lr_client_close(c);
+}
+
+TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
+{
+	lr_client *c = fixture_client("run_lost");
+	cli_use_client(c);
+	proc_bg bg;
+	hold_in_background(&bg, "lost", "2");
+	/* Its lease, from its request in wants/, ended under it. */
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_WANTS, "", key);
+	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX };
+	lr_range_result r;
+	lr_err err;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	int64_t lease = r.kvs[0].lease;
+	lr_range_result_free(&r);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
+	/* Noticed at the next renewal (TTL/3), the command stopped at once. */
+	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
+	lr_client_close(c);
+}
+
+TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
+          TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
+          TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
+          TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
+          TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
+          TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
+          TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
+          TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
+          TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),
+          TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
+          TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
+          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
+TEST_MAIN(cli_setup, cli_teardown)

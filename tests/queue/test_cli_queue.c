@@ -1,0 +1,146 @@
+/* test_cli_queue.c - the queue features as a user meets them on the command
+ * line: the built binary (LEASERUN_BIN) against a real etcd, exit statuses,
+ * messages, and that rejected input stores nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/clock.h"
+#include "cli_run.h"
+#include "test.h"
+
+#define ONE_STEP "\"steps\":[{\"name\":\"one\",\"run\":\"true\"},{\"name\":\"two\",\"run\":\"true\"}]"
+
+/* r exited with status and said err_has on stderr (NULL: anything). */
+static void check_exit(proc_result r, int status, const char *err_has)
+{
+	CHECK_INT(r.status, ==, status);
+	if (err_has != NULL)
+		CHECK_HAS(r.err, err_has);
+	proc_result_free(&r);
+}
+
+/* r exited 0 and printed out_has on stdout. */
+static void check_out(proc_result r, const char *out_has)
+{
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, out_has);
+	proc_result_free(&r);
+}
+
+TEST(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing)
+{
+	lr_client *c = fixture_client("cli_queue_bad");
+	cli_use_client(c);
+	static const char *const bad[][2] = {
+		{ "{\"priority\":500," ONE_STEP "}", "priority" },
+		{ "{\"not_before\":\"soon\"," ONE_STEP "}", "not_before" },
+		{ "{\"after\":[\"a\",\"a\"]," ONE_STEP "}", "after[1]" },
+		{ "{\"after\":\"a\"," ONE_STEP "}", "after" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		check_exit(RUN_STDIN(bad[i][0], "submit"), 2, bad[i][1]);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 0);
+	CHECK_INT(fixture_count(c, LR_K_QUEUE), ==, 0);
+	check_exit(RUN_STDIN("{\"id\":\"x\"," ONE_STEP "}", "submit", "--in", "soon"), 2, "--in");
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 0);
+	lr_client_close(c);
+}
+
+TEST(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for)
+{
+	lr_client *c = fixture_client("cli_after_unknown");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"d\",\"after\":[\"ghost\"]," ONE_STEP "}", "submit"), 4,
+	           "ghost");
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 0);
+	CHECK_INT(fixture_count(c, LR_K_QUEUE), ==, 0);
+	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_out(RUN_STDIN("{\"id\":\"d\",\"after\":[\"a\"]," ONE_STEP "}", "submit"), "d\n");
+	check_out(RUN("status", "d"), "after a, which is pending");
+	lr_client_close(c);
+}
+
+/* A chain in one input: each spec names the one before it, which a bulk
+ * submit must have created first, however many creates are in flight. */
+TEST(bulk_submit_may_name_tasks_earlier_in_the_same_input)
+{
+	lr_client *c = fixture_client("cli_after_bulk");
+	cli_use_client(c);
+	char input[8192];
+	size_t n = 0;
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(input + n, sizeof(input) - n,
+		                      i == 0 ? "{\"id\":\"c0\"," ONE_STEP "}\n"
+		                             : "{\"id\":\"c%d\",\"after\":[\"c%d\"]," ONE_STEP "}\n",
+		                      i, i - 1);
+	snprintf(input + n, sizeof(input) - n,
+	         "{\"id\":\"bad\",\"after\":[\"nowhere\"]," ONE_STEP "}\n");
+	proc_result r = RUN_STDIN(input, "submit", "--jsonl", "--in-flight", "16");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_HAS(r.err, "<stdin>:41:");
+	CHECK_HAS(r.err, "nowhere");
+	CHECK(strstr(r.err, "<stdin>:2:") == NULL); /* no link of the chain refused */
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 40);
+	CHECK_INT(fixture_count(c, LR_K_QUEUE), ==, 39);
+	lr_client_close(c);
+}
+
+/* Few pending tasks: their queue records are read one by one; many: in
+ * one walk. Both say the same. */
+TEST(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists)
+{
+	lr_client *c = fixture_client("cli_waits");
+	cli_use_client(c);
+	char input[4096];
+	size_t n = 0;
+	for (int i = 0; i < 20; i++)
+		n += (size_t)snprintf(input + n, sizeof(input) - n,
+		                      "{\"id\":\"w%02d\"," ONE_STEP "}\n", i);
+	check_exit(RUN_STDIN(input, "submit", "--jsonl", "--in", "1h"), 0, NULL);
+	check_out(RUN("status", "w07"), "not before ");
+	proc_result r = RUN("status", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *all = json_loads(r.out, 0, NULL);
+	CHECK_INT(json_array_size(all), ==, 20);
+	for (size_t i = 0; i < 20; i++) {
+		const char *w = json_string_value(json_object_get(json_array_get(all, i), "waiting"));
+		CHECK(w != NULL);
+		CHECK_HAS(w, "not before ");
+	}
+	json_decref(all);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
+{
+	lr_client *c = fixture_client("cli_retry");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("retry", "a"), 2, "pending");
+	check_exit(RUN("retry", "nope"), 4, "no such task");
+	check_exit(RUN("cancel", "a"), 0, NULL);
+	check_exit(RUN("retry", "a", "--from-step", "zzz"), 2, "zzz");
+	check_exit(RUN("retry", "a"), 0, NULL);
+	check_out(RUN("status", "a"), "cancelled"); /* its earlier outcome */
+	proc_result r = RUN("status", "a", "--json");
+	CHECK_HAS(r.out, "\"state\": \"pending\"");
+	CHECK_HAS(r.out, "\"history\": [");
+	CHECK_HAS(r.out, "\"error\": null"); /* no record left unreadable */
+	proc_result_free(&r);
+	check_exit(RUN("retry", "a"), 2, "pending");
+	lr_client_close(c);
+}
+
+TEST_LIST(
+	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
+	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
+	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
+	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
+	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
+);
+TEST_MAIN(cli_setup, cli_teardown)

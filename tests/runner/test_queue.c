@@ -1,0 +1,364 @@
+/* test_queue.c - what operators expect of a queue, with real `leaserun
+ * worker` processes (TTL 2 s): priorities order a backlog, a delayed task
+ * starts at its time and survives the restart of every runner, a diamond
+ * of dependencies runs in a valid order, a failed dependency fails its
+ * dependents, retry resumes where the task failed (or from a step, with
+ * the spec's state), a retry racing a purge leaves no half task, and a
+ * runner killed meanwhile loses nothing. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/clock.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "etcd_harness.h"
+#include "fleet.h"
+#include "history.h"
+#include "marks.h"
+#include "test.h"
+
+static etcdh_cluster *cluster;
+static lr_err err;
+
+#define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
+#define MARKED STEP("s", MARK_START "; " MARK_END)
+
+/* The first mark of each task, in file order: the order they started. */
+static size_t start_order(fleet *f, char order[][64], size_t max)
+{
+	mark *m = NULL;
+	size_t n = 0, k = 0;
+	CHECK_INT(marks_read(f->dir, &m, &n), ==, 0);
+	for (size_t i = 0; i < n && k < max; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < k && !seen; j++)
+			seen = strcmp(order[j], m[i].task) == 0;
+		if (!seen && m[i].kind == MARK_KIND_START)
+			snprintf(order[k++], 64, "%s", m[i].task);
+	}
+	free(m);
+	return k;
+}
+
+/* The wall clock (ns) of task's first start mark and last end mark. */
+static void span_of(fleet *f, const char *task, int64_t *first, int64_t *last)
+{
+	mark *m = NULL;
+	size_t n = 0;
+	*first = *last = 0;
+	CHECK_INT(marks_read(f->dir, &m, &n), ==, 0);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(m[i].task, task) != 0)
+			continue;
+		if (*first == 0)
+			*first = m[i].ns;
+		*last = m[i].ns;
+	}
+	free(m);
+}
+
+/* ---- priorities ------------------------------------------------------------- */
+
+TEST(priorities_order_a_backlog)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-prio");
+	static const struct { const char *id; int prio; } tasks[] = {
+		{ "low", -50 }, { "plain-1", 0 }, { "urgent", 100 }, { "plain-2", 0 },
+		{ "high", 10 }, { "lowest", -100 },
+	};
+	for (size_t i = 0; i < 6; i++) {
+		char spec[512];
+		snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"priority\":%d,\"steps\":[" MARKED "]}",
+		         tasks[i].prio);
+		fleet_submit(&f, tasks[i].id, spec);
+	}
+	/* The backlog is there before the runner: it reads it at start-up. */
+	fleet_start(&f, 0, NULL);
+	CHECK(fleet_wait_state(&f, "lowest", LR_TASK_SUCCEEDED, 20000) >= 0);
+	char order[6][64];
+	CHECK_INT(start_order(&f, order, 6), ==, 6);
+	/* Higher priority first; equal ones roughly oldest first (runners
+	 * spread over the first few, as for every task). */
+	static const char *const want[6] = { "urgent", "high", "plain", "plain", "low",
+		                             "lowest" };
+	for (int i = 0; i < 6; i++)
+		if (strncmp(order[i], want[i], strlen(want[i])) != 0)
+			TEST_FAIL("start %d was %s, expected %s", i, order[i], want[i]);
+	/* And those submitted while it runs, read from their watch events. */
+	fleet_submit(&f, "blocker", "{\"id\":\"%s\",\"steps\":[" STEP("s", "sleep 0.5") "]}");
+	CHECK(fleet_wait_state(&f, "blocker", LR_TASK_RUNNING, 5000) >= 0);
+	fleet_submit(&f, "later-low", "{\"id\":\"%s\",\"priority\":-1,\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "later-high", "{\"id\":\"%s\",\"priority\":1,\"steps\":[" MARKED "]}");
+	CHECK(fleet_wait_state(&f, "later-low", LR_TASK_SUCCEEDED, 10000) >= 0);
+	char more[8][64];
+	CHECK_INT(start_order(&f, more, 8), ==, 8);
+	CHECK_STR(more[6], "later-high");
+	CHECK_STR(more[7], "later-low");
+	fleet_destroy(&f);
+}
+
+/* ---- delayed tasks ---------------------------------------------------------- */
+
+TEST(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-delay");
+	fleet_start(&f, 0, NULL);
+	char at[LR_TIME_BUF], spec[512];
+	int64_t due = lr_wall_ms() + 2500;
+	lr_rfc3339_format(due, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"steps\":[" MARKED "]}",
+	         at);
+	fleet_submit(&f, "later", spec);
+	fleet_submit(&f, "now", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	CHECK(fleet_wait_state(&f, "now", LR_TASK_SUCCEEDED, 5000) >= 0);
+	/* Every runner goes away and a new one comes while it waits. */
+	kill(f.pids[0], SIGTERM);
+	CHECK_INT(fleet_wait(&f, 0, 10000), ==, 0);
+	fleet_start(&f, 1, NULL);
+	CHECK(fleet_wait_state(&f, "later", LR_TASK_SUCCEEDED, 10000) >= 0);
+	int64_t first, last;
+	span_of(&f, "later", &first, &last);
+	double late = (double)(first / 1000000 - due);
+	printf("# the delayed task's first instruction came %.0f ms after its not_before\n",
+	       late);
+	CHECK(first / 1000000 >= due);
+	CHECK(late < 2000); /* a generous bound: the figure is printed */
+	fleet_check_history(&f, -1);
+	fleet_destroy(&f);
+}
+
+/* ---- dependencies ---------------------------------------------------------- */
+
+TEST(a_diamond_of_dependencies_runs_in_a_valid_order)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-diamond");
+	const char *extra[] = { "--concurrency", "3", NULL };
+	fleet_start(&f, 0, extra);
+	fleet_start(&f, 1, extra);
+	fleet_submit(&f, "top", "{\"id\":\"%s\",\"steps\":[" STEP("s", MARK_START
+	             "; sleep 0.3; " MARK_END) "]}");
+	fleet_submit(&f, "left", "{\"id\":\"%s\",\"after\":[\"top\"],\"steps\":[" STEP("s",
+	             MARK_START "; sleep 0.2; " MARK_END) "]}");
+	fleet_submit(&f, "right", "{\"id\":\"%s\",\"after\":[\"top\"],\"steps\":[" STEP("s",
+	             MARK_START "; sleep 0.4; " MARK_END) "]}");
+	fleet_submit(&f, "bottom", "{\"id\":\"%s\",\"after\":[\"left\",\"right\"],\"steps\":["
+	             MARKED "]}");
+	CHECK(fleet_wait_state(&f, "bottom", LR_TASK_SUCCEEDED, 20000) >= 0);
+	int64_t t0, t1, l0, l1, r0, r1, b0, b1;
+	span_of(&f, "top", &t0, &t1);
+	span_of(&f, "left", &l0, &l1);
+	span_of(&f, "right", &r0, &r1);
+	span_of(&f, "bottom", &b0, &b1);
+	CHECK(t1 < l0 && t1 < r0);
+	CHECK(l1 < b0 && r1 < b0);
+	CHECK(l0 < r1 && r0 < l1); /* the two sides ran side by side */
+	printf("# bottom started %.1f ms after the last of its dependencies ended\n",
+	       (double)(b0 - (l1 > r1 ? l1 : r1)) / 1e6);
+	fleet_check_history(&f, -1);
+	fleet_destroy(&f);
+}
+
+TEST(a_failed_dependency_fails_its_dependents_naming_it)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-depfail");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "broken", "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":["
+	             STEP("s", "exit 3") "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"broken\"],\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "grandchild", "{\"id\":\"%s\",\"after\":[\"child\"],\"steps\":["
+	             MARKED "]}");
+	CHECK(fleet_wait_state(&f, "grandchild", LR_TASK_FAILED, 15000) >= 0);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "child", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK(strstr(s.error, "dependency broken ended failed") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_OK(lr_task_get(f.client, "grandchild", &s, &err), &err);
+	CHECK(strstr(s.error, "dependency child ended failed") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_INT(fleet_count_marks(&f, "start child"), ==, 0); /* never ran */
+	fleet_destroy(&f);
+}
+
+/* ---- retry ---------------------------------------------------------------------- */
+
+#define RETRIED "{\"id\":\"%s\",\"max_attempts\":1,\"state\":{\"n\":0},\"steps\":[" \
+                STEP("first", MARK_START "; echo '{\\\"n\\\":1}' > $LEASERUN_STATE_OUT") "," \
+                STEP("second", MARK_START "; grep -q 1 $LEASERUN_STATE_IN && test -f $MARKS/ok") "]}"
+
+TEST(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-retry");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "r", RETRIED);
+	CHECK(fleet_wait_state(&f, "r", LR_TASK_FAILED, 10000) >= 0);
+	char ok[400];
+	snprintf(ok, sizeof(ok), "%s/ok", f.dir);
+	FILE *fp = fopen(ok, "w");
+	CHECK(fp != NULL);
+	fclose(fp);
+	int64_t step = -1;
+	CHECK_OK(lr_retry(f.client, "r", NULL, &step, &err), &err);
+	CHECK_INT(step, ==, 1);
+	/* The running runner sees it from its watch. */
+	CHECK(fleet_wait_state(&f, "r", LR_TASK_SUCCEEDED, 10000) >= 0);
+	CHECK_INT(fleet_count_marks(&f, "start r 0 "), ==, 1); /* step 0 ran once */
+	CHECK_INT(fleet_count_marks(&f, "start r 1 "), ==, 2);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "r", &s, &err), &err);
+	CHECK(s.history != NULL);
+	json_t *h = json_loads(s.history, 0, NULL);
+	CHECK_INT(json_array_size(h), ==, 1);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(h, 0), "status")), "failed");
+	json_decref(h);
+	lr_task_status_clear(&s);
+	/* A succeeded task is not retried. */
+	CHECK_INT(lr_retry(f.client, "r", NULL, NULL, &err), ==, LR_EINVAL);
+	CHECK(strstr(err.msg, "succeeded") != NULL);
+	CHECK_INT(lr_retry(f.client, "nope", NULL, NULL, &err), ==, LR_ENOTFOUND);
+	fleet_check_history(&f, -1);
+	fleet_destroy(&f);
+}
+
+TEST(retry_from_step_0_with_the_specs_state)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-reset");
+	fleet_submit(&f, "r", "{\"id\":\"%s\",\"max_attempts\":1,\"state\":{\"n\":0},\"steps\":["
+	             STEP("first", MARK_START "; echo '{\\\"n\\\":1}' > $LEASERUN_STATE_OUT") ","
+	             STEP("second", "cat $LEASERUN_STATE_IN > $MARKS/state-$LEASERUN_ATTEMPT; exit 1") "]}");
+	fleet_start(&f, 0, (const char *const[]){ "--exit-when-idle", NULL });
+	CHECK_INT(fleet_wait(&f, 0, 15000), ==, 0);
+	CHECK_INT(fleet_state(&f, "r", NULL, 0, NULL, NULL), ==, LR_TASK_FAILED);
+	lr_retry_opts o = { .from_step = "first", .reset_state = 1 };
+	int64_t step = -1;
+	CHECK_OK(lr_retry(f.client, "r", &o, &step, &err), &err);
+	CHECK_INT(step, ==, 0);
+	/* Pending, with the spec's state, from step 0, attempts afresh. */
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "r", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_PENDING);
+	CHECK_INT(s.next_step, ==, 0);
+	lr_task_status_clear(&s);
+	fleet_start(&f, 1, (const char *const[]){ "--exit-when-idle", NULL });
+	CHECK_INT(fleet_wait(&f, 1, 15000), ==, 0);
+	CHECK_INT(fleet_count_marks(&f, "start r 0 "), ==, 2); /* step 0 again */
+	CHECK_INT(lr_retry(f.client, "r", &(lr_retry_opts){ .from_step = "nine" }, NULL, &err),
+	          ==, LR_EINVAL);
+	fleet_destroy(&f);
+}
+
+struct racer {
+	lr_client *c;
+	int rc;
+	lr_err err;
+};
+
+static void *retry_thread(void *p)
+{
+	struct racer *r = p;
+	r->rc = lr_retry(r->c, "raced", NULL, NULL, &r->err);
+	return NULL;
+}
+
+TEST(a_retry_racing_a_purge_leaves_either_a_pending_task_or_nothing)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-race");
+	int retried = 0, purged = 0;
+	for (int round = 0; round < 8; round++) {
+		fleet_submit(&f, "raced", "{\"id\":\"%s\",\"steps\":[" STEP("s", "-") "]}");
+		int already;
+		CHECK_OK(lr_cancel(f.client, "raced", &already, &err), &err);
+		struct racer r = { .c = f.client };
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, retry_thread, &r) == 0);
+		size_t n = 0;
+		lr_err perr;
+		int prc = lr_purge(f.client, 0, -1, &n, &perr);
+		pthread_join(t, NULL);
+		CHECK_INT(prc, ==, 0);
+		lr_task_status s;
+		int grc = lr_task_get(f.client, "raced", &s, &err);
+		if (r.rc == 0 && grc == 0) {
+			/* Retried first: pending again, and purge left it alone. */
+			CHECK_INT(s.state, ==, LR_TASK_PENDING);
+			retried++;
+			lr_task_status_clear(&s);
+		} else {
+			/* Purged first: nothing of it is left, and the retry said so. */
+			CHECK_INT(grc, ==, LR_ENOTFOUND);
+			CHECK(r.rc == LR_ENOTFOUND || r.rc == LR_ECONFLICT);
+			CHECK(n == 1);
+			purged++;
+		}
+		char key[LR_KEY_SIZE];
+		lr_key(f.client, "", "", key);
+		/* Clean up for the next round: whatever is left goes. */
+		CHECK_OK(lr_kv_delete(lr_client_etcd(f.client), key, LR_KEY_PREFIX, NULL, NULL, &err),
+		         &err);
+	}
+	printf("# 8 races: retry first %d times, purge first %d times\n", retried, purged);
+	fleet_destroy(&f);
+}
+
+/* ---- a runner killed ------------------------------------------------------------ */
+
+TEST(a_runner_killed_while_tasks_wait_loses_nothing)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-kill");
+	fleet_start(&f, 0, NULL);
+	char at[LR_TIME_BUF], spec[512];
+	lr_rfc3339_format(lr_wall_ms() + 3000, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"steps\":[" MARKED "]}",
+	         at);
+	fleet_submit(&f, "timed", spec);
+	fleet_submit(&f, "slow", "{\"id\":\"%s\",\"steps\":[" STEP("s", MARK_START
+	             "; sleep 1.5; " MARK_END) "]}");
+	fleet_submit(&f, "waiter", "{\"id\":\"%s\",\"after\":[\"slow\"],\"priority\":5,\"steps\":["
+	             MARKED "]}");
+	CHECK_INT(fleet_wait_marks(&f, "start slow", 1, 10000), ==, 0);
+	kill(f.pids[0], SIGKILL);
+	fleet_wait(&f, 0, 5000);
+	fleet_start(&f, 1, NULL);
+	CHECK(fleet_wait_state(&f, "waiter", LR_TASK_SUCCEEDED, 20000) >= 0);
+	CHECK(fleet_wait_state(&f, "timed", LR_TASK_SUCCEEDED, 20000) >= 0);
+	int64_t s0, s1, w0, w1;
+	span_of(&f, "slow", &s0, &s1);
+	span_of(&f, "waiter", &w0, &w1);
+	CHECK(s1 < w0);
+	fleet_check_history(&f, -1);
+	fleet_destroy(&f);
+}
+
+static int setup(void)
+{
+	etcdh_opts o = { .members = 1 };
+	return etcdh_start(&o, &cluster);
+}
+
+static void teardown(void) { etcdh_destroy(cluster); }
+
+TEST_LIST(
+	TEST_CASE(priorities_order_a_backlog),
+	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
+	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
+	TEST_CASE(a_failed_dependency_fails_its_dependents_naming_it),
+	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history),
+	TEST_CASE(retry_from_step_0_with_the_specs_state),
+	TEST_CASE(a_retry_racing_a_purge_leaves_either_a_pending_task_or_nothing),
+	TEST_CASE(a_runner_killed_while_tasks_wait_loses_nothing),
+);
+TEST_MAIN(setup, teardown)
