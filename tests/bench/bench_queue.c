@@ -26,25 +26,6 @@ static int cmp64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* CPU time (ms) a process used so far, from /proc. */
-static int64_t cpu_ms(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	unsigned long long ut = 0, st = 0;
-	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-	                        &ut, &st) != 2)
-		return -1;
-	return (int64_t)((ut + st) * 1000 / (unsigned long long)sysconf(_SC_CLK_TCK));
-}
-
 /* The first mark of task, in ms of the wall clock; 0 when none yet. */
 static int64_t first_mark_ms(fleet *f, const char *task)
 {
@@ -112,9 +93,9 @@ static void dispatch_with(etcdh_cluster *cl, int waiting)
 	fleet_wait_state(&f, "first", LR_TASK_SUCCEEDED, 60000);
 	int64_t startup = first_mark_ms(&f, "first") - t0;
 	lr_sleep_ms(500);
-	int64_t c0 = cpu_ms(f.pids[0]);
+	int64_t c0 = etcdh_pid_cpu_ms(f.pids[0]);
 	lr_sleep_ms(5000);
-	int64_t idle = cpu_ms(f.pids[0]) - c0;
+	int64_t idle = etcdh_pid_cpu_ms(f.pids[0]) - c0;
 	enum { N = 15 };
 	int64_t lat[N];
 	for (int i = 0; i < N; i++) {

@@ -945,12 +945,10 @@ int etcdh_members(const etcdh_cluster *c)
 	return c->n;
 }
 
-long etcdh_cpu_ms(const etcdh_cluster *c, int i)
+long etcdh_pid_cpu_ms(pid_t pid)
 {
-	if (i < 0 || i >= c->n || c->m[i].pid <= 0)
-		return -1;
 	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->m[i].pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	FILE *f = fopen(path, "r");
 	if (f == NULL)
 		return -1;
@@ -964,6 +962,13 @@ long etcdh_cpu_ms(const etcdh_cluster *c, int i)
 	                        &ut, &st) != 2)
 		return -1;
 	return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+long etcdh_cpu_ms(const etcdh_cluster *c, int i)
+{
+	if (i < 0 || i >= c->n || c->m[i].pid <= 0)
+		return -1;
+	return etcdh_pid_cpu_ms(c->m[i].pid);
 }
 
 static struct member *member_at(etcdh_cluster *c, int i)

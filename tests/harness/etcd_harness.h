@@ -16,6 +16,8 @@
 #ifndef ETCD_HARNESS_H
 #define ETCD_HARNESS_H
 
+#include <sys/types.h>
+
 typedef struct etcdh_cluster etcdh_cluster;
 
 typedef struct etcdh_opts {
@@ -61,6 +63,8 @@ int etcdh_members(const etcdh_cluster *c);
 /* CPU time (user + system) member i has used so far, in ms; -1 when it is
  * not running or i is out of range. */
 long etcdh_cpu_ms(const etcdh_cluster *c, int i);
+/* The same for any process of ours, from /proc/PID/stat. */
+long etcdh_pid_cpu_ms(pid_t pid);
 
 /* SIGKILL member i and reap it. Killing a member that is down is a no-op. */
 int etcdh_kill(etcdh_cluster *c, int i);
