@@ -394,6 +394,30 @@ static void run_loop(lr_runner *r)
 	}
 }
 
+/* The lease, the name and the first read of the task list. etcd may be
+ * choosing a leader or have a member paused just then: what fails for such
+ * a passing reason is tried again, with backoff, until it succeeds or the
+ * runner is asked to stop; anything else (the name in use, access denied)
+ * ends the run. */
+static int start_up(lr_runner *r, lr_err *err)
+{
+	lr_backoff bo;
+	lr_backoff_init(&bo, 200, 2000);
+	for (;;) {
+		int rc = atomic_load(&r->lease) != 0 ? 0 : acquire_lease(r, 0, err);
+		if (rc == 0)
+			rc = lr_view_load(r, err);
+		if (rc == 0 || !lr_claim_transient(rc) || atomic_load(&r->stop_requested))
+			return rc;
+		int64_t wait = lr_backoff_next(&bo, &r->rng);
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s; trying again in %lld ms",
+		              err->msg, (long long)wait);
+		for (int64_t end = lr_mono_ms() + wait;
+		     lr_mono_ms() < end && !atomic_load(&r->stop_requested);)
+			lr_sleep_ms(100);
+	}
+}
+
 int lr_runner_run(lr_runner *r, lr_err *err)
 {
 	lr_etcd *c = lr_client_etcd(r->client);
@@ -403,9 +427,7 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 	if (rc == 0)
 		rc = lr_watch_new(c, &r->watch, err);
 	if (rc == 0)
-		rc = acquire_lease(r, 0, err);
-	if (rc == 0)
-		rc = lr_view_load(r, err);
+		rc = start_up(r, err);
 	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested))
 		rc = 0; /* stopped while reading: nothing was started */
 	else if (rc == 0)

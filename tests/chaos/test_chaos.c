@@ -580,6 +580,41 @@ TEST(every_task_succeeds_through_chaos_with_sixteen_workers_per_runner)
 	chaos_run("chaos-wide", false, wide_flags, CHAOS_MS * 2 / 3);
 }
 
+/* Two of the three members paused: etcd has no quorum, so the lease
+ * cannot be granted nor the task list read, for longer than a call's
+ * deadline (5 s). A runner started then waits, and serves once etcd is
+ * whole again. */
+TEST(a_runner_started_while_etcd_has_no_quorum_waits_for_it)
+{
+	static fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "no-quorum");
+	int leader = etcdh_leader(cluster);
+	int live = leader >= 0 ? leader : 0; /* keep one; pause the others */
+	for (int m = 0; m < 3; m++)
+		if (m != live)
+			CHECK_INT(etcdh_pause(cluster, m), ==, 0);
+	fleet_spawn(&f, 0, "nq", NULL, runner_flags);
+	lr_sleep_ms(7000);
+	int status = 0;
+	pid_t gone = waitpid(f.pids[0], &status, WNOHANG);
+	for (int m = 0; m < 3; m++)
+		if (m != live)
+			CHECK_INT(etcdh_resume(cluster, m), ==, 0);
+	if (gone == f.pids[0]) {
+		f.pids[0] = 0;
+		TEST_FAIL("the runner exited (status %d) while etcd had no quorum; its log: "
+		          "%s/nq.log", status, f.dir);
+	}
+	for (int i = 0; i < 100 && etcdh_leader(cluster) < 0; i++)
+		lr_sleep_ms(100);
+	fleet_submit(&f, "after",
+	             "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
+	CHECK(fleet_wait_state(&f, "after", LR_TASK_SUCCEEDED, 20000) >= 0);
+	kill(f.pids[0], SIGTERM);
+	CHECK_INT(fleet_wait(&f, 0, STOP_MS), ==, 0);
+	fleet_destroy(&f);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 3 };
@@ -592,5 +627,6 @@ TEST_LIST(
 	TEST_CASE(every_task_succeeds_through_thirty_seconds_of_runner_and_leader_chaos),
 	TEST_CASE(every_task_succeeds_while_etcd_members_pause_for_seconds),
 	TEST_CASE(every_task_succeeds_through_chaos_with_sixteen_workers_per_runner),
+	TEST_CASE(a_runner_started_while_etcd_has_no_quorum_waits_for_it),
 );
 TEST_MAIN(setup, teardown)
