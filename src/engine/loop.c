@@ -396,9 +396,9 @@ static void run_loop(lr_runner *r)
 
 /* The lease, the name and the first read of the task list. etcd may be
  * choosing a leader or have a member paused just then: what fails for such
- * a passing reason is tried again, with backoff, until it succeeds or the
- * runner is asked to stop; anything else (the name in use, access denied)
- * ends the run. */
+ * a passing reason while a member is connected is tried again, with
+ * backoff, until it succeeds or the runner is asked to stop; anything else
+ * (no member reachable, the name in use, access denied) ends the run. */
 static int start_up(lr_runner *r, lr_err *err)
 {
 	lr_backoff bo;
@@ -407,7 +407,8 @@ static int start_up(lr_runner *r, lr_err *err)
 		int rc = atomic_load(&r->lease) != 0 ? 0 : acquire_lease(r, 0, err);
 		if (rc == 0)
 			rc = lr_view_load(r, err);
-		if (rc == 0 || !lr_claim_transient(rc) || atomic_load(&r->stop_requested))
+		if (rc == 0 || !lr_claim_transient(rc) || atomic_load(&r->stop_requested) ||
+		    !lr_etcd_connected(lr_client_etcd(r->client)))
 			return rc;
 		int64_t wait = lr_backoff_next(&bo, &r->rng);
 		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s; trying again in %lld ms",
@@ -420,6 +421,9 @@ static int start_up(lr_runner *r, lr_err *err)
 
 int lr_runner_run(lr_runner *r, lr_err *err)
 {
+	lr_err local = {0};
+	if (err == NULL)
+		err = &local; /* start_up logs its messages */
 	lr_etcd *c = lr_client_etcd(r->client);
 	int rc = lr_keepalive_new(c, &r->ka, err);
 	if (rc == 0)

@@ -72,6 +72,11 @@ const char *lr_etcd_endpoints(const lr_etcd *c)
 	return c->chan.endpoints;
 }
 
+bool lr_etcd_connected(lr_etcd *c)
+{
+	return grpc_channel_check_connectivity_state(c->chan.channel, 0) == GRPC_CHANNEL_READY;
+}
+
 void lr_etcd_call_stats(lr_etcd *c, lr_etcd_call_stat_fn fn, void *user)
 {
 	lr__call_stats_each(c->stats, fn, user);
