@@ -207,6 +207,9 @@ void lr_workers_join(lr_runner *r);
 /* Ask the worker running task id (NULL: every busy worker) to stop its
  * step. */
 void lr_workers_signal(lr_runner *r, const char *id, enum lr_stop_reason why);
+/* The watch saw task id's claim deleted at revision rev: the worker
+ * running it under an older claim stops at once (lr_stop_claim_gone). */
+void lr_workers_claim_gone(lr_runner *r, const char *id, int64_t rev);
 /* Every worker's task held on `lease` may run until `deadline` now (a
  * renewal). Any thread (the etcd stream thread). */
 void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline);

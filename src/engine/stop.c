@@ -76,6 +76,8 @@ void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline)
 	drain(s->moved_fd);
 	atomic_store(&s->deadline, deadline > 0 ? deadline : 1);
 	atomic_store(&s->lease, lease);
+	atomic_store(&s->fence, 0);
+	atomic_store(&s->gone_rev, 0);
 	set_timer(s, deadline > 0 ? deadline : 1);
 	drain(s->timer_fd);
 	pthread_mutex_unlock(&s->mu);
@@ -111,6 +113,23 @@ void lr_stop_extend(lr_stop *s, int64_t lease, int64_t deadline)
 		(void)n;
 	}
 	pthread_mutex_unlock(&s->mu);
+}
+
+void lr_stop_set_fence(lr_stop *s, int64_t fence)
+{
+	atomic_store(&s->fence, fence);
+	if (atomic_load(&s->gone_rev) > fence)
+		lr_stop_request(s, LR_STOP_LEASE);
+}
+
+void lr_stop_claim_gone(lr_stop *s, int64_t rev)
+{
+	long long seen = atomic_load(&s->gone_rev);
+	while (seen < rev && !atomic_compare_exchange_weak(&s->gone_rev, &seen, rev))
+		;
+	int64_t fence = atomic_load(&s->fence);
+	if (fence != 0 && rev > fence)
+		lr_stop_request(s, LR_STOP_LEASE);
 }
 
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why)

@@ -28,6 +28,9 @@ typedef struct lr_stop {
 	atomic_int why;         /* enum lr_stop_reason; the first one wins */
 	atomic_llong lease;     /* the lease the armed task is held on; 0: none */
 	atomic_llong deadline;  /* its deadline, monotonic ms */
+	atomic_llong fence;     /* the armed task's claim revision; 0: none yet */
+	atomic_llong gone_rev;  /* the latest revision at which the watch saw
+	                           the task's claim deleted; 0: none */
 	pthread_mutex_t mu;
 	int request_fd;         /* eventfd: written once `why` was set */
 	int timer_fd;           /* timerfd at the deadline (CLOCK_MONOTONIC) */
@@ -47,6 +50,14 @@ void lr_stop_disarm(lr_stop *s);
 /* A renewal of `lease` moved its deadline: later, never earlier, and only
  * while no stop is due. */
 void lr_stop_extend(lr_stop *s, int64_t lease, int64_t deadline);
+
+/* The armed task is held under the claim of revision `fence`. */
+void lr_stop_set_fence(lr_stop *s, int64_t fence);
+/* The watch saw the armed task's claim key deleted at revision `rev`.
+ * Later than the claim: it is gone (not by this runner's hand while a step
+ * runs: etcd dropped it, or someone deleted it), and the step stops with
+ * LR_STOP_LEASE. Either order of this and lr_stop_set_fence works. */
+void lr_stop_claim_gone(lr_stop *s, int64_t rev);
 
 /* Ask for a stop (once: later requests are ignored until the next arm). */
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why);

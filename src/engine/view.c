@@ -397,6 +397,12 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		if (e == NULL)
 			return;
 	}
+	/* A claim deleted under a worker of ours: unless the worker's own
+	 * last txn did it, the claim is gone while a step may run (etcd
+	 * revoked the lease early, or someone deleted the key), and another
+	 * runner may start it any moment. */
+	if (deleted && e->state == LR_ENTRY_LOCAL)
+		lr_workers_claim_gone(r, e->id, m->u.watch.mod_rev);
 	e->claim_present = !deleted;
 	e->claim_ev_rev = m->u.watch.mod_rev;
 	e->claim_lease = deleted ? 0 : m->u.watch.lease;

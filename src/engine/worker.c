@@ -171,9 +171,15 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 		break;
 	case LR_STOP_LEASE:
 	case LR_STOP_NONE:
-		lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-		              "dropped at step %lld: the lease is lost, nothing more is committed",
-		              (long long)t->next_step);
+		if (lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms())
+			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
+			              "dropped at step %lld: its claim (fence %lld) is gone from etcd "
+			              "although the lease lives; nothing more is committed",
+			              (long long)t->next_step, (long long)t->fence);
+		else
+			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
+			              "dropped at step %lld: the lease is lost, nothing more is "
+			              "committed", (long long)t->next_step);
 		break;
 	}
 	report(h, LR_REP_LET_GO, NULL);
@@ -426,6 +432,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job)
 	}
 	lr_hist_record(&r->stats.claim, lr_mono_us() - t0);
 	lr_claimed_task *t = &h.t;
+	lr_stop_set_fence(&w->stop, t->fence);
 	if (t->adopted)
 		t->started = job->started;
 	lr_runner_log(r, LR_LOG_INFO, t->id, NULL, -1,
@@ -532,6 +539,24 @@ static void signal_slot(void *user, int slot)
 {
 	struct signal *s = user;
 	lr_stop_request(&s->r->workers[slot].stop, s->why);
+}
+
+struct gone {
+	lr_runner *r;
+	int64_t rev;
+};
+
+static void gone_slot(void *user, int slot)
+{
+	struct gone *g = user;
+	lr_stop_claim_gone(&g->r->workers[slot].stop, g->rev);
+}
+
+void lr_workers_claim_gone(lr_runner *r, const char *id, int64_t rev)
+{
+	struct gone g = { r, rev };
+	if (r->workers != NULL)
+		lr_jobq_running(&r->jobs, id, gone_slot, &g);
 }
 
 void lr_workers_signal(lr_runner *r, const char *id, enum lr_stop_reason why)

@@ -210,6 +210,10 @@ static void begin_stop(struct child *c, enum stop_why why, int64_t now)
 {
 	c->stop = why;
 	c->term_ms = now;
+	if (why == STOP_CANCEL && c->o->grace_now != NULL) {
+		int64_t g = c->o->grace_now(c->o->user);
+		c->grace_ms = g > 0 ? g : 0;
+	}
 	lr_guard_stop(&c->guard, c->grace_ms);
 }
 

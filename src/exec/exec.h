@@ -31,6 +31,10 @@ typedef struct lr_exec_opts {
 	                              the first 100 are kept */
 	int64_t timeout_ms;        /* from the start of the step; <= 0: none */
 	int64_t grace_ms;          /* SIGTERM -> SIGKILL; < 0 counts as 0 */
+	/* When non-NULL, the grace to give at the moment a stop through
+	 * cancel_fd begins, instead of grace_ms: 0 when the step has no right
+	 * to run any more (its claim is gone). */
+	int64_t (*grace_now)(void *user);
 	int cancel_fd;             /* readable (or hung up) once the step must
 	                              stop: lease lost, cancel, shutdown; -1:
 	                              none. Only polled, never read. */

@@ -29,6 +29,13 @@ static int64_t deadline_of(void *user)
 	return lr_step_deadline_ms(user);
 }
 
+/* A step whose claim is gone (the lease lost, or etcd deleted the claim)
+ * may already run elsewhere: it gets no grace. Cancel and shutdown do. */
+static int64_t grace_now(void *user)
+{
+	return lr_step_stop_reason(user) == LR_STEP_LEASE_LOST ? 0 : lr_step_grace_ms(user);
+}
+
 /* The step's variables, then the spec's env: "K=V" strings, NULL-ended. */
 static char **step_vars(lr_step *s)
 {
@@ -119,6 +126,7 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		.work_dir_name = dir,
 		.timeout_ms = timeout_s * 1000,
 		.grace_ms = lr_step_grace_ms(s),
+		.grace_now = grace_now,
 		.cancel_fd = lr_step_cancel_fd(s),
 		.deadline_fd = lr_step_deadline_fd(s),
 		.deadline = deadline_of,

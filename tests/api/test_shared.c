@@ -139,7 +139,9 @@ TEST(a_stale_holder_cannot_write_shared_values)
 	st.go = 1;
 	while (st.first_rc == 1)
 		lr_sleep_ms(5);
-	CHECK_INT(st.first_rc, ==, LR_ELEASE);
+	/* Refused by its fence, or, when the runner's watch saw the claim
+	 * deleted first, not even tried: the step was stopped already. */
+	CHECK(st.first_rc == LR_ELEASE || st.first_rc == LR_ECANCELLED);
 	CHECK(st.cancelled_after); /* and the step was told to stop */
 	check_absent(c, "stale.value");
 

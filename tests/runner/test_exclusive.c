@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "client/client.h"
+#include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
@@ -179,6 +180,51 @@ TEST(a_graceful_handoff_overlaps_nothing_and_is_immediate)
 	fleet_destroy(&f);
 }
 
+/* The runner's log holds this text. */
+static bool log_has(fleet *f, int i, const char *text)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/%s.log", f->dir, f->names[i]);
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL)
+		return false;
+	char line[4096];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), fp) != NULL)
+		found = strstr(line, text) != NULL;
+	fclose(fp);
+	return found;
+}
+
+/* etcd drops a live holder's lease while its keepalive is fine (an old
+ * leader's late revoke does this on etcd 3.4.23; here a revoke from
+ * outside). The holder learns it from its watch at once, not at its next
+ * renewal (TTL 6 s: up to 2 s away), and kills the step without the grace
+ * (5 s): another runner could start it any moment. Then, told TTL 0, it
+ * takes a new lease, claims the task again and runs the step anew, the
+ * old execution gone before. */
+TEST(a_claim_that_etcd_drops_under_a_live_holder_stops_its_step_at_once)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-gone");
+	const char *const extra[] = { "--ttl", "6", "--grace", "5", NULL };
+	fleet_start(&f, 0, extra);
+	fleet_submit(&f, "d1", TASK);
+	CHECK_INT(holder_once_beating(&f, "d1"), ==, 0);
+	int64_t lease = fleet_runner_lease(&f, f.names[0]);
+	CHECK(lease != 0);
+	lr_err err;
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(f.client), lease, &err), &err);
+	CHECK(fleet_wait_state(&f, "d1", LR_TASK_SUCCEEDED, 30000) >= 0);
+	check_no_overlap(&f, "the claim dropped by etcd");
+	if (!log_has(&f, 0, "is gone from etcd although the lease lives"))
+		TEST_FAIL("the holder did not stop the step when its claim was deleted; its log: "
+		          "%s/%s.log", f.dir, f.names[0]);
+	fleet_check_history(&f, -1);
+	check_nothing_left(&f);
+	fleet_destroy(&f);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 1 };
@@ -192,5 +238,6 @@ TEST_LIST(
 	TEST_CASE(a_holder_frozen_past_its_ttl_has_its_step_stopped_by_the_deadline),
 	TEST_CASE(a_loop_that_left_the_steps_session_dies_with_the_step),
 	TEST_CASE(a_graceful_handoff_overlaps_nothing_and_is_immediate),
+	TEST_CASE(a_claim_that_etcd_drops_under_a_live_holder_stops_its_step_at_once),
 );
 TEST_MAIN(setup, teardown)
