@@ -115,8 +115,11 @@ test("a stale holder's checkpoint and shared writes are refused", async (t) => {
 	const lease = await stealClaim(m, '/stale/', 's1');
 	go();
 	await waitFor(() => results.signalled !== undefined, 5000, 'the handler to try');
-	assert.equal(results.checkpoint.code, 'LR_ELEASE');
-	assert.match(results.checkpoint.message, /claim/);
+	// Refused by its fence, or not even tried: the runner's watch saw the
+	// claim deleted first and stopped the step.
+	assert.ok(['LR_ELEASE', 'LR_ECANCELLED'].includes(results.checkpoint.code),
+		results.checkpoint.message);
+	assert.match(results.checkpoint.message, /claim|stopped/);
 	assert.ok(['LR_ELEASE', 'LR_ECANCELLED'].includes(results.shared.code), results.shared.message);
 	assert.equal(results.signalled, true);
 	assert.equal(await modRevision(m, ckpt), before, 'the checkpoint is as it was');
