@@ -209,6 +209,21 @@ int fleet_holder(fleet *f, const char *id)
 	return -1;
 }
 
+bool fleet_log_has(fleet *f, int i, const char *text)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/%s.log", f->dir, f->names[i]);
+	FILE *fp = fopen(path, "r");
+	if (fp == NULL)
+		return false;
+	char line[4096];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), fp) != NULL)
+		found = strstr(line, text) != NULL;
+	fclose(fp);
+	return found;
+}
+
 int fleet_count_marks(fleet *f, const char *prefix)
 {
 	char path[320];

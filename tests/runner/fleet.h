@@ -59,6 +59,9 @@ int fleet_holder(fleet *f, const char *id);
  * violation; want_finals >= 0: exactly that many done records. */
 void fleet_check_history(fleet *f, long want_finals);
 
+/* Whether a line of runner i's log holds text. */
+bool fleet_log_has(fleet *f, int i, const char *text);
+
 /* Lines of the scratch file "marks" that start with prefix. */
 int fleet_count_marks(fleet *f, const char *prefix);
 /* Wait until that count reaches n; -1 after timeout. */

@@ -180,22 +180,6 @@ TEST(a_graceful_handoff_overlaps_nothing_and_is_immediate)
 	fleet_destroy(&f);
 }
 
-/* The runner's log holds this text. */
-static bool log_has(fleet *f, int i, const char *text)
-{
-	char path[320];
-	snprintf(path, sizeof(path), "%s/%s.log", f->dir, f->names[i]);
-	FILE *fp = fopen(path, "r");
-	if (fp == NULL)
-		return false;
-	char line[4096];
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), fp) != NULL)
-		found = strstr(line, text) != NULL;
-	fclose(fp);
-	return found;
-}
-
 /* etcd drops a live holder's lease while its keepalive is fine (an old
  * leader's late revoke does this on etcd 3.4.23; here a revoke from
  * outside). The holder learns it from its watch at once, not at its next
@@ -217,7 +201,7 @@ TEST(a_claim_that_etcd_drops_under_a_live_holder_stops_its_step_at_once)
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(f.client), lease, &err), &err);
 	CHECK(fleet_wait_state(&f, "d1", LR_TASK_SUCCEEDED, 30000) >= 0);
 	check_no_overlap(&f, "the claim dropped by etcd");
-	if (!log_has(&f, 0, "is gone from etcd although the lease lives"))
+	if (!fleet_log_has(&f, 0, "is gone from etcd although the lease lives"))
 		TEST_FAIL("the holder did not stop the step when its claim was deleted; its log: "
 		          "%s/%s.log", f.dir, f.names[0]);
 	fleet_check_history(&f, -1);
