@@ -395,10 +395,11 @@ static void run_loop(lr_runner *r)
 }
 
 /* The lease, the name and the first read of the task list. etcd may be
- * choosing a leader or have a member paused just then: what fails for such
- * a passing reason while a member is connected is tried again, with
- * backoff, until it succeeds or the runner is asked to stop; anything else
- * (no member reachable, the name in use, access denied) ends the run. */
+ * choosing a leader, have a member paused or have just lost the member we
+ * used: what fails for such a passing reason while a member is connected
+ * (or connects within a call's timeout) is tried again, with backoff, until
+ * it succeeds or the runner is asked to stop; anything else (no member
+ * reachable, the name in use, access denied) ends the run. */
 static int start_up(lr_runner *r, lr_err *err)
 {
 	lr_backoff bo;

@@ -466,16 +466,16 @@ void lr__channel_close(lr_channel *c)
 	memset(c, 0, sizeof(*c));
 }
 
-/* Wait until some endpoint is connected, at most the dial timeout. A TLS
+/* Wait until some endpoint is connected, at most wait_ms. A TLS
  * failure ends the wait at once when gRPC's reason is certain (unknown CA,
  * name mismatch), and after LR_TLS_LIKELY_MS of failed connections that all
  * read like one (a refused client certificate reads as a dropped
  * connection). A channel in TRANSIENT_FAILURE stays there through its
  * reconnects, so its reason is polled. */
-int lr__channel_dial(lr_channel *c, lr_err *err)
+int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-	int64_t end = lr_mono_ms() + c->dial_timeout_ms;
+	int64_t end = lr_mono_ms() + wait_ms;
 	int64_t likely_since = -1;
 	char last[256] = "";
 	int rc = 0;
@@ -519,5 +519,5 @@ int lr__channel_dial(lr_channel *c, lr_err *err)
 	/* The deadline passed: say what failed last, TLS (likely) first. */
 	if (last[0] != '\0' && lr__tls_error(c, last, NULL, false, err) != 0)
 		return LR_ETLS;
-	return lr__unreachable_error(c, NULL, last, c->dial_timeout_ms, LR_EUNAVAILABLE, err);
+	return lr__unreachable_error(c, NULL, last, wait_ms, LR_EUNAVAILABLE, err);
 }

@@ -33,9 +33,9 @@ typedef struct lr_channel {
 int lr__channel_open(lr_channel *ch, const lr_etcd_opts *o, lr_err *err);
 void lr__channel_close(lr_channel *ch);
 
-/* Wait until some endpoint is connected, at most the dial timeout; the
- * error says why not (TLS, refused, ...). */
-int lr__channel_dial(lr_channel *ch, lr_err *err);
+/* Wait until some endpoint is connected, at most wait_ms; the error says
+ * why not (TLS, refused, ...). */
+int lr__channel_dial(lr_channel *ch, int64_t wait_ms, lr_err *err);
 
 /* gRPC's reason for the last failed connection, in words, into buf ("" for
  * none). Makes a call that fails fast: blocks for at most half a second. */

@@ -38,7 +38,7 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 		rc = lr__streams_start(c->chan.channel, c->stats, &auth, &c->streams, err);
 	}
 	if (rc == 0)
-		rc = lr__channel_dial(&c->chan, err);
+		rc = lr__channel_dial(&c->chan, c->chan.dial_timeout_ms, err);
 	if (rc == 0 && c->user != NULL)
 		rc = lr__authenticate(c, err);
 	if (rc != 0) {
@@ -74,7 +74,10 @@ const char *lr_etcd_endpoints(const lr_etcd *c)
 
 bool lr_etcd_connected(lr_etcd *c)
 {
-	return grpc_channel_check_connectivity_state(c->chan.channel, 0) == GRPC_CHANNEL_READY;
+	lr_err ignore = { 0 };
+	int64_t wait = c->call_timeout_ms < c->chan.dial_timeout_ms ? c->call_timeout_ms
+	                                                            : c->chan.dial_timeout_ms;
+	return lr__channel_dial(&c->chan, wait, &ignore) == 0;
 }
 
 void lr_etcd_call_stats(lr_etcd *c, lr_etcd_call_stat_fn fn, void *user)

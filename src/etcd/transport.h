@@ -34,9 +34,10 @@ void lr_etcd_close(lr_etcd *c);
 /* The endpoint list as given, for messages. Borrowed. */
 const char *lr_etcd_endpoints(const lr_etcd *c);
 
-/* True while a member is connected (the channel is ready): a failure then
- * is etcd's own passing state (an election, a paused member), not a
- * cluster out of reach. Any thread. */
+/* True when a member is connected, or connects within the dial timeout
+ * or the call timeout, whichever is shorter: a failure then is etcd's own passing state (an election,
+ * a paused member, the member we used just killed), not a cluster out of
+ * reach. Blocks; any thread. */
 bool lr_etcd_connected(lr_etcd *c);
 
 /* Flags of lr_etcd_unary. */
