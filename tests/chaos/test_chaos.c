@@ -106,8 +106,20 @@ static void note(struct chaos *ch, const char *fmt, const char *name)
 static void runner_failed(struct chaos *ch, int i, const char *why, int status)
 {
 	ch->failures++;
-	fprintf(stderr, "  runner %s %s (status %d); its log: %s/%s.log\n",
+	fprintf(stderr, "  runner %s %s (status %d); its log: %s/%s.log, ending:\n",
 	        ch->f.names[i], why, status, ch->f.dir, ch->f.names[i]);
+	/* The scratch directory may not outlive the run (CI): its last lines
+	 * here. */
+	char path[320], lines[8][512];
+	snprintf(path, sizeof(path), "%s/%s.log", ch->f.dir, ch->f.names[i]);
+	FILE *fp = fopen(path, "r");
+	int n = 0;
+	while (fp != NULL && fgets(lines[n % 8], sizeof(lines[0]), fp) != NULL)
+		n++;
+	if (fp != NULL)
+		fclose(fp);
+	for (int k = n > 8 ? n - 8 : 0; k < n; k++)
+		fprintf(stderr, "    %s", lines[k % 8]);
 }
 
 static void slot_spawn(struct chaos *ch, int i, bool wait)
