@@ -68,30 +68,39 @@ static void drain(int fd)
 		;
 }
 
+/* Empty the eventfds, if anything was written to them. s->mu held. */
+static void drain_events(lr_stop *s)
+{
+	if (!atomic_exchange(&s->written, false))
+		return;
+	drain(s->request_fd);
+	drain(s->moved_fd);
+}
+
+/* The eventfds are read only when written to, and the timer is set once
+ * (timerfd_settime also drops expirations not read yet): a task costs one
+ * system call here, not nine. */
 void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline)
 {
 	pthread_mutex_lock(&s->mu);
 	atomic_store(&s->why, LR_STOP_NONE);
-	drain(s->request_fd);
-	drain(s->moved_fd);
+	drain_events(s);
 	atomic_store(&s->deadline, deadline > 0 ? deadline : 1);
 	atomic_store(&s->lease, lease);
 	atomic_store(&s->fence, 0);
 	atomic_store(&s->gone_rev, 0);
 	set_timer(s, deadline > 0 ? deadline : 1);
-	drain(s->timer_fd);
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* The timer is left to the next arm, which sets it: nobody polls the fd
+ * between tasks. */
 void lr_stop_disarm(lr_stop *s)
 {
 	pthread_mutex_lock(&s->mu);
 	atomic_store(&s->lease, 0);
 	atomic_store(&s->why, LR_STOP_NONE);
-	set_timer(s, 0);
-	drain(s->timer_fd);
-	drain(s->request_fd);
-	drain(s->moved_fd);
+	drain_events(s);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -111,6 +120,7 @@ void lr_stop_extend(lr_stop *s, int64_t lease, int64_t deadline)
 		uint64_t one = 1;
 		ssize_t n = write(s->moved_fd, &one, sizeof(one));
 		(void)n;
+		atomic_store(&s->written, true);
 	}
 	pthread_mutex_unlock(&s->mu);
 }
@@ -139,6 +149,7 @@ void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 		uint64_t one = 1;
 		ssize_t n = write(s->request_fd, &one, sizeof(one));
 		(void)n;
+		atomic_store(&s->written, true);
 	}
 }
 

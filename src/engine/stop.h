@@ -31,6 +31,8 @@ typedef struct lr_stop {
 	atomic_llong fence;     /* the armed task's claim revision; 0: none yet */
 	atomic_llong gone_rev;  /* the latest revision at which the watch saw
 	                           the task's claim deleted; 0: none */
+	atomic_bool written;    /* request_fd or moved_fd written since they
+	                           were last drained */
 	pthread_mutex_t mu;
 	int request_fd;         /* eventfd: written once `why` was set */
 	int timer_fd;           /* timerfd at the deadline (CLOCK_MONOTONIC) */
@@ -44,8 +46,9 @@ void lr_stop_free(lr_stop *s);
 /* For a task held on `lease` until `deadline` (monotonic ms): no request,
  * the timer at the deadline. */
 void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline);
-/* Between tasks: nothing armed, no request pending. Only when nobody can
- * request a stop of the previous task any more. */
+/* Between tasks: nothing armed, no request pending (the timer may still
+ * fire; the next arm sets it again). Only when nobody can request a stop
+ * of the previous task any more. */
 void lr_stop_disarm(lr_stop *s);
 /* A renewal of `lease` moved its deadline: later, never earlier, and only
  * while no stop is due. */
