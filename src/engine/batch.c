@@ -43,7 +43,9 @@ struct lr_batch {
 	int max_in_flight;
 	pthread_mutex_t mu;
 	struct entry *head, *tail; /* waiting, not taken */
+	size_t queued;             /* entries from head to tail */
 	int in_flight;
+	int peak_in_flight;        /* the most in flight at once so far */
 	struct lead *leads;        /* max_in_flight of them */
 	struct lead *free_leads;
 	atomic_uint_fast64_t requests, txns;
@@ -99,6 +101,14 @@ void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns)
 {
 	*requests = atomic_load(&b->requests);
 	*txns = atomic_load(&b->txns);
+}
+
+int lr_batch_peak_in_flight(lr_batch *b)
+{
+	pthread_mutex_lock(&b->mu);
+	int peak = b->peak_in_flight;
+	pthread_mutex_unlock(&b->mu);
+	return peak;
 }
 
 /* ---- leading a request ----------------------------------------------------- */
@@ -163,11 +173,21 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 	}
 }
 
-/* Let the queue's head lead the next request. Under the mutex: a queued
- * entry's caller is waiting. */
+/* Whether a request may start now: none is in flight, or a full one waits
+ * and there is room for it. A second request that carried only what
+ * arrived since the first would double the calls (their CPU is most of a
+ * runner's) and shorten no wait. Under the mutex. */
+static bool may_send(const lr_batch *b)
+{
+	return b->in_flight == 0 ||
+	       (b->in_flight < b->max_in_flight && b->queued >= b->max_txns);
+}
+
+/* Let the queue's head lead the next request, if one may start. Under the
+ * mutex: a queued entry's caller is waiting. */
 static void wake_head(lr_batch *b)
 {
-	if (b->head == NULL)
+	if (b->head == NULL || !may_send(b))
 		return;
 	b->head->lead_posts++;
 	sem_post(&b->head->wake);
@@ -182,11 +202,13 @@ static void lead(lr_batch *b, struct entry *self)
 {
 	struct lead *l = b->free_leads;
 	b->free_leads = l->next_free;
-	b->in_flight++;
+	if (++b->in_flight > b->peak_in_flight)
+		b->peak_in_flight = b->in_flight;
 	struct entry *queue = b->head;
 	for (struct entry *e = queue; e != NULL; e = e->next)
 		e->taken = true;
 	b->head = b->tail = NULL;
+	b->queued = 0;
 	pthread_mutex_unlock(&b->mu);
 
 	struct entry *rest = NULL;
@@ -197,13 +219,13 @@ static void lead(lr_batch *b, struct entry *self)
 		for (struct entry *e = rest; e != NULL; e = e->next) {
 			e->taken = false;
 			last = e;
+			b->queued++;
 		}
 		last->next = b->head;
 		if (b->head == NULL)
 			b->tail = last;
 		b->head = rest;
-		if (b->in_flight < b->max_in_flight)
-			wake_head(b); /* room for another request */
+		wake_head(b); /* another request, if a full one waits */
 		pthread_mutex_unlock(&b->mu);
 	}
 
@@ -236,9 +258,10 @@ int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
 	else
 		b->head = &e;
 	b->tail = &e;
+	b->queued++;
 	int taken_posts = 0;
 	for (;;) {
-		if (!e.taken && b->in_flight < b->max_in_flight) {
+		if (!e.taken && may_send(b)) {
 			lead(b, &e);
 			taken_posts = -1; /* no post of done to wait for */
 			break;

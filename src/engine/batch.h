@@ -1,10 +1,11 @@
 /* batch.h - group commit: the claims and fenced writes that a runner's
  * workers have ready at the same moment go to etcd as one request.
  *
- * No timers: a txn that finds fewer than max_in_flight requests in flight
- * goes at once, with whatever else is queued; otherwise it waits, and the
- * next request carries everything that queued while the earlier ones were
- * in flight. Each txn keeps its own compares and result (nested txns,
+ * No timers: a txn that finds no request in flight goes at once, with
+ * whatever else is queued; otherwise it waits, and the next request
+ * carries everything that queued while the earlier one was in flight. A
+ * further request (up to max_in_flight) starts only when a full one
+ * (max_txns) waits. Each txn keeps its own compares and result (nested txns,
  * lr_etcd_txn_many), and lr_txn_group keeps out of one request any two
  * txns whose keys would make one's outcome depend on the other's.
  *
@@ -37,5 +38,7 @@ int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err);
 
 /* Requests sent and txns carried so far. Any thread. */
 void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns);
+/* The most requests that were in flight at once so far. Any thread. */
+int lr_batch_peak_in_flight(lr_batch *b);
 
 #endif

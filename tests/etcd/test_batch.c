@@ -70,11 +70,14 @@ static void race(struct racer *x, void *(*fn)(void *))
 		pthread_join(th[i], NULL);
 }
 
-TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
+/* THREADS x EACH create-once txns through a batch of at most max_txns
+ * txns per request: each keeps its own outcome, and requests are shared
+ * but never over the cap. */
+static void share(const char *name, size_t max_txns, int peak_in_flight)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, 64);
-	const char *p = test_prefix("share");
+	lr_batch *b = lr_batch_new(c, 2, max_txns);
+	const char *p = test_prefix(name);
 	lr_err e = {0};
 	for (int t = 0; t < THREADS; t++)
 		for (int i = 0; i < EACH; i += 2) {
@@ -99,8 +102,24 @@ TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
 	printf("  %llu txns in %llu requests\n", (unsigned long long)txns,
 	       (unsigned long long)requests);
 	CHECK(requests < txns); /* 16 threads at once: some went together */
+	CHECK_INT(requests * max_txns, >=, txns);
+	/* A second request only beside a full one waiting. */
+	CHECK_INT(lr_batch_peak_in_flight(b), ==, peak_in_flight);
 	lr_batch_free(b);
 	lr_etcd_close(c);
+}
+
+TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
+{
+	share("share", 64, 1); /* 16 callers never fill 64 */
+}
+
+/* 16 callers and room for 4 txns per request: full requests wait, so a
+ * second request goes beside the first, and those left out of a full one
+ * go in the next. */
+TEST(a_full_request_waiting_goes_beside_the_one_in_flight)
+{
+	share("full", 4, 2);
 }
 
 /* Each thread tries to take "the lock": no key under L/ may exist, then it
@@ -233,6 +252,7 @@ static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
 	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
+	TEST_CASE(a_full_request_waiting_goes_beside_the_one_in_flight),
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
 );
