@@ -14,18 +14,20 @@
 #include "engine/claim.h"
 #include "etcd/txn_group.h"
 
-/* One caller's txn, on its stack while it waits. */
+/* One txn of a caller, on its stack while it waits. */
 struct entry {
 	const lr_txn *t;
 	lr_txn_result *r;
 	lr_err *err;
 	int rc;
 	bool taken;          /* a leader has it, or looks at it (under mu) */
+	bool led;            /* its own caller led its request: no post of done */
 	int lead_posts;      /* posts of `wake` to let it lead (under mu) */
 	atomic_bool done;    /* r, err and rc are filled: final */
-	sem_t wake;          /* posted once when done, and under mu whenever
-	                        it may lead; the caller takes every post before
-	                        it returns, so no post reaches a gone entry */
+	sem_t *wake;         /* its caller's: posted once when it is done by
+	                        another caller, and under mu whenever it may
+	                        lead; the caller takes every post before it
+	                        returns, so no post reaches a gone semaphore */
 	struct entry *next;
 };
 
@@ -190,7 +192,7 @@ static void wake_head(lr_batch *b)
 	if (b->head == NULL || !may_send(b))
 		return;
 	b->head->lead_posts++;
-	sem_post(&b->head->wake);
+	sem_post(b->head->wake);
 }
 
 /* Lead one request that carries self: called under the mutex, returns
@@ -235,7 +237,7 @@ static void lead(lr_batch *b, struct entry *self)
 	for (size_t i = 1; i < n; i++) {
 		struct entry *e = l->members[i];
 		atomic_store(&e->done, true);
-		sem_post(&e->wake); /* the last touch of a member */
+		sem_post(e->wake); /* the last touch of a member */
 	}
 	pthread_mutex_lock(&b->mu);
 	b->in_flight--;
@@ -245,46 +247,75 @@ static void lead(lr_batch *b, struct entry *self)
 	pthread_mutex_unlock(&b->mu);
 }
 
-int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
+void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_result rs[],
+                   lr_err errs[], int rcs[])
 {
-	memset(r, 0, sizeof(*r));
-	struct entry e = { .t = t, .r = r, .err = err };
-	atomic_init(&e.done, false);
-	if (sem_init(&e.wake, 0, 0) != 0)
-		return lr_etcd_txn(b->c, t, LR_CALL_RETRY, r, err);
+	struct entry es[LR_BATCH_OWN_MAX];
+	sem_t wake;
+	for (size_t i = 0; i < n; i++)
+		memset(&rs[i], 0, sizeof(rs[i]));
+	if (n > LR_BATCH_OWN_MAX || sem_init(&wake, 0, 0) != 0) {
+		for (size_t i = 0; i < n; i++)
+			rcs[i] = lr_etcd_txn(b->c, ts[i], LR_CALL_RETRY, &rs[i], &errs[i]);
+		return;
+	}
 	pthread_mutex_lock(&b->mu);
-	if (b->tail != NULL)
-		b->tail->next = &e;
-	else
-		b->head = &e;
-	b->tail = &e;
-	b->queued++;
+	for (size_t i = 0; i < n; i++) {
+		struct entry *e = &es[i];
+		*e = (struct entry){ .t = ts[i], .r = &rs[i], .err = &errs[i], .wake = &wake };
+		atomic_init(&e->done, false);
+		if (b->tail != NULL)
+			b->tail->next = e;
+		else
+			b->head = e;
+		b->tail = e;
+		b->queued++;
+	}
 	int taken_posts = 0;
 	for (;;) {
-		if (!e.taken && may_send(b)) {
-			lead(b, &e);
-			taken_posts = -1; /* no post of done to wait for */
-			break;
+		/* Under the mutex: lead with one not taken when a request may
+		 * start; otherwise wait for a post (done, or may lead). */
+		struct entry *self = NULL;
+		size_t left = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (atomic_load(&es[i].done))
+				continue;
+			left++;
+			if (self == NULL && !es[i].taken)
+				self = &es[i];
 		}
-		pthread_mutex_unlock(&b->mu);
-		while (sem_wait(&e.wake) != 0)
-			; /* EINTR */
-		taken_posts++;
-		if (atomic_load(&e.done))
+		if (left == 0)
 			break;
-		pthread_mutex_lock(&b->mu); /* woken to lead, maybe */
-	}
-	if (taken_posts >= 0) {
-		/* Done: no more lead posts can come (it left the queue). Take the
-		 * ones still pending, and the post of done, before the semaphore
-		 * goes. */
+		if (self != NULL && may_send(b)) {
+			self->led = true;
+			lead(b, self);
+			atomic_store(&self->done, true);
+		} else {
+			pthread_mutex_unlock(&b->mu);
+			while (sem_wait(&wake) != 0)
+				; /* EINTR */
+			taken_posts++;
+		}
 		pthread_mutex_lock(&b->mu);
-		int due = e.lead_posts + 1;
-		pthread_mutex_unlock(&b->mu);
-		for (; taken_posts < due; taken_posts++)
-			while (sem_wait(&e.wake) != 0)
-				;
 	}
-	sem_destroy(&e.wake);
-	return e.rc;
+	/* All done: no more lead posts can come (they left the queue). Take
+	 * the ones still pending, and the posts of done, before the semaphore
+	 * goes. */
+	int due = 0;
+	for (size_t i = 0; i < n; i++)
+		due += es[i].lead_posts + (es[i].led ? 0 : 1);
+	pthread_mutex_unlock(&b->mu);
+	for (; taken_posts < due; taken_posts++)
+		while (sem_wait(&wake) != 0)
+			;
+	sem_destroy(&wake);
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = es[i].rc;
+}
+
+int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err)
+{
+	int rc;
+	lr_batch_txns(b, 1, &t, r, err, &rc);
+	return rc;
 }

@@ -36,6 +36,15 @@ void lr_batch_free(lr_batch *b);
  * txn etcd refuses fails alone. Blocks; t is borrowed until it returns. */
 int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err);
 
+/* Txns one caller sends at once, at most this many. */
+#define LR_BATCH_OWN_MAX 2
+
+/* lr_batch_txn for n txns of one caller (n <= LR_BATCH_OWN_MAX), queued
+ * together so that they share a request when they may: rcs[i], rs[i] and
+ * errs[i] are the outcome of ts[i] alone. Blocks until all are done. */
+void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_result rs[],
+                   lr_err errs[], int rcs[]);
+
 /* Requests sent and txns carried so far. Any thread. */
 void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns);
 /* The most requests that were in flight at once so far. Any thread. */

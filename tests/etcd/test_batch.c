@@ -250,10 +250,70 @@ TEST(a_txn_etcd_refuses_fails_alone)
 
 static int setup(void) { return cluster_up(1, NULL); }
 
+/* Create-once of key k, and its outcome as sent. */
+static lr_txn *create_txn(const char *k, const char *v)
+{
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, k, v, strlen(v), 0);
+	return t;
+}
+
+/* Two txns of one caller (a task's end and the next task's claim) go in
+ * one request, each with its own outcome; two that write one key go in
+ * two, in order. */
+TEST(one_callers_two_txns_share_a_request_unless_they_write_one_key)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 2, 64);
+	const char *p = test_prefix("own");
+	char k1[256], k2[256];
+	snprintf(k1, sizeof(k1), "%sa", p);
+	snprintf(k2, sizeof(k2), "%sb", p);
+	lr_err e = {0};
+	CHECK_OK(lr_kv_put(c, k2, "old", 3, 0, NULL, NULL, &e), &e);
+	const lr_txn *ts[2] = { create_txn(k1, "1"), create_txn(k2, "2") };
+	lr_txn_result rs[2];
+	lr_err errs[2] = { { 0 }, { 0 } };
+	int rcs[2];
+	lr_batch_txns(b, 2, ts, rs, errs, rcs);
+	CHECK_OK(rcs[0], &errs[0]);
+	CHECK_OK(rcs[1], &errs[1]);
+	CHECK(rs[0].succeeded);
+	CHECK(!rs[1].succeeded); /* k2 existed */
+	uint64_t requests, txns;
+	lr_batch_counts(b, &requests, &txns);
+	CHECK_INT(requests, ==, 1);
+	CHECK_INT(txns, ==, 2);
+	for (int i = 0; i < 2; i++) {
+		lr_txn_result_free(&rs[i]);
+		lr_txn_free((lr_txn *)ts[i]);
+	}
+
+	/* Both create k3: the second in its own request, after the first. */
+	char k3[256];
+	snprintf(k3, sizeof(k3), "%sc", p);
+	const lr_txn *same[2] = { create_txn(k3, "first"), create_txn(k3, "second") };
+	lr_batch_txns(b, 2, same, rs, errs, rcs);
+	CHECK_OK(rcs[0], &errs[0]);
+	CHECK_OK(rcs[1], &errs[1]);
+	CHECK(rs[0].succeeded);
+	CHECK(!rs[1].succeeded);
+	lr_batch_counts(b, &requests, &txns);
+	CHECK_INT(requests, ==, 3);
+	for (int i = 0; i < 2; i++) {
+		lr_txn_result_free(&rs[i]);
+		lr_txn_free((lr_txn *)same[i]);
+	}
+	lr_batch_free(b);
+	lr_etcd_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
 	TEST_CASE(a_full_request_waiting_goes_beside_the_one_in_flight),
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
+	TEST_CASE(one_callers_two_txns_share_a_request_unless_they_write_one_key),
 );
 TEST_MAIN(setup, cluster_down)
