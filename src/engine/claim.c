@@ -105,9 +105,26 @@ static int holder_txn(const lr_claimant *who, const lr_txn *t, lr_txn_result *r,
                       lr_err *err)
 {
 	for (;;) {
-		int rc = who->batch != NULL
-		             ? lr_batch_txn(who->batch, t, r, err)
-		             : lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
+		int rc;
+		lr_rider *rd = who->rider;
+		if (rd != NULL && !rd->sent && who->batch != NULL) {
+			const lr_txn *ts[2] = { t, rd->t };
+			lr_txn_result rs[2];
+			lr_err errs[2] = { *err, rd->err };
+			int rcs[2];
+			lr_batch_txns(who->batch, 2, ts, rs, errs, rcs);
+			rd->sent = true;
+			rd->rc = rcs[1];
+			rd->r = rs[1];
+			rd->err = errs[1];
+			rc = rcs[0];
+			*r = rs[0];
+			*err = errs[0];
+		} else {
+			rc = who->batch != NULL
+			         ? lr_batch_txn(who->batch, t, r, err)
+			         : lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
+		}
 		if (rc == 0 || !lr_claim_transient(rc) || who->again == NULL ||
 		    !who->again(who->again_user, rc))
 			return rc;
@@ -684,22 +701,45 @@ int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_er
 	return 0;
 }
 
-int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
-              const char *error, json_t *state, lr_err *err)
+lr_txn *lr_finish_txn(const lr_claimant *who, const lr_claimed_task *h, lr_task_state st,
+                      const char *error, json_t *state, char **val, lr_err *err)
 {
 	const lr_task_keys *k = &h->keys;
-	char *val = done_value(st, h->attempt, error, state != NULL ? state : h->state);
-	if (val == NULL)
-		return lr_err_set(err, LR_ENOMEM, "finish %s: out of memory", h->id);
-	lr_txn *t = lr_txn_new();
+	*val = done_value(st, h->attempt, error, state != NULL ? state : h->state);
+	lr_txn *t = *val != NULL ? lr_txn_new() : NULL;
+	if (t == NULL) {
+		free(*val);
+		*val = NULL;
+		lr_err_set(err, LR_ENOMEM, "finish %s: out of memory", h->id);
+		return NULL;
+	}
 	fence_compares(t, k, who, h);
 	lr_txn_cmp(t, k->done, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
-	lr_txn_put(t, LR_THEN, k->done, val, strlen(val), 0);
+	lr_txn_put(t, LR_THEN, k->done, *val, strlen(*val), 0);
 	lr_txn_delete(t, LR_THEN, k->claim, 0);
 	lr_txn_delete(t, LR_THEN, k->cancel, 0);
 	lr_txn_delete(t, LR_THEN, k->wants, 0);
 	lr_txn_get(t, LR_ELSE, k->done, 0);
 	release_locks(who, h, t);
+	return t;
+}
+
+int lr_finish_outcome(lr_claimed_task *h, const lr_txn_result *r, const char *val,
+                      lr_err *err)
+{
+	/* Failed compares with our record in place: an earlier try applied. */
+	if (!r->succeeded && !same_bytes(op_kv(r, 0), val))
+		return claim_gone(h, err);
+	return 0;
+}
+
+int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
+              const char *error, json_t *state, lr_err *err)
+{
+	char *val;
+	lr_txn *t = lr_finish_txn(who, h, st, error, state, &val, err);
+	if (t == NULL)
+		return LR_ENOMEM; /* the only way it fails */
 	lr_txn_result r;
 	int rc = holder_txn(who, t, &r, err);
 	lr_txn_free(t);
@@ -707,8 +747,7 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
 		free(val);
 		return lr_err_wrap(err, rc, "finish %s", h->id);
 	}
-	if (!r.succeeded && !same_bytes(op_kv(&r, 0), val))
-		rc = claim_gone(h, err);
+	rc = lr_finish_outcome(h, &r, val, err);
 	lr_txn_result_free(&r);
 	free(val);
 	return rc;

@@ -11,7 +11,19 @@
 
 #include "client/client.h"
 #include "client/lock_keys.h"
+#include "etcd/kv.h"
 #include "records/lockset.h"
+
+/* A txn that rides with the first txn a claimant sends through its batch,
+ * in the same request when they fit (the end of the task a worker ran
+ * before, with the claim of its next): sent once; its outcome is its own. */
+typedef struct lr_rider {
+	const lr_txn *t;
+	bool sent;            /* rc, r and err are its outcome */
+	int rc;
+	lr_txn_result r;
+	lr_err err;
+} lr_rider;
 
 /* Who writes: the runner's name and its current lease. */
 typedef struct lr_claimant {
@@ -30,6 +42,8 @@ typedef struct lr_claimant {
 	/* The runner's group commit (batch.h): its txns may share a request
 	 * with other workers'. NULL: each txn is a request of its own. */
 	struct lr_batch *batch;
+	/* Sent with the first txn through the batch; NULL: none. */
+	lr_rider *rider;
 } lr_claimant;
 
 /* Whether a failed write's outcome is open and a retry may settle it. */
@@ -140,6 +154,14 @@ int lr_bump_attempt(const lr_claimant *who, lr_claimed_task *h, lr_err *err);
  * request deleted, in one fenced txn. */
 int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err);
+
+/* lr_finish in two halves, for a txn sent by someone else (a rider): the
+ * txn, with the done record it puts in *val (the caller frees both), and
+ * what its outcome means (0, LR_ELEASE: the claim is gone). */
+lr_txn *lr_finish_txn(const lr_claimant *who, const lr_claimed_task *h, lr_task_state st,
+                      const char *error, json_t *state, char **val, lr_err *err);
+int lr_finish_outcome(lr_claimed_task *h, const lr_txn_result *r, const char *val,
+                      lr_err *err);
 
 /* Graceful release: claim deleted; give_back returns one attempt to the
  * count (a start that did not happen, or was interrupted by the

@@ -74,18 +74,33 @@ size_t lr_jobq_waiting(lr_jobq *q)
 	return n;
 }
 
+/* Hand the oldest job to slot. q->mu held; a job waits. */
+static void take_first(lr_jobq *q, int slot, struct lr_job *out)
+{
+	*out = q->ready[0];
+	q->n_ready--;
+	memmove(q->ready, q->ready + 1, q->n_ready * sizeof(*q->ready));
+	snprintf(q->running[slot], LR_ID_SIZE, "%s", out->id);
+}
+
 bool lr_jobq_take(lr_jobq *q, int slot, struct lr_job *out)
 {
 	pthread_mutex_lock(&q->mu);
 	while (q->n_ready == 0 && !q->closed)
 		pthread_cond_wait(&q->cond, &q->mu);
 	bool got = !q->closed;
-	if (got) {
-		*out = q->ready[0];
-		q->n_ready--;
-		memmove(q->ready, q->ready + 1, q->n_ready * sizeof(*q->ready));
-		snprintf(q->running[slot], LR_ID_SIZE, "%s", out->id);
-	}
+	if (got)
+		take_first(q, slot, out);
+	pthread_mutex_unlock(&q->mu);
+	return got;
+}
+
+bool lr_jobq_try_take(lr_jobq *q, int slot, struct lr_job *out)
+{
+	pthread_mutex_lock(&q->mu);
+	bool got = q->n_ready > 0 && !q->closed;
+	if (got)
+		take_first(q, slot, out);
 	pthread_mutex_unlock(&q->mu);
 	return got;
 }

@@ -67,6 +67,8 @@ bool lr_jobq_lowest_priority(lr_jobq *q, int *lowest);
 /* Wait for a job for the worker in `slot`; the slot then runs it until
  * lr_jobq_finish. False once the queue is closed (no job taken). */
 bool lr_jobq_take(lr_jobq *q, int slot, struct lr_job *out);
+/* lr_jobq_take without waiting: false also when no job waits. */
+bool lr_jobq_try_take(lr_jobq *q, int slot, struct lr_job *out);
 /* The worker in slot is done with its task. */
 void lr_jobq_finish(lr_jobq *q, int slot);
 
