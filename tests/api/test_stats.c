@@ -11,6 +11,9 @@
 
 #include "base/clock.h"
 #include "base/stats.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "records/record.h"
 #include "etcd_harness.h"
 #include "hosted.h"
 #include "leaserun.h"
@@ -98,6 +101,72 @@ TEST(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions)
 	check_latency(&st.claim, 5);
 	check_latency(&st.commit, 10);
 	check_latency(&st.completion, 5);
+	lr_runner_free(h.r);
+	lr_client_close(c);
+}
+
+/* The revision of key kind+id: its checkpoint's fence (the claim's
+ * revision) or its mod revision; 0 when missing. */
+static int64_t rev_of(lr_client *c, const char *kind, const char *id, bool fence)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, kind, id, key);
+	lr_range_result r;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
+	int64_t rev = 0;
+	if (r.n == 1 && !fence) {
+		rev = r.kvs[0].mod_rev;
+	} else if (r.n == 1) {
+		lr_checkpoint_rec ck;
+		CHECK_OK(lr_checkpoint_decode(r.kvs[0].value, r.kvs[0].value_len, &ck, &err), &err);
+		rev = ck.fence;
+		lr_checkpoint_rec_clear(&ck);
+	}
+	lr_range_result_free(&r);
+	return rev;
+}
+
+/* One worker and a queue of tasks: each task's end goes in the revision
+ * of the next task's claim (one request, one wait), yet each is its own
+ * txn: every task succeeds, and writes are still one per step and claim. */
+TEST(a_task_s_end_rides_with_the_claim_of_the_next_one)
+{
+	enum { N = 6 };
+	lr_client *c = hosted_client("/stats-ride/");
+	for (int i = 0; i < N; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "ride%d", i);
+		submit_steps(c, id, 2, "work");
+	}
+	struct hosted h;
+	hosted_new(&h, c, "rider", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, noop, NULL), &err);
+	hosted_start(&h);
+	int64_t claimed[N], ended[N];
+	for (int i = 0; i < N; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "ride%d", i);
+		CHECK_INT(hosted_wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+	}
+	hosted_stop(&h);
+	for (int i = 0; i < N; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "ride%d", i);
+		claimed[i] = rev_of(c, LR_K_CHECKPOINTS, id, true);
+		ended[i] = rev_of(c, LR_K_DONE, id, false);
+		CHECK(claimed[i] > 0 && ended[i] > claimed[i]);
+	}
+	int rides = 0;
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++)
+			rides += i != j && claimed[i] == ended[j];
+	printf("# %d of %d claims shared their revision with the end before\n", rides, N - 1);
+	CHECK_INT(rides, >=, 2); /* 4 of 5 here; 0 when ends go alone */
+	lr_runner_stats st;
+	lr_runner_get_stats(h.r, &st);
+	CHECK_INT(st.claims_won, ==, N);
+	CHECK_INT(st.steps_committed, ==, N);
+	CHECK_INT(st.tasks_succeeded, ==, N);
 	lr_runner_free(h.r);
 	lr_client_close(c);
 }
@@ -287,6 +356,7 @@ TEST(histogram_quantiles_are_within_7_percent_and_max_and_mean_are_exact)
 
 TEST_LIST(
 	TEST_CASE(five_tasks_of_three_steps_count_five_claims_ten_commits_five_completions),
+	TEST_CASE(a_task_s_end_rides_with_the_claim_of_the_next_one),
 	TEST_CASE(failed_attempts_and_failed_tasks_are_counted_apart_from_successes),
 	TEST_CASE(the_sum_over_two_runners_adds_their_counters_and_merges_their_latencies),
 	TEST_CASE(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes),
