@@ -9,6 +9,9 @@
  * (view.c). `attempt` counts starts of the step and nothing else: every
  * release gives back a start that was counted but did not happen.
  *
+ * When the next job already waits, a task's end is put off and sent with
+ * that job's claim (struct deferred): one request and one wait for both.
+ *
  * Runs on its own thread; takes jobs from the job queue, talks to the loop
  * only through the inbox, and counts what it does in the runner's
  * statistics (atomics). */
