@@ -97,6 +97,25 @@ bool lr_claim_transient(int code)
 	return code == LR_EUNAVAILABLE || code == LR_ETIMEDOUT || code == LR_EAMBIGUOUS;
 }
 
+/* t and the rider together through the batch (lr_batch_txns); the
+ * rider keeps its own outcome. Returns t's. */
+static int send_with_rider(const lr_claimant *who, lr_rider *rd, const lr_txn *t,
+                           lr_txn_result *r, lr_err *err)
+{
+	const lr_txn *ts[2] = { t, rd->t };
+	lr_txn_result rs[2];
+	lr_err errs[2] = { *err, rd->err };
+	int rcs[2];
+	lr_batch_txns(who->batch, 2, ts, rs, errs, rcs);
+	rd->sent = true;
+	rd->rc = rcs[1];
+	rd->r = rs[1];
+	rd->err = errs[1];
+	*r = rs[0];
+	*err = errs[0];
+	return rcs[0];
+}
+
 /* Send t; while its outcome is open, ask who->again whether to send the
  * same txn once more. Every txn sent here is built so that a second try
  * tells whether the first applied (its compares, and its failure branch
@@ -106,25 +125,12 @@ static int holder_txn(const lr_claimant *who, const lr_txn *t, lr_txn_result *r,
 {
 	for (;;) {
 		int rc;
-		lr_rider *rd = who->rider;
-		if (rd != NULL && !rd->sent && who->batch != NULL) {
-			const lr_txn *ts[2] = { t, rd->t };
-			lr_txn_result rs[2];
-			lr_err errs[2] = { *err, rd->err };
-			int rcs[2];
-			lr_batch_txns(who->batch, 2, ts, rs, errs, rcs);
-			rd->sent = true;
-			rd->rc = rcs[1];
-			rd->r = rs[1];
-			rd->err = errs[1];
-			rc = rcs[0];
-			*r = rs[0];
-			*err = errs[0];
-		} else {
-			rc = who->batch != NULL
-			         ? lr_batch_txn(who->batch, t, r, err)
-			         : lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
-		}
+		if (who->rider != NULL && !who->rider->sent && who->batch != NULL)
+			rc = send_with_rider(who, who->rider, t, r, err);
+		else if (who->batch != NULL)
+			rc = lr_batch_txn(who->batch, t, r, err);
+		else
+			rc = lr_etcd_txn(lr_client_etcd(who->client), t, LR_CALL_RETRY, r, err);
 		if (rc == 0 || !lr_claim_transient(rc) || who->again == NULL ||
 		    !who->again(who->again_user, rc))
 			return rc;

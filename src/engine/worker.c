@@ -49,6 +49,9 @@ struct deferred {
 	char *error;
 	json_t *state;
 	int64_t t0;
+	lr_rider rider;          /* the end's txn, once it rides (ride) */
+	lr_txn *txn;
+	char *val;               /* the done record it puts */
 };
 
 /* Count what a report says in the runner's statistics. */
@@ -153,7 +156,7 @@ static bool write_again(void *user, int code)
 
 /* The task's end was written (rc 0) or not, after its retries: report
  * and log. */
-static void ended(struct hold *h, lr_task_state st, const char *error, int rc,
+static void report_end(struct hold *h, lr_task_state st, const char *error, int rc,
                   const lr_err *e, int64_t t0)
 {
 	lr_claimed_task *t = &h->t;
@@ -197,7 +200,7 @@ static void finish(struct hold *h, lr_task_state st, const char *error, json_t *
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
 	int rc = lr_finish(&h->who, &h->t, st, error, state, &e);
-	ended(h, st, error, rc, &e, t0);
+	report_end(h, st, error, rc, &e, t0);
 }
 
 /* The hold of a task whose end was put off moves into d, with its job. */
@@ -211,20 +214,38 @@ static void keep_deferred(struct deferred *d, struct hold *h, struct lr_job *job
 	d->h.defer = NULL;
 }
 
-/* Write the end put off: its outcome from the ride (rd), or, when it did
- * not ride or its request failed, sent alone as finish would. */
-static void settle(struct deferred *d, lr_rider *rd, const char *val)
+/* The rider for the next claim: the end put off, as a txn; NULL when
+ * nothing is put off (or no memory to build it: then it goes alone). */
+static lr_rider *ride(struct deferred *d)
+{
+	if (!d->pending)
+		return NULL;
+	lr_err e = {0}; /* out of memory: lr_finish in settle says it again */
+	d->txn = lr_finish_txn(&d->h.who, &d->h.t, d->st, d->error, d->state, &d->val, &e);
+	if (d->txn == NULL)
+		return NULL;
+	d->rider = (lr_rider){ .t = d->txn };
+	return &d->rider;
+}
+
+/* Write the end put off: its outcome from the ride, or, when it did not
+ * ride or its request failed, sent alone as finish would. */
+static void settle(struct deferred *d)
 {
 	if (!d->pending)
 		return;
 	struct hold *h = &d->h;
 	lr_err e = {0};
 	int rc;
-	if (rd != NULL && rd->sent && rd->rc == 0)
-		rc = lr_finish_outcome(&h->t, &rd->r, val, &e);
+	if (d->rider.sent && d->rider.rc == 0)
+		rc = lr_finish_outcome(&h->t, &d->rider.r, d->val, &e);
 	else
 		rc = lr_finish(&h->who, &h->t, d->st, d->error, d->state, &e);
-	ended(h, d->st, d->error, rc, &e, d->t0);
+	report_end(h, d->st, d->error, rc, &e, d->t0);
+	if (d->rider.sent)
+		lr_txn_result_free(&d->rider.r);
+	lr_txn_free(d->txn);
+	free(d->val);
 	lr_claimed_task_clear(&h->t);
 	lr_job_clear(&d->job);
 	free(d->error);
@@ -474,25 +495,12 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	if (job->n_prefetch > 0 && job->spec == NULL)
 		prefetch(w, job);
 	/* The end of the task before, put off, rides with this claim. */
-	lr_rider rider = {0};
-	char *rider_val = NULL;
-	lr_txn *rider_txn = NULL;
-	if (d->pending) {
-		lr_err re = {0};
-		rider_txn = lr_finish_txn(&d->h.who, &d->h.t, d->st, d->error, d->state, &rider_val,
-		                          &re);
-		rider.t = rider_txn;
-		h.who.rider = rider_txn != NULL ? &rider : NULL;
-	}
+	h.who.rider = ride(d);
 	int rc = lr_claim(&h.who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
 	                  job->n_slots > 0 ? job->slots : NULL, job->n_slots, &h.t, &oc, &ended,
 	                  ended_error, sizeof(ended_error), &e);
 	h.who.rider = NULL;
-	settle(d, &rider, rider_val);
-	if (rider.sent)
-		lr_txn_result_free(&rider.r);
-	lr_txn_free(rider_txn);
-	free(rider_val);
+	settle(d);
 	if (rc != 0) {
 		/* The loop learns from the watch whether the claim applied;
 		 * if it did, the task is taken up again. */
@@ -574,7 +582,7 @@ static void *worker_main(void *arg)
 		 * there to take, or alone before this worker waits for one. */
 		if (d.pending && lr_jobq_try_take(&r->jobs, w->slot, &job))
 			continue;
-		settle(&d, NULL, NULL);
+		settle(&d);
 		have = lr_jobq_take(&r->jobs, w->slot, &job);
 	}
 	return NULL;
