@@ -34,6 +34,17 @@ static void submit_steps(lr_client *c, const char *id, int steps, const char *st
 	hosted_submit(c, spec);
 }
 
+/* Tasks <stem>0 .. <stem>n-1, of `steps` steps each. */
+static void submit_queue(lr_client *c, const char *stem, int n, int steps,
+                         const char *step_name)
+{
+	for (int i = 0; i < n; i++) {
+		char id[32];
+		snprintf(id, sizeof(id), "%s%d", stem, i);
+		submit_steps(c, id, steps, step_name);
+	}
+}
+
 static lr_step_result noop(lr_step *s, void *user)
 {
 	return LR_STEP_OK;
@@ -133,11 +144,7 @@ TEST(a_task_s_end_rides_with_the_claim_of_the_next_one)
 {
 	enum { N = 6 };
 	lr_client *c = hosted_client("/stats-ride/");
-	for (int i = 0; i < N; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "ride%d", i);
-		submit_steps(c, id, 2, "work");
-	}
+	submit_queue(c, "ride", N, 2, "work");
 	struct hosted h;
 	hosted_new(&h, c, "rider", 1);
 	CHECK_OK(lr_runner_handle(h.r, NULL, noop, NULL), &err);
@@ -281,11 +288,7 @@ TEST(a_queue_read_at_start_is_claimed_once_per_task_and_a_released_task_resumes)
 	lr_runner_free(a.r);
 	/* Tasks queued while no runner runs: the next one reads them at start
 	 * (keys only), then claims them. */
-	for (int i = 0; i < 40; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "q%d", i);
-		submit_steps(c, id, 2, "s");
-	}
+	submit_queue(c, "q", 40, 2, "s");
 	struct hosted b;
 	hosted_new(&b, c, "second", 4);
 	CHECK_OK(lr_runner_handle(b.r, NULL, queued_step, NULL), &err);
