@@ -4,8 +4,8 @@
  * No timers: a txn that finds no request in flight goes at once, with
  * whatever else is queued; otherwise it waits, and the next request
  * carries everything that queued while the earlier one was in flight. A
- * further request (up to max_in_flight) starts only when a full one
- * (max_txns) waits. Each txn keeps its own compares and result (nested txns,
+ * further request (up to max_in_flight) starts only when at least half a
+ * full one (max_txns / 2) waits. Each txn keeps its own compares and result (nested txns,
  * lr_etcd_txn_many), and lr_txn_group keeps out of one request any two
  * txns whose keys would make one's outcome depend on the other's.
  *

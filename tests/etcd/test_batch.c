@@ -103,7 +103,7 @@ static void share(const char *name, size_t max_txns, int peak_in_flight)
 	       (unsigned long long)requests);
 	CHECK(requests < txns); /* 16 threads at once: some went together */
 	CHECK_INT(requests * max_txns, >=, txns);
-	/* A second request only beside a full one waiting. */
+	/* A second request only beside half a full one waiting. */
 	CHECK_INT(lr_batch_peak_in_flight(b), ==, peak_in_flight);
 	lr_batch_free(b);
 	lr_etcd_close(c);
@@ -111,7 +111,15 @@ static void share(const char *name, size_t max_txns, int peak_in_flight)
 
 TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
 {
-	share("share", 64, 1); /* 16 callers never fill 64 */
+	share("share", 64, 1); /* 16 callers never fill half of 64 */
+}
+
+/* 16 callers and room for 16 txns per request: while one request is out,
+ * the 15 or fewer others wait, which is half a request's worth or more
+ * at first, so a second request goes beside the first. */
+TEST(half_a_request_waiting_goes_beside_the_one_in_flight)
+{
+	share("half", 16, 2);
 }
 
 /* 16 callers and room for 4 txns per request: full requests wait, so a
@@ -311,6 +319,7 @@ TEST(one_callers_two_txns_share_a_request_unless_they_write_one_key)
 
 TEST_LIST(
 	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
+	TEST_CASE(half_a_request_waiting_goes_beside_the_one_in_flight),
 	TEST_CASE(a_full_request_waiting_goes_beside_the_one_in_flight),
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
