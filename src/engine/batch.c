@@ -42,6 +42,7 @@ struct lead {
 struct lr_batch {
 	lr_etcd *c;
 	size_t max_txns;
+	size_t second_at;          /* waiting txns that let a further request go */
 	int max_in_flight;
 	pthread_mutex_t mu;
 	struct entry *head, *tail; /* waiting, not taken */
@@ -53,13 +54,14 @@ struct lr_batch {
 	atomic_uint_fast64_t requests, txns;
 };
 
-lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns)
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t second_at)
 {
 	lr_batch *b = calloc(1, sizeof(*b));
 	if (b == NULL)
 		return NULL;
 	b->c = c;
 	b->max_txns = max_txns;
+	b->second_at = second_at < 1 ? 1 : second_at > max_txns ? max_txns : second_at;
 	b->max_in_flight = max_in_flight;
 	b->leads = calloc((size_t)max_in_flight, sizeof(*b->leads));
 	if (b->leads == NULL || pthread_mutex_init(&b->mu, NULL) != 0) {
@@ -175,16 +177,16 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 	}
 }
 
-/* Whether a request may start now: none is in flight, or at least half a
- * full one waits and there is room for it. A second request that carried
- * only what arrived since the first would double the calls (their CPU is
- * most of a runner's, and each costs etcd a copy of its write buffer) and
- * shorten no wait; one that carries half a request's worth lets etcd
- * persist it while it applies the first. Under the mutex. */
+/* Whether a request may start now: none is in flight, or second_at txns
+ * wait and there is room for another. A second request that carried only
+ * what arrived since the first would double the calls (their CPU is most
+ * of a runner's) and shorten no wait; one that carries half the callers
+ * lets etcd log it while it applies the first, and those callers need not
+ * wait for the first to come back. Under the mutex. */
 static bool may_send(const lr_batch *b)
 {
 	return b->in_flight == 0 ||
-	       (b->in_flight < b->max_in_flight && b->queued >= (b->max_txns + 1) / 2);
+	       (b->in_flight < b->max_in_flight && b->queued >= b->second_at);
 }
 
 /* Let the queue's head lead the next request, if one may start. Under the

@@ -4,8 +4,8 @@
  * No timers: a txn that finds no request in flight goes at once, with
  * whatever else is queued; otherwise it waits, and the next request
  * carries everything that queued while the earlier one was in flight. A
- * further request (up to max_in_flight) starts only when at least half a
- * full one (max_txns / 2) waits. Each txn keeps its own compares and result (nested txns,
+ * further request (up to max_in_flight) starts only when second_at txns
+ * wait (the runner: half its workers). Each txn keeps its own compares and result (nested txns,
  * lr_etcd_txn_many), and lr_txn_group keeps out of one request any two
  * txns whose keys would make one's outcome depend on the other's.
  *
@@ -23,9 +23,10 @@
 typedef struct lr_batch lr_batch;
 
 /* A queue sending on c (borrowed; outlives the batch) with at most
- * max_in_flight requests in flight and max_txns txns in each. NULL when
- * out of memory. */
-lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns);
+ * max_in_flight requests in flight and max_txns txns in each, a further
+ * one starting when second_at (1 to max_txns) txns wait. NULL when out of
+ * memory. */
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t second_at);
 /* No call may be in lr_batch_txn any more. */
 void lr_batch_free(lr_batch *b);
 

@@ -49,9 +49,14 @@
  * hear of it. */
 #define LR_READY_AHEAD(concurrency) (1 + (concurrency) / 8)
 
-/* Group commit (batch.h): requests in flight at once, txns in each. */
+/* Group commit (batch.h): requests in flight at once, txns in each, and
+ * the txns waiting that let a second request go beside the first: half
+ * the workers (of at most a full request), so that the workers split into
+ * at most two requests, neither of them nearly empty. */
 #define LR_BATCH_IN_FLIGHT 2
 #define LR_BATCH_TXNS 64
+#define LR_BATCH_SECOND_AT(concurrency) \
+	(((concurrency) < LR_BATCH_TXNS ? (size_t)(concurrency) + 1 : LR_BATCH_TXNS) / 2)
 
 struct lr_worker {
 	lr_runner *r;

@@ -594,7 +594,8 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 {
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	r->workers = calloc((size_t)r->concurrency, sizeof(*r->workers));
-	r->batch = lr_batch_new(lr_client_etcd(r->client), LR_BATCH_IN_FLIGHT, LR_BATCH_TXNS);
+	r->batch = lr_batch_new(lr_client_etcd(r->client), LR_BATCH_IN_FLIGHT, LR_BATCH_TXNS,
+	                        LR_BATCH_SECOND_AT(r->concurrency));
 	if (r->workers == NULL || r->batch == NULL ||
 	    lr_jobq_init(&r->jobs, (size_t)cap, r->concurrency) != 0) {
 		free(r->workers);

@@ -73,10 +73,10 @@ static void race(struct racer *x, void *(*fn)(void *))
 /* THREADS x EACH create-once txns through a batch of at most max_txns
  * txns per request: each keeps its own outcome, and requests are shared
  * but never over the cap. */
-static void share(const char *name, size_t max_txns, int peak_in_flight)
+static void share(const char *name, size_t max_txns, size_t second_at, int peak_in_flight)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, max_txns);
+	lr_batch *b = lr_batch_new(c, 2, max_txns, second_at);
 	const char *p = test_prefix(name);
 	lr_err e = {0};
 	for (int t = 0; t < THREADS; t++)
@@ -103,7 +103,7 @@ static void share(const char *name, size_t max_txns, int peak_in_flight)
 	       (unsigned long long)requests);
 	CHECK(requests < txns); /* 16 threads at once: some went together */
 	CHECK_INT(requests * max_txns, >=, txns);
-	/* A second request only beside half a full one waiting. */
+	/* A second request only beside second_at txns waiting. */
 	CHECK_INT(lr_batch_peak_in_flight(b), ==, peak_in_flight);
 	lr_batch_free(b);
 	lr_etcd_close(c);
@@ -111,15 +111,15 @@ static void share(const char *name, size_t max_txns, int peak_in_flight)
 
 TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
 {
-	share("share", 64, 1); /* 16 callers never fill half of 64 */
+	share("share", 64, 32, 1); /* 16 callers are never 32 waiting */
 }
 
-/* 16 callers and room for 16 txns per request: while one request is out,
- * the 15 or fewer others wait, which is half a request's worth or more
- * at first, so a second request goes beside the first. */
-TEST(half_a_request_waiting_goes_beside_the_one_in_flight)
+/* 16 callers, and a second request when 8 wait (what a runner of
+ * concurrency 16 sets): while the first request is out, the others wait,
+ * 8 or more of them at first, so a second request goes beside it. */
+TEST(half_the_callers_waiting_go_beside_the_request_in_flight)
 {
-	share("half", 16, 2);
+	share("half", 64, 8, 2);
 }
 
 /* 16 callers and room for 4 txns per request: full requests wait, so a
@@ -127,7 +127,7 @@ TEST(half_a_request_waiting_goes_beside_the_one_in_flight)
  * go in the next. */
 TEST(a_full_request_waiting_goes_beside_the_one_in_flight)
 {
-	share("full", 4, 2);
+	share("full", 4, 4, 2);
 }
 
 /* Each thread tries to take "the lock": no key under L/ may exist, then it
@@ -181,7 +181,7 @@ static void *take_lock(void *arg)
 TEST(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, 64);
+	lr_batch *b = lr_batch_new(c, 2, 64, 32);
 	const char *p = test_prefix("lock");
 	struct racer x[THREADS], f[2];
 	pthread_t fillers[2];
@@ -240,7 +240,7 @@ static void *bad_or_good(void *arg)
 TEST(a_txn_etcd_refuses_fails_alone)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 1, 64);
+	lr_batch *b = lr_batch_new(c, 1, 64, 32);
 	struct racer x[THREADS];
 	for (int i = 0; i < THREADS; i++)
 		x[i] = (struct racer){ .c = c, .b = b, .prefix = test_prefix("bad"), .index = i };
@@ -273,7 +273,7 @@ static lr_txn *create_txn(const char *k, const char *v)
 TEST(one_callers_two_txns_share_a_request_unless_they_write_one_key)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, 64);
+	lr_batch *b = lr_batch_new(c, 2, 64, 32);
 	const char *p = test_prefix("own");
 	char k1[256], k2[256];
 	snprintf(k1, sizeof(k1), "%sa", p);
@@ -319,7 +319,7 @@ TEST(one_callers_two_txns_share_a_request_unless_they_write_one_key)
 
 TEST_LIST(
 	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
-	TEST_CASE(half_a_request_waiting_goes_beside_the_one_in_flight),
+	TEST_CASE(half_the_callers_waiting_go_beside_the_request_in_flight),
 	TEST_CASE(a_full_request_waiting_goes_beside_the_one_in_flight),
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
