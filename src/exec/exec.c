@@ -293,6 +293,19 @@ static int poll_timeout(const struct child *c, int64_t now)
 	return wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 }
 
+/* The guard stops the step on the deadline by its own clock: a shell it
+ * killed can be reaped before advance() saw the time come. Killed by a
+ * signal once the guard's time had come, the step was stopped for the
+ * deadline, not killed by someone else. */
+static void guard_acted(struct child *c, int64_t now)
+{
+	int64_t term_at = guard_term_at(c);
+	if (c->stop == STOP_NONE && WIFSIGNALED(c->wstatus) && term_at > 0 && now >= term_at) {
+		c->stop = STOP_DEADLINE;
+		c->term_ms = now;
+	}
+}
+
 /* What the guard says: the shell's wait status, then end of file once no
  * process of the step is left. */
 static void read_status(struct child *c)
@@ -316,6 +329,8 @@ static void read_status(struct child *c)
 		if (c->status_len < sizeof(int)) {
 			c->status_len += (size_t)r;
 			c->exited = c->status_len == sizeof(int);
+			if (c->exited)
+				guard_acted(c, lr_mono_ms());
 		}
 	}
 }
