@@ -5,9 +5,10 @@
  * whatever else is queued; otherwise it waits, and the next request
  * carries everything that queued while the earlier one was in flight. A
  * further request (up to max_in_flight) starts only when second_at txns
- * wait (the runner: half its workers). Each txn keeps its own compares and result (nested txns,
- * lr_etcd_txn_many), and lr_txn_group keeps out of one request any two
- * txns whose keys would make one's outcome depend on the other's.
+ * wait (the runner: half its workers). Each txn keeps its own compares
+ * and result (nested txns, lr_etcd_txn_many), and lr_txn_group keeps out
+ * of one request any two txns whose keys would make one's outcome depend
+ * on the other's.
  *
  * Threads: any thread may call lr_batch_txn, which blocks; the callers
  * themselves send the requests (one leads each), so no thread of its own.
