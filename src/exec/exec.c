@@ -238,8 +238,19 @@ static int64_t guard_term_at(const struct child *c)
 	return term_at;
 }
 
-/* Act on the clock: a timeout, or the guard about to act on the deadline
- * (noted for the step's outcome; the guard needs no word). */
+/* The guard's time to stop the step has come, by the deadline it knows:
+ * the step is stopped for the deadline (noted for its outcome; the guard
+ * needs no word). */
+static void deadline_came(struct child *c, int64_t now)
+{
+	int64_t term_at = guard_term_at(c);
+	if (term_at > 0 && now >= term_at) {
+		c->stop = STOP_DEADLINE;
+		c->term_ms = now;
+	}
+}
+
+/* Act on the clock: a timeout, or the guard about to act on the deadline. */
 static void advance(struct child *c, int64_t now)
 {
 	if (c->all_gone && c->drain_until == 0)
@@ -254,11 +265,7 @@ static void advance(struct child *c, int64_t now)
 	int64_t term_at = guard_term_at(c);
 	if (term_at > 0 && now >= term_at - FORWARD_MS) {
 		pass_deadline(c, now); /* a renewal not signalled on deadline_fd */
-		term_at = guard_term_at(c);
-		if (now >= term_at) {
-			c->stop = STOP_DEADLINE;
-			c->term_ms = now;
-		}
+		deadline_came(c, now);
 	}
 }
 
@@ -293,19 +300,6 @@ static int poll_timeout(const struct child *c, int64_t now)
 	return wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 }
 
-/* The guard stops the step on the deadline by its own clock: a shell it
- * killed can be reaped before advance() saw the time come. Killed by a
- * signal once the guard's time had come, the step was stopped for the
- * deadline, not killed by someone else. */
-static void guard_acted(struct child *c, int64_t now)
-{
-	int64_t term_at = guard_term_at(c);
-	if (c->stop == STOP_NONE && WIFSIGNALED(c->wstatus) && term_at > 0 && now >= term_at) {
-		c->stop = STOP_DEADLINE;
-		c->term_ms = now;
-	}
-}
-
 /* What the guard says: the shell's wait status, then end of file once no
  * process of the step is left. */
 static void read_status(struct child *c)
@@ -329,8 +323,11 @@ static void read_status(struct child *c)
 		if (c->status_len < sizeof(int)) {
 			c->status_len += (size_t)r;
 			c->exited = c->status_len == sizeof(int);
-			if (c->exited)
-				guard_acted(c, lr_mono_ms());
+			/* The guard stops the step by its own clock: a
+			 * shell it killed can be reaped before advance()
+			 * saw the time come. */
+			if (c->exited && c->stop == STOP_NONE && WIFSIGNALED(c->wstatus))
+				deadline_came(c, lr_mono_ms());
 		}
 	}
 }
