@@ -19,6 +19,11 @@
 
 static lr_err err;
 
+/* How long a runner may take to register. After a test's member kills the
+ * cluster may still be electing a leader, and a sanitizer build starts
+ * slowly, so this is generous: it only bounds a failure. */
+#define REGISTER_WAIT_MS 30000
+
 void fleet_init(fleet *f, const char *endpoints, const char *name)
 {
 	memset(f, 0, sizeof(*f));
@@ -98,15 +103,31 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	return pid;
 }
 
-/* Wait until runner i is registered; fails the test when it exits first
- * or takes longer than timeout_ms. */
+/* Copy the last lines of runner i's log to stderr: the scratch directory
+ * may be gone by the time anyone reads the failure. */
+static void show_log_tail(fleet *f, int i)
+{
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "tail -n 30 '%s/%s.log' >&2", f->dir, f->names[i]);
+	fprintf(stderr, "  --- last lines of %s's log ---\n", f->names[i]);
+	fflush(stderr);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  (no log)\n");
+}
+
+/* Wait until runner i is registered; fails the test, with the end of its
+ * log, when it exits first or takes longer than timeout_ms. */
 static void wait_registered(fleet *f, int i, int timeout_ms)
 {
 	int64_t end = lr_mono_ms() + timeout_ms;
 	while (!registered(f, f->names[i])) {
-		if (lr_mono_ms() > end || waitpid(f->pids[i], NULL, WNOHANG) == f->pids[i])
-			TEST_FAIL("runner %s did not register (see %s/%s.log)", f->names[i],
-			          f->dir, f->names[i]);
+		bool exited = waitpid(f->pids[i], NULL, WNOHANG) == f->pids[i];
+		if (exited || lr_mono_ms() > end) {
+			show_log_tail(f, i);
+			TEST_FAIL("runner %s %s", f->names[i],
+			          exited ? "exited before it registered"
+			                 : "did not register in time");
+		}
 		lr_sleep_ms(20);
 	}
 }
@@ -115,7 +136,7 @@ pid_t fleet_start(fleet *f, int i, const char *const *extra)
 {
 	snprintf(f->names[i], sizeof(f->names[i]), "r%d", i);
 	pid_t pid = spawn_runner(f, i, f->endpoints, extra);
-	wait_registered(f, i, 10000);
+	wait_registered(f, i, REGISTER_WAIT_MS);
 	return pid;
 }
 
@@ -262,7 +283,7 @@ pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints
                         const char *const *extra)
 {
 	pid_t pid = fleet_spawn(f, i, name, endpoints, extra);
-	wait_registered(f, i, 10000);
+	wait_registered(f, i, REGISTER_WAIT_MS);
 	return pid;
 }
 

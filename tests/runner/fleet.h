@@ -31,7 +31,7 @@ pid_t fleet_start(fleet *f, int i, const char *const *extra);
 pid_t fleet_spawn(fleet *f, int i, const char *name, const char *endpoints,
                   const char *const *extra);
 /* fleet_spawn, then wait until it is registered (fails the test when it
- * exits first or takes over 10 s). */
+ * exits first or takes over 30 s). */
 pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints,
                         const char *const *extra);
 /* True when a live runner named name is registered under runners/. */
