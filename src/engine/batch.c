@@ -7,6 +7,7 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,9 @@ struct lr_batch {
 	int peak_in_flight;        /* the most in flight at once so far */
 	struct lead *leads;        /* max_in_flight of them */
 	struct lead *free_leads;
+	size_t max_ops, max_bytes; /* what a request may use (lr_batch_limits) */
+	lr_batch_note_fn note;     /* told when they shrink */
+	void *note_user;
 	atomic_uint_fast64_t requests, txns;
 };
 
@@ -63,6 +67,8 @@ lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t se
 	b->max_txns = max_txns;
 	b->second_at = second_at < 1 ? 1 : second_at > max_txns ? max_txns : second_at;
 	b->max_in_flight = max_in_flight;
+	b->max_ops = LR_TXN_MAX_OPS;
+	b->max_bytes = LR_TXN_GROUP_MAX_BYTES;
 	b->leads = calloc((size_t)max_in_flight, sizeof(*b->leads));
 	if (b->leads == NULL || pthread_mutex_init(&b->mu, NULL) != 0) {
 		free(b->leads);
@@ -107,6 +113,20 @@ void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns)
 	*txns = atomic_load(&b->txns);
 }
 
+void lr_batch_on_limit(lr_batch *b, lr_batch_note_fn fn, void *user)
+{
+	b->note = fn;
+	b->note_user = user;
+}
+
+void lr_batch_limits(lr_batch *b, size_t *max_ops, size_t *max_bytes)
+{
+	pthread_mutex_lock(&b->mu);
+	*max_ops = b->max_ops;
+	*max_bytes = b->max_bytes;
+	pthread_mutex_unlock(&b->mu);
+}
+
 int lr_batch_peak_in_flight(lr_batch *b)
 {
 	pthread_mutex_lock(&b->mu);
@@ -121,9 +141,10 @@ int lr_batch_peak_in_flight(lr_batch *b)
  * it, oldest first. Returns the members' count; *rest gets the others, in
  * order. Without the mutex: the queue was taken off the batch. */
 static size_t gather(lr_batch *b, struct lead *l, struct entry *self, struct entry *queue,
-                     struct entry **rest)
+                     struct entry **rest, size_t max_ops, size_t max_bytes)
 {
 	lr_txn_group_clear(l->g);
+	lr_txn_group_limit(l->g, max_ops, max_bytes);
 	/* Not in the group (out of memory there): self goes alone. */
 	bool grouped = lr_txn_group_add(l->g, self->t);
 	size_t n = 0;
@@ -144,6 +165,42 @@ static size_t gather(lr_batch *b, struct lead *l, struct entry *self, struct ent
 	return n;
 }
 
+/* Smallest limits a refusal brings requests down to: two txns of one op
+ * each, and a few small txns. */
+#define MIN_OPS 2
+#define MIN_BYTES 1024
+
+/* etcd refused a request of several txns, e (code rc): when it said the
+ * request had too many operations or was too large, its --max-txn-ops or
+ * --max-request-bytes is lower than the defaults that requests are cut
+ * for. Requests from now on use at most three quarters of what the
+ * refused one did: a few refusals find the limit, and requests end at
+ * most a quarter under it. Without the mutex. */
+static void shrink(lr_batch *b, const lr_txn_group *g, int rc, const lr_err *e)
+{
+	bool ops = rc == LR_EETCD && strstr(e->msg, "too many operations") != NULL;
+	if (!ops && rc != LR_ETOOLARGE)
+		return;
+	size_t used = ops ? lr_txn_group_ops(g) : lr_txn_group_bytes(g);
+	size_t floor = ops ? MIN_OPS : MIN_BYTES;
+	size_t want = used - used / 4 > floor ? used - used / 4 : floor;
+	pthread_mutex_lock(&b->mu);
+	size_t *limit = ops ? &b->max_ops : &b->max_bytes;
+	bool lower = want < *limit;
+	if (lower)
+		*limit = want;
+	pthread_mutex_unlock(&b->mu);
+	if (!lower || b->note == NULL)
+		return;
+	char msg[sizeof(e->msg) + 200];
+	snprintf(msg, sizeof(msg),
+	         "%s; group commit: a request of several txns now uses at most %zu %s "
+	         "(etcd's %s is lower than its default)",
+	         e->msg, want, ops ? "operations" : "bytes",
+	         ops ? "--max-txn-ops" : "--max-request-bytes");
+	b->note(b->note_user, msg);
+}
+
 /* Send the members, one request; fill each member's result. Without the
  * mutex. */
 static void send(lr_batch *b, struct lead *l, size_t n)
@@ -159,6 +216,7 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 	atomic_fetch_add(&b->requests, 1);
 	atomic_fetch_add(&b->txns, n);
 	if (rc != 0 && n > 1 && !lr_claim_transient(rc)) {
+		shrink(b, l->g, rc, &err);
 		/* Something in it was refused: each alone, so it fails alone. */
 		for (size_t i = 0; i < n; i++) {
 			struct entry *e = l->members[i];
@@ -210,6 +268,7 @@ static void lead(lr_batch *b, struct entry *self)
 	b->free_leads = l->next_free;
 	if (++b->in_flight > b->peak_in_flight)
 		b->peak_in_flight = b->in_flight;
+	size_t max_ops = b->max_ops, max_bytes = b->max_bytes;
 	struct entry *queue = b->head;
 	for (struct entry *e = queue; e != NULL; e = e->next)
 		e->taken = true;
@@ -218,7 +277,7 @@ static void lead(lr_batch *b, struct entry *self)
 	pthread_mutex_unlock(&b->mu);
 
 	struct entry *rest = NULL;
-	size_t n = gather(b, l, self, queue, &rest);
+	size_t n = gather(b, l, self, queue, &rest, max_ops, max_bytes);
 	if (rest != NULL) {
 		pthread_mutex_lock(&b->mu);
 		struct entry *last = rest;

@@ -47,6 +47,16 @@ int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err);
 void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_result rs[],
                    lr_err errs[], int rcs[]);
 
+/* Told, with etcd's words, when etcd refused a request of several txns as
+ * having too many operations or being too large, and requests were made
+ * smaller for it (etcd runs with a lower --max-txn-ops or
+ * --max-request-bytes than its defaults). From any caller's thread. */
+typedef void (*lr_batch_note_fn)(void *user, const char *msg);
+/* Set before the first lr_batch_txn. */
+void lr_batch_on_limit(lr_batch *b, lr_batch_note_fn fn, void *user);
+/* The op budget and size a request of several txns may use now. */
+void lr_batch_limits(lr_batch *b, size_t *max_ops, size_t *max_bytes);
+
 /* Requests sent and txns carried so far. Any thread. */
 void lr_batch_counts(lr_batch *b, uint64_t *requests, uint64_t *txns);
 /* The most requests that were in flight at once so far. Any thread. */

@@ -590,6 +590,12 @@ static void *worker_main(void *arg)
 
 /* ---- the worker threads ---------------------------------------------------- */
 
+/* The group commit made its requests smaller for etcd's limits. */
+static void note_limit(void *user, const char *msg)
+{
+	lr_runner_log(user, LR_LOG_WARN, NULL, NULL, -1, "%s", msg);
+}
+
 int lr_workers_start(lr_runner *r, lr_err *err)
 {
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
@@ -604,6 +610,7 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 		r->batch = NULL;
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
 	}
+	lr_batch_on_limit(r->batch, note_limit, r);
 	for (int i = 0; i < r->concurrency; i++) {
 		struct lr_worker *w = &r->workers[i];
 		w->r = r;

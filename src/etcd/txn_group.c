@@ -18,6 +18,7 @@ struct span {
 
 struct lr_txn_group {
 	size_t max_txns;
+	size_t max_ops, max_bytes; /* lr_txn_group_limit */
 	const lr_txn **members;
 	size_t n;
 	size_t need;            /* the most budget a member needs */
@@ -36,6 +37,8 @@ lr_txn_group *lr_txn_group_new(size_t max_txns)
 	if (g == NULL)
 		return NULL;
 	g->max_txns = max_txns;
+	g->max_ops = LR_TXN_MAX_OPS;
+	g->max_bytes = LR_TXN_GROUP_MAX_BYTES;
 	g->members = calloc(max_txns, sizeof(*g->members));
 	if (g->members == NULL) {
 		free(g);
@@ -63,6 +66,22 @@ void lr_txn_group_clear(lr_txn_group *g)
 	g->n_ranges = 0;
 	if (g->slots != NULL)
 		memset(g->slots, 0, g->cap_slots * sizeof(*g->slots));
+}
+
+void lr_txn_group_limit(lr_txn_group *g, size_t max_ops, size_t max_bytes)
+{
+	g->max_ops = max_ops < LR_TXN_MAX_OPS ? max_ops : LR_TXN_MAX_OPS;
+	g->max_bytes = max_bytes < LR_TXN_GROUP_MAX_BYTES ? max_bytes : LR_TXN_GROUP_MAX_BYTES;
+}
+
+size_t lr_txn_group_ops(const lr_txn_group *g)
+{
+	return g->n + g->need;
+}
+
+size_t lr_txn_group_bytes(const lr_txn_group *g)
+{
+	return g->bytes;
 }
 
 size_t lr_txn_group_size(const lr_txn_group *g)
@@ -272,7 +291,7 @@ bool lr_txn_group_add(lr_txn_group *g, const lr_txn *t)
 	size_t bytes = protobuf_c_message_get_packed_size(&q->base) + 16;
 	if (g->n > 0) {
 		size_t most = need > g->need ? need : g->need;
-		if (g->n + 1 + most > LR_TXN_MAX_OPS || g->bytes + bytes > LR_TXN_GROUP_MAX_BYTES ||
+		if (g->n + 1 + most > g->max_ops || g->bytes + bytes > g->max_bytes ||
 		    !walk(q, g, NULL))
 			return false;
 	}

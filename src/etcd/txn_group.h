@@ -26,6 +26,16 @@ void lr_txn_group_free(lr_txn_group *g);
 /* Empty the group for the next request. */
 void lr_txn_group_clear(lr_txn_group *g);
 
+/* The op budget and size that members may use together from now on
+ * (defaults LR_TXN_MAX_OPS and LR_TXN_GROUP_MAX_BYTES; values over those
+ * count as them): for an etcd set up with a lower --max-txn-ops or
+ * --max-request-bytes. A lone txn goes whatever it needs. */
+void lr_txn_group_limit(lr_txn_group *g, size_t max_ops, size_t max_bytes);
+/* What the members use of the op budget (their count plus the most one
+ * of them needs) and of the size, for a request etcd refused. */
+size_t lr_txn_group_ops(const lr_txn_group *g);
+size_t lr_txn_group_bytes(const lr_txn_group *g);
+
 /* Add t (borrowed: it must live until the group is cleared) when it may
  * share the request with the members already in: the group has room;
  * together they stay within the op budget and the size; t writes no key

@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "engine/batch.h"
+#include "etcd/txn_group.h"
 #include "test.h"
 
 #define THREADS 16
@@ -18,6 +19,7 @@ struct racer {
 	lr_batch *b;
 	const char *prefix;
 	int index;
+	size_t value_len;       /* of what create_once puts; 0: "new" */
 	int won, lost, failed;  /* counts of this thread's txns */
 	bool bad_reply;         /* a result that contradicts its own compares */
 	char why[600];
@@ -41,9 +43,13 @@ static void *create_once(void *arg)
 	for (int i = 0; i < EACH; i++) {
 		char k[256];
 		snprintf(k, sizeof(k), "%sk%d-%d", x->prefix, x->index, i);
+		char value[1024] = "new";
+		size_t len = x->value_len > 0 && x->value_len < sizeof(value) ? x->value_len : 3;
+		if (x->value_len > 0)
+			memset(value, 'v', len);
 		lr_txn *t = lr_txn_new();
 		lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
-		lr_txn_put(t, LR_THEN, k, "new", 3, 0);
+		lr_txn_put(t, LR_THEN, k, value, len, 0);
 		lr_txn_get(t, LR_ELSE, k, 0);
 		lr_txn_result r;
 		if (send_txn(x, t, &r)) {
@@ -70,15 +76,15 @@ static void race(struct racer *x, void *(*fn)(void *))
 		pthread_join(th[i], NULL);
 }
 
-/* THREADS x EACH create-once txns through a batch of at most max_txns
- * txns per request: each keeps its own outcome, and requests are shared
- * but never over the cap. */
-static void share(const char *name, size_t max_txns, size_t second_at, int peak_in_flight)
+/* THREADS x EACH create-once txns (of values value_len long; 0: short)
+ * through b, on a fresh prefix where half the keys exist: each keeps its
+ * own outcome, and some requests were shared. Returns the requests sent. */
+static uint64_t create_many(lr_etcd *c, lr_batch *b, const char *name, size_t value_len)
 {
-	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, max_txns, second_at);
 	const char *p = test_prefix(name);
 	lr_err e = {0};
+	uint64_t requests0, txns0; /* the batch's earlier work */
+	lr_batch_counts(b, &requests0, &txns0);
 	for (int t = 0; t < THREADS; t++)
 		for (int i = 0; i < EACH; i += 2) {
 			char k[256];
@@ -87,7 +93,8 @@ static void share(const char *name, size_t max_txns, size_t second_at, int peak_
 		}
 	struct racer x[THREADS];
 	for (int i = 0; i < THREADS; i++)
-		x[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i };
+		x[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i,
+		                       .value_len = value_len };
 	race(x, create_once);
 	for (int i = 0; i < THREADS; i++) {
 		if (x[i].failed > 0)
@@ -98,10 +105,24 @@ static void share(const char *name, size_t max_txns, size_t second_at, int peak_
 	}
 	uint64_t requests, txns;
 	lr_batch_counts(b, &requests, &txns);
+	requests -= requests0;
+	txns -= txns0;
 	CHECK_INT(txns, ==, THREADS * EACH);
 	printf("  %llu txns in %llu requests\n", (unsigned long long)txns,
 	       (unsigned long long)requests);
 	CHECK(requests < txns); /* 16 threads at once: some went together */
+	return requests;
+}
+
+/* THREADS x EACH create-once txns through a batch of at most max_txns
+ * txns per request: each keeps its own outcome, and requests are shared
+ * but never over the cap. */
+static void share(const char *name, size_t max_txns, size_t second_at, int peak_in_flight)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 2, max_txns, second_at);
+	uint64_t requests = create_many(c, b, name, 0);
+	uint64_t txns = THREADS * EACH;
 	CHECK_INT(requests * max_txns, >=, txns);
 	/* A second request only beside second_at txns waiting. */
 	CHECK_INT(lr_batch_peak_in_flight(b), ==, peak_in_flight);
@@ -258,6 +279,64 @@ TEST(a_txn_etcd_refuses_fails_alone)
 
 static int setup(void) { return cluster_up(1, NULL); }
 
+/* What a batch said about its limits. */
+struct notes {
+	pthread_mutex_t mu;
+	int n;
+	char last[1024];
+};
+
+static void note(void *user, const char *msg)
+{
+	struct notes *ns = user;
+	pthread_mutex_lock(&ns->mu);
+	ns->n++;
+	snprintf(ns->last, sizeof(ns->last), "%s", msg);
+	pthread_mutex_unlock(&ns->mu);
+}
+
+/* An etcd set up with lower limits than its defaults refuses requests cut
+ * for those: the batch makes its requests smaller, says so once per step
+ * down, and the txns still share requests (with no shrinking, every
+ * refused request would go again txn by txn, and no request would be
+ * shared). */
+TEST(requests_shrink_to_an_etcd_with_lower_limits_and_still_share)
+{
+	static const char *const extra[] = { "--max-txn-ops=8", "--max-request-bytes=3000",
+	                                     NULL };
+	etcdh_opts o = { .members = 1, .extra_args = extra };
+	etcdh_cluster *small = NULL;
+	CHECK_INT(etcdh_start(&o, &small), ==, 0);
+	lr_etcd *c = client_open(etcdh_endpoints(small));
+	static struct notes ns = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	size_t ops, bytes;
+
+	/* Short values: only the op count is over. */
+	lr_batch *b = lr_batch_new(c, 2, 64, 8);
+	lr_batch_on_limit(b, note, &ns);
+	create_many(c, b, "few-ops", 0);
+	lr_batch_limits(b, &ops, &bytes);
+	printf("  %d notes; ops now %zu; last: %s\n", ns.n, ops, ns.last);
+	CHECK_INT(ns.n, >=, 1);
+	CHECK(strstr(ns.last, "too many operations") != NULL);
+	CHECK(strstr(ns.last, "--max-txn-ops") != NULL);
+	CHECK_INT(ops, <=, 8);
+	CHECK_INT(ops, >=, 2);
+
+	/* Then 900-byte values: 4 of them are over 3000 bytes. */
+	ns.n = 0;
+	create_many(c, b, "few-bytes", 900);
+	lr_batch_limits(b, &ops, &bytes);
+	printf("  %d notes; bytes now %zu; last: %s\n", ns.n, bytes, ns.last);
+	CHECK_INT(ns.n, >=, 1);
+	CHECK(strstr(ns.last, "too large") != NULL);
+	CHECK(strstr(ns.last, "--max-request-bytes") != NULL);
+	CHECK_INT(bytes, <, LR_TXN_GROUP_MAX_BYTES); /* shrunk from the default */
+	lr_batch_free(b);
+	lr_etcd_close(c);
+	etcdh_destroy(small);
+}
+
 /* Create-once of key k, and its outcome as sent. */
 static lr_txn *create_txn(const char *k, const char *v)
 {
@@ -324,5 +403,6 @@ TEST_LIST(
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
 	TEST_CASE(one_callers_two_txns_share_a_request_unless_they_write_one_key),
+	TEST_CASE(requests_shrink_to_an_etcd_with_lower_limits_and_still_share),
 );
 TEST_MAIN(setup, cluster_down)
