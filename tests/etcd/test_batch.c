@@ -295,6 +295,21 @@ static void note(void *user, const char *msg)
 	pthread_mutex_unlock(&ns->mu);
 }
 
+/* create_many through b, whose limits etcd refuses: b says so, in etcd's
+ * words (refusal) and naming the flag. */
+static void shrinks(lr_etcd *c, lr_batch *b, const char *name, size_t value_len,
+                    const char *refusal, const char *flag)
+{
+	static struct notes ns = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	ns.n = 0;
+	lr_batch_on_limit(b, note, &ns);
+	create_many(c, b, name, value_len);
+	printf("  %d notes; last: %s\n", ns.n, ns.last);
+	CHECK_INT(ns.n, >=, 1);
+	CHECK(strstr(ns.last, refusal) != NULL);
+	CHECK(strstr(ns.last, flag) != NULL);
+}
+
 /* An etcd set up with lower limits than its defaults refuses requests cut
  * for those: the batch makes its requests smaller, says so once per step
  * down, and the txns still share requests (with no shrinking, every
@@ -308,29 +323,16 @@ TEST(requests_shrink_to_an_etcd_with_lower_limits_and_still_share)
 	etcdh_cluster *small = NULL;
 	CHECK_INT(etcdh_start(&o, &small), ==, 0);
 	lr_etcd *c = client_open(etcdh_endpoints(small));
-	static struct notes ns = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	size_t ops, bytes;
-
-	/* Short values: only the op count is over. */
 	lr_batch *b = lr_batch_new(c, 2, 64, 8);
-	lr_batch_on_limit(b, note, &ns);
-	create_many(c, b, "few-ops", 0);
+	/* Short values: only the op count is over. */
+	shrinks(c, b, "few-ops", 0, "too many operations", "--max-txn-ops");
 	lr_batch_limits(b, &ops, &bytes);
-	printf("  %d notes; ops now %zu; last: %s\n", ns.n, ops, ns.last);
-	CHECK_INT(ns.n, >=, 1);
-	CHECK(strstr(ns.last, "too many operations") != NULL);
-	CHECK(strstr(ns.last, "--max-txn-ops") != NULL);
 	CHECK_INT(ops, <=, 8);
 	CHECK_INT(ops, >=, 2);
-
 	/* Then 900-byte values: 4 of them are over 3000 bytes. */
-	ns.n = 0;
-	create_many(c, b, "few-bytes", 900);
+	shrinks(c, b, "few-bytes", 900, "too large", "--max-request-bytes");
 	lr_batch_limits(b, &ops, &bytes);
-	printf("  %d notes; bytes now %zu; last: %s\n", ns.n, bytes, ns.last);
-	CHECK_INT(ns.n, >=, 1);
-	CHECK(strstr(ns.last, "too large") != NULL);
-	CHECK(strstr(ns.last, "--max-request-bytes") != NULL);
 	CHECK_INT(bytes, <, LR_TXN_GROUP_MAX_BYTES); /* shrunk from the default */
 	lr_batch_free(b);
 	lr_etcd_close(c);
