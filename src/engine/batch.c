@@ -178,7 +178,7 @@ static size_t gather(lr_batch *b, struct lead *l, struct entry *self, struct ent
  * most a quarter under it. Without the mutex. */
 static void shrink(lr_batch *b, const lr_txn_group *g, int rc, const lr_err *e)
 {
-	bool ops = rc == LR_EETCD && strstr(e->msg, "too many operations") != NULL;
+	bool ops = lr_etcd_too_many_ops(rc, e);
 	if (!ops && rc != LR_ETOOLARGE)
 		return;
 	size_t used = ops ? lr_txn_group_ops(g) : lr_txn_group_bytes(g);

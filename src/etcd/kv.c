@@ -706,6 +706,12 @@ int lr_etcd_txn_many(lr_etcd *c, const lr_txn *const *ts, size_t n, int flags,
 	return 0;
 }
 
+bool lr_etcd_too_many_ops(int code, const lr_err *e)
+{
+	/* etcd's ErrGRPCTooManyOps, an InvalidArgument like many others */
+	return code == LR_EETCD && strstr(e->msg, "too many operations in txn request") != NULL;
+}
+
 const ProtobufCMessage *lr_txn_request(const lr_txn *t)
 {
 	return &t->req.base;

@@ -152,6 +152,10 @@ void lr_txn_result_free(lr_txn_result *r);
 int lr_etcd_txn_many(lr_etcd *c, const lr_txn *const *ts, size_t n, int flags,
                      lr_txn_result *rs, lr_err *err);
 
+/* Whether a txn call failed with code and e because etcd found one of its
+ * lists longer than its --max-txn-ops allows (down the nesting). */
+bool lr_etcd_too_many_ops(int code, const lr_err *e);
+
 /* The txn request as protobuf-c will pack it (borrowed; for tests that
  * check what goes on the wire). */
 const ProtobufCMessage *lr_txn_request(const lr_txn *t);

@@ -2,6 +2,7 @@
 #include "fleet.h"
 #include "client/client.h"
 #include "history.h"
+#include "proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,23 +104,24 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	return pid;
 }
 
-/* Copy the last lines of runner i's log to stderr: the scratch directory
- * may be gone by the time anyone reads the failure. */
+/* Copy the end of runner i's log to stderr: the scratch directory may be
+ * gone by the time anyone reads the failure. */
 static void show_log_tail(fleet *f, int i)
 {
-	char cmd[400];
-	snprintf(cmd, sizeof(cmd), "tail -n 30 '%s/%s.log' >&2", f->dir, f->names[i]);
-	fprintf(stderr, "  --- last lines of %s's log ---\n", f->names[i]);
-	fflush(stderr);
-	if (system(cmd) != 0)
-		fprintf(stderr, "  (no log)\n");
+	char path[320];
+	snprintf(path, sizeof(path), "%s/%s.log", f->dir, f->names[i]);
+	char *log = proc_slurp(path);
+	size_t len = strlen(log);
+	fprintf(stderr, "  --- %s, last lines ---\n%s\n", path,
+	        len > 3000 ? log + len - 3000 : log);
+	free(log);
 }
 
 /* Wait until runner i is registered; fails the test, with the end of its
- * log, when it exits first or takes longer than timeout_ms. */
-static void wait_registered(fleet *f, int i, int timeout_ms)
+ * log, when it exits first or takes longer than REGISTER_WAIT_MS. */
+static void wait_registered(fleet *f, int i)
 {
-	int64_t end = lr_mono_ms() + timeout_ms;
+	int64_t end = lr_mono_ms() + REGISTER_WAIT_MS;
 	while (!registered(f, f->names[i])) {
 		bool exited = waitpid(f->pids[i], NULL, WNOHANG) == f->pids[i];
 		if (exited || lr_mono_ms() > end) {
@@ -136,7 +138,7 @@ pid_t fleet_start(fleet *f, int i, const char *const *extra)
 {
 	snprintf(f->names[i], sizeof(f->names[i]), "r%d", i);
 	pid_t pid = spawn_runner(f, i, f->endpoints, extra);
-	wait_registered(f, i, REGISTER_WAIT_MS);
+	wait_registered(f, i);
 	return pid;
 }
 
@@ -283,7 +285,7 @@ pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints
                         const char *const *extra)
 {
 	pid_t pid = fleet_spawn(f, i, name, endpoints, extra);
-	wait_registered(f, i, REGISTER_WAIT_MS);
+	wait_registered(f, i);
 	return pid;
 }
 
