@@ -5,11 +5,29 @@
  * nothing itself (c->mu is initialised here, used by unary.c and auth.c). */
 #include "etcd/transport_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "base/error.h"
 #include "etcd/auth.h"
+
+/* gRPC 1.51's grpc_shutdown can return while its event engine threads
+ * still work: after a failed TLS handshake, one may be starting the next
+ * handshake. OpenSSL frees its locks at exit (an atexit handler), and such
+ * a thread then crashes the process as it exits (SIGSEGV in
+ * CRYPTO_THREAD_write_lock from tsi_ssl_client_handshaker_factory_create_
+ * handshaker). So OpenSSL is told, before gRPC first starts it, to leave
+ * its memory to the process's end. Without effect when the application
+ * started OpenSSL itself before. */
+static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
+
+static void ssl_no_atexit(void)
+{
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
 
 int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 {
@@ -26,6 +44,7 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 		c->user = strdup(o->user);
 		c->password = strdup(o->password != NULL ? o->password : "");
 	}
+	pthread_once(&ssl_once, ssl_no_atexit);
 	grpc_init();
 	int rc = 0;
 	c->stats = lr__call_stats_new();
