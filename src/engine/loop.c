@@ -159,27 +159,30 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 
 /* ---- dispatch ------------------------------------------------------------- */
 
-/* The worker must read this job's spec: have it read those of the next
- * pending tasks too (each at most once), so that their claims are one
- * round trip. As many as fit in about LR_PREFETCH_BYTES. */
+/* Specs of backlogged tasks are read ahead, a chunk at a time, by the
+ * worker of a job before its claim: when the job's own spec is unknown
+ * (the worker reads it anyway), and every half chunk of jobs otherwise,
+ * once half a chunk is unread (lr_taskset_read_ahead). Tasks then have
+ * their specs well before their turn: each claim is one round trip, and
+ * the reads are few and full. */
 static void add_prefetch(lr_runner *r, struct lr_job *job)
 {
+	bool own = job->spec == NULL && !job->fresh;
 	size_t avg = r->spec_avg > 1024 ? r->spec_avg : 1024;
 	size_t max = LR_PREFETCH_BYTES / avg;
-	if (max > LR_PREFETCH_MAX)
-		max = LR_PREFETCH_MAX;
+	if (max > LR_READ_AHEAD_MAX)
+		max = LR_READ_AHEAD_MAX;
 	if (max == 0 || avg > LR_SPEC_CACHE_ONE)
 		return; /* too large to cache anyway */
-	lr_entry *cand[LR_PREFETCH_MAX];
-	size_t n = lr_taskset_oldest(&r->set, max, cand);
-	if (n == 0 || (job->prefetch = calloc(n, sizeof(*job->prefetch))) == NULL)
+	if (!own && ++r->since_prefetch < (max + 1) / 2)
 		return;
-	for (size_t i = 0; i < n; i++) {
-		if (cand[i]->spec != NULL || cand[i]->fresh || cand[i]->prefetched)
-			continue;
-		cand[i]->prefetched = true;
+	r->since_prefetch = 0;
+	lr_entry *cand[LR_READ_AHEAD_MAX];
+	if ((job->prefetch = calloc(max, sizeof(*job->prefetch))) == NULL)
+		return;
+	size_t n = lr_taskset_read_ahead(&r->set, max, own, cand);
+	for (size_t i = 0; i < n; i++)
 		snprintf(job->prefetch[job->n_prefetch++], LR_ID_SIZE, "%s", cand[i]->id);
-	}
 }
 
 static void take_back(lr_runner *r);
@@ -217,8 +220,7 @@ static void dispatch(lr_runner *r)
 		snprintf(job.id, sizeof(job.id), "%s", e->id);
 		lr_taskset_take_spec(&r->set, e, &job.spec, &job.spec_len);
 		e->fresh = false; /* whatever happens next, it may have a checkpoint */
-		if (job.spec == NULL && !job.fresh)
-			add_prefetch(r, &job);
+		add_prefetch(r, &job);
 		if (!lr_jobq_push(&r->jobs, &job)) {
 			lr_job_clear(&job); /* cannot happen: busy < cap */
 			lr_view_settle(r, e->id, 0, false, 0, false);

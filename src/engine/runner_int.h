@@ -38,10 +38,9 @@
 #include "etcd/watch.h"
 #include "locks/table.h"
 
-/* A worker that must read its task's spec reads the specs of up to this
- * many of the next pending tasks in the same txn (fewer when specs are
- * large: about LR_PREFETCH_BYTES per read at most). */
-#define LR_PREFETCH_MAX 32
+/* Specs of pending tasks are read ahead in one txn each, of up to
+ * LR_READ_AHEAD_MAX tasks, fewer when specs are large: about this many
+ * bytes per read at most (loop.c add_prefetch). */
 #define LR_PREFETCH_BYTES (1024 * 1024)
 
 /* Jobs the loop hands out beyond its idle workers: a worker that finishes
@@ -125,6 +124,7 @@ struct lr_runner {
 	int64_t view_rev;       /* the revision the task set was read at:
 	                           watch events up to it are already in */
 	size_t spec_avg;        /* running mean of spec sizes seen */
+	size_t since_prefetch;  /* jobs handed out since the last look ahead */
 	lr_rng rng;
 	int busy;               /* jobs handed out, not reported back */
 };

@@ -323,3 +323,26 @@ size_t lr_taskset_oldest(lr_taskset *s, size_t max, lr_entry **out)
 		heap_push(s, out[i]);
 	return n;
 }
+
+static bool unread(const lr_entry *e)
+{
+	return e->spec == NULL && !e->fresh && !e->prefetched;
+}
+
+size_t lr_taskset_read_ahead(lr_taskset *s, size_t max, bool now, lr_entry **out)
+{
+	lr_entry *cand[2 * LR_READ_AHEAD_MAX];
+	if (max > LR_READ_AHEAD_MAX)
+		max = LR_READ_AHEAD_MAX;
+	size_t n = lr_taskset_oldest(s, 2 * max, cand), todo = 0, got = 0;
+	for (size_t i = 0; i < n; i++)
+		todo += unread(cand[i]);
+	if (todo == 0 || (!now && todo < (max + 1) / 2))
+		return 0;
+	for (size_t i = 0; i < n && got < max; i++)
+		if (unread(cand[i])) {
+			cand[i]->prefetched = true;
+			out[got++] = cand[i];
+		}
+	return got;
+}

@@ -439,26 +439,28 @@ static void run_steps(struct hold *h)
 	}
 }
 
-/* Read this job's spec together with those the loop asked for (one txn),
- * hand the others to the loop's cache, and keep ours: with no checkpoint,
+/* Read the specs the loop asked for (one txn), with this job's own when it
+ * has none, and hand the others to the loop's cache: with no checkpoint,
  * the claim is then one round trip. On failure the claim reads as usual. */
 static void prefetch(struct lr_worker *w, struct lr_job *job)
 {
-	size_t n = job->n_prefetch + 1;
+	size_t own = job->spec == NULL ? 1 : 0;
+	size_t n = job->n_prefetch + own;
 	char (*ids)[LR_ID_SIZE] = malloc(n * sizeof(*ids));
 	lr_prefetched *got = calloc(n, sizeof(*got));
 	struct lr_msg *m = lr_msg_new(LR_MSG_PREFETCHED);
 	if (ids == NULL || got == NULL || m == NULL)
 		goto out;
-	snprintf(ids[0], LR_ID_SIZE, "%s", job->id);
-	memcpy(ids + 1, job->prefetch, job->n_prefetch * sizeof(*ids));
+	if (own)
+		snprintf(ids[0], LR_ID_SIZE, "%s", job->id);
+	memcpy(ids + own, job->prefetch, job->n_prefetch * sizeof(*ids));
 	lr_err e = {0};
 	if (lr_claim_prefetch(w->r->client, (const char (*)[LR_ID_SIZE])ids, n,
 	                      LR_SPEC_CACHE_ONE, got, &e) != 0) {
 		lr_runner_log(w->r, LR_LOG_DEBUG, job->id, NULL, -1, "%s", e.msg);
 		for (size_t i = 0; i < n; i++)
 			snprintf(got[i].id, sizeof(got[i].id), "%s", ids[i]);
-	} else if (got[0].spec != NULL && !got[0].has_ckpt &&
+	} else if (own && got[0].spec != NULL && !got[0].has_ckpt &&
 	           got[0].create_rev == job->create_rev) {
 		job->spec = got[0].spec;
 		job->spec_len = got[0].spec_len;
@@ -492,7 +494,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	char ended_error[700] = "";
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
-	if (job->n_prefetch > 0 && job->spec == NULL)
+	if (job->n_prefetch > 0)
 		prefetch(w, job);
 	/* The end of the task before, put off, rides with this claim. */
 	h.who.rider = ride(d);

@@ -115,6 +115,55 @@ TEST(oldest_lists_without_taking)
 	CHECK_STR(take_oldest(), "y");
 }
 
+/* Asked for: the ids of out[0..n) as one string, "t000 t001 ...". */
+static const char *ids_of(lr_entry **out, size_t n)
+{
+	static char buf[4096];
+	size_t len = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", i ? " " : "", out[i]->id);
+	return buf;
+}
+
+TEST(specs_are_read_ahead_in_full_chunks_each_task_once)
+{
+	fresh_set();
+	char id[16];
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "t%03d", i);
+		add(id, 1000 + i);
+	}
+	lr_entry *out[LR_READ_AHEAD_MAX];
+	/* The oldest chunk first, then none until half a chunk is unread. */
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 8);
+	CHECK_STR(ids_of(out, 8), "t000 t001 t002 t003 t004 t005 t006 t007");
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 8);
+	CHECK_STR(ids_of(out, 8), "t008 t009 t010 t011 t012 t013 t014 t015");
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 0);
+	for (int i = 0; i < 3; i++)
+		take_oldest(); /* t016..t018 come into the look-ahead: 3 unread */
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 0);
+	take_oldest();     /* 4: half a chunk */
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 4);
+	CHECK_STR(ids_of(out, 4), "t016 t017 t018 t019");
+	/* A worker reading its own spec takes whatever is unread along. */
+	take_oldest();
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, true, out), ==, 1);
+	CHECK_STR(out[0]->id, "t020");
+	CHECK_INT(lr_taskset_read_ahead(&set, 8, true, out), ==, 0);
+	/* Cached or fresh tasks need no read; a chunk is never over max. */
+	lr_taskset_cache_spec(&set, lr_taskset_find(&set, "t025"), "{}", 2);
+	lr_taskset_find(&set, "t026")->fresh = true;
+	size_t n = lr_taskset_read_ahead(&set, 16, false, out); /* t005..t036 */
+	CHECK_INT(n, ==, 14);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(strcmp(out[i]->id, "t025") != 0 && strcmp(out[i]->id, "t026") != 0);
+		CHECK(out[i]->prefetched);
+	}
+	CHECK_INT(lr_taskset_read_ahead(&set, 100, true, out), ==, LR_READ_AHEAD_MAX);
+}
+
 TEST(many_tasks_stay_findable_as_the_table_grows)
 {
 	fresh_set();
@@ -213,6 +262,7 @@ TEST_LIST(
 	TEST_CASE(claimed_and_removed_tasks_are_never_picked),
 	TEST_CASE(a_task_pending_again_is_picked_once),
 	TEST_CASE(oldest_lists_without_taking),
+	TEST_CASE(specs_are_read_ahead_in_full_chunks_each_task_once),
 	TEST_CASE(many_tasks_stay_findable_as_the_table_grows),
 	TEST_CASE(clear_remote_keeps_only_the_tasks_handed_out),
 	TEST_CASE(the_spec_cache_is_bounded_per_spec_and_in_total),
