@@ -500,6 +500,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 	lr_txn_result r;
 	const lr_kv *ours = NULL;
 	bool have_reads = false;
+	char refused[sizeof(err->msg) + 200] = ""; /* why etcd will never take its claim */
 	if (spec_text != NULL && fresh && spec_rev > 0) {
 		/* no checkpoint yet, and no claim to adopt */
 		view_set_spec(&v, id, spec_text, spec_len, spec_rev);
@@ -530,8 +531,10 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			if (done || ours != NULL)
 				goto out;
 		}
-		char why[600];
+		char why[sizeof(refused)];
 		end_reason(&v, true, why, sizeof(why));
+		if (why[0] == '\0' && refused[0] != '\0')
+			snprintf(why, sizeof(why), "%s", refused);
 		/* Its start time and the tasks it waits for, once per claim. */
 		if (why[0] == '\0' && v.cancel_rev == 0 && v.spec != NULL && !sched_checked) {
 			sched_checked = true;
@@ -559,6 +562,18 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		lr_txn_free(t);
 		for (int i = 0; i < 3; i++)
 			free(vals[i]);
+		if (rc != 0 && why[0] == '\0' && v.cancel_rev == 0 && lr_etcd_too_many_ops(rc, err)) {
+			/* More than this etcd takes in one txn, however often it is
+			 * tried: the task fails, naming the limit (that txn is small). */
+			snprintf(refused, sizeof(refused),
+			         "etcd refused its claim, which takes its %zu lock nodes and %zu "
+			         "slots in one txn: %s (etcd's --max-txn-ops is lower than this "
+			         "task needs)", v.locks != NULL ? v.locks->n_nodes : 0,
+			         v.locks != NULL ? v.locks->n_limits : 0, err->msg);
+			memset(err, 0, sizeof(*err));
+			rc = 0;
+			continue;
+		}
 		if (rc != 0) {
 			lr_err_wrap(err, rc, "claim %s", id);
 			goto out;

@@ -360,6 +360,49 @@ TEST(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops)
 	lr_client_close(c);
 }
 
+/* An etcd whose --max-txn-ops is below what a task's claim needs refuses
+ * that claim however often it is tried: the task fails at once, naming
+ * the limit, and takes nothing; smaller tasks are claimed as usual. */
+TEST(a_claim_too_large_for_etcds_max_txn_ops_fails_the_task_naming_the_limit)
+{
+	static const char *const extra[] = { "--max-txn-ops=24", NULL };
+	etcdh_opts o = { .members = 1, .extra_args = extra };
+	etcdh_cluster *small = NULL;
+	CHECK_INT(etcdh_start(&o, &small), ==, 0);
+	lr_client_opts co = { .endpoints = etcdh_endpoints(small), .prefix = "/cl-refused/" };
+	lr_client *c = NULL;
+	CHECK_OK(lr_client_open(&co, &c, &err), &err);
+	char locks[4096], limits[512];
+	largest_request("S", locks, sizeof(locks), limits, sizeof(limits));
+	submit_asking(c, "big", locks, limits);
+	submit_asking(c, "small", "{\"db/users\":\"X\"}", "{\"gpu\":2}");
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = new_lease(c, 10) };
+	lr_claimed_task h;
+	enum lr_claim_outcome oc;
+	lr_task_state ended = LR_TASK_SUCCEEDED;
+	char why[700] = "";
+	CHECK_OK(lr_claim(&who, "big", NULL, 0, 0, false, NULL, 0, &h, &oc, &ended, why,
+	                  sizeof(why), &err), &err);
+	CHECK_INT(oc, ==, LR_CLAIM_ENDED);
+	CHECK_INT(ended, ==, LR_TASK_FAILED);
+	CHECK(strstr(why, "--max-txn-ops") != NULL);
+	CHECK(strstr(why, "too many operations") != NULL);
+	lr_task_status st;
+	CHECK_OK(lr_task_get(c, "big", &st, &err), &err);
+	CHECK_INT(st.state, ==, LR_TASK_FAILED);
+	CHECK(st.error != NULL && strstr(st.error, "64 lock nodes") != NULL);
+	lr_task_status_clear(&st);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_CLAIMS, ""), ==, 0);
+	CHECK_INT(claim(&who, "small", NULL, 0, &h), ==, LR_CLAIM_WON);
+	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 2); /* db, db/users */
+	give_back(&who, &h);
+	lr_lease_revoke(lr_client_etcd(c), who.lease, NULL);
+	lr_client_close(c);
+	etcdh_destroy(small);
+}
+
 /* ---- fenced ------------------------------------------------------------------------ */
 
 TEST(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks)
@@ -449,6 +492,7 @@ TEST(status_says_what_a_pending_task_waits_for)
 }
 
 TEST_LIST(TEST_CASE(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back),
+          TEST_CASE(a_claim_too_large_for_etcds_max_txn_ops_fails_the_task_naming_the_limit),
           TEST_CASE(a_task_needing_two_locks_one_of_them_taken_takes_neither),
           TEST_CASE(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_child),
           TEST_CASE(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it),
