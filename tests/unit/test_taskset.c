@@ -24,6 +24,16 @@ static lr_entry *add(const char *id, int64_t rev)
 	return e;
 }
 
+/* Tasks t000 .. t099, oldest first. */
+static void add_hundred(void)
+{
+	char id[16];
+	for (int i = 0; i < 100; i++) {
+		snprintf(id, sizeof(id), "t%03d", i);
+		add(id, 1000 + i);
+	}
+}
+
 /* Take the oldest pending task (spread 1) and mark it handed out. */
 static const char *take_oldest(void)
 {
@@ -51,11 +61,7 @@ TEST(pending_tasks_are_taken_oldest_first)
 TEST(a_pick_with_spread_stays_among_the_oldest)
 {
 	fresh_set();
-	char id[16];
-	for (int i = 0; i < 100; i++) {
-		snprintf(id, sizeof(id), "t%03d", i);
-		add(id, 1000 + i);
-	}
+	add_hundred();
 	int seen[4] = { 0 };
 	for (int round = 0; round < 200; round++) {
 		lr_entry *e = lr_taskset_pick(&set, 4, &rng);
@@ -129,11 +135,7 @@ static const char *ids_of(lr_entry **out, size_t n)
 TEST(specs_are_read_ahead_in_full_chunks_each_task_once)
 {
 	fresh_set();
-	char id[16];
-	for (int i = 0; i < 100; i++) {
-		snprintf(id, sizeof(id), "t%03d", i);
-		add(id, 1000 + i);
-	}
+	add_hundred();
 	lr_entry *out[LR_READ_AHEAD_MAX];
 	/* The oldest chunk first, then none until half a chunk is unread. */
 	CHECK_INT(lr_taskset_read_ahead(&set, 8, false, out), ==, 8);
