@@ -178,9 +178,9 @@ static void add_prefetch(lr_runner *r, struct lr_job *job)
 		return;
 	r->since_prefetch = 0;
 	lr_entry *cand[LR_READ_AHEAD_MAX];
-	if ((job->prefetch = calloc(max, sizeof(*job->prefetch))) == NULL)
-		return;
 	size_t n = lr_taskset_read_ahead(&r->set, max, own, cand);
+	if (n == 0 || (job->prefetch = calloc(n, sizeof(*job->prefetch))) == NULL)
+		return; /* (out of memory: those are read at their claims) */
 	for (size_t i = 0; i < n; i++)
 		snprintf(job->prefetch[job->n_prefetch++], LR_ID_SIZE, "%s", cand[i]->id);
 }

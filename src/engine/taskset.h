@@ -103,13 +103,15 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
  * pending. Returns how many. */
 size_t lr_taskset_oldest(lr_taskset *s, size_t max, lr_entry **out);
 
+/* The most specs one read ahead asks for. */
+#define LR_READ_AHEAD_MAX 32
+
 /* Specs to read ahead, a chunk at a time: of the 2 x max oldest pending
  * tasks, those whose spec is neither cached nor asked for yet (nor known
  * to be unneeded: fresh), oldest first, at most max (at most
  * LR_READ_AHEAD_MAX), into out[]; they are marked asked for. None unless
  * at least half a chunk (max/2, rounded up) is unread, or `now` (a worker
  * reads its own spec anyway: any number rides along). Returns how many. */
-#define LR_READ_AHEAD_MAX 32
 size_t lr_taskset_read_ahead(lr_taskset *s, size_t max, bool now, lr_entry **out);
 
 #endif
