@@ -159,20 +159,29 @@ static int note_unreadable(lr_task_status *s, const lr_err *why)
 	return add_error(s, text, 0);
 }
 
-static int from_spec(const char *id, const lr_kv *task, lr_task_status *s,
-                     json_t **spec)
+/* The spec's fields; *spec NULL and its reason in *why when it does not
+ * validate (noted by note_spec once the done record is known). */
+static void from_spec(const char *id, const lr_kv *task, lr_task_status *s,
+                      json_t **spec, lr_err *why)
 {
-	lr_err why = { 0 };
-
 	if (lr_spec_from_record(task->value, task->value_len, id, spec,
-	                        &why) != 0) {
+	                        why) != 0) {
 		*spec = NULL;
-		lr_err_wrap(&why, why.code, "spec");
-		return note_unreadable(s, &why);
+		return;
 	}
 	s->steps = (int64_t)lr_spec_steps(*spec);
 	s->max_attempts = lr_spec_max_attempts(*spec);
-	return 0;
+}
+
+/* A spec that does not validate, unless the task's stored error already
+ * says why (a runner ended it "invalid spec: ..."). */
+static int note_spec(lr_task_status *s, lr_err *why)
+{
+	if (why->msg[0] == '\0' ||
+	    (s->error != NULL && strstr(s->error, why->msg) != NULL))
+		return 0;
+	lr_err_wrap(why, why->code, "spec");
+	return note_unreadable(s, why);
 }
 
 static int from_checkpoint(const lr_kv *kv, lr_task_status *s, int64_t *best)
@@ -276,6 +285,7 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
                         lr_task_status *out, lr_err *err)
 {
 	json_t *spec = NULL;
+	lr_err spec_why = { 0 };
 	int64_t best_ms = 0;
 	int rc;
 
@@ -283,13 +293,14 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 	snprintf(out->id, sizeof(out->id), "%s", id);
 	out->state = LR_TASK_PENDING;
 	out->create_revision = rec->task->create_rev;
-	rc = from_spec(id, rec->task, out, &spec);
-	if (rc == 0)
-		rc = from_checkpoint(rec->checkpoint, out, &best_ms);
+	from_spec(id, rec->task, out, &spec, &spec_why);
+	rc = from_checkpoint(rec->checkpoint, out, &best_ms);
 	if (rc == 0)
 		rc = from_claim(rec->claim, out, &best_ms);
 	if (rc == 0)
 		rc = from_done(rec->done, out, &best_ms);
+	if (rc == 0)
+		rc = note_spec(out, &spec_why);
 	if (rc == 0)
 		rc = step_name_of(spec, out);
 	json_decref(spec);

@@ -309,6 +309,17 @@ TEST(status_survives_garbage_records_and_names_them)
 	CHECK_INT(s.steps, ==, 0);
 	CHECK_HAS(s.error, "unreadable spec");
 	lr_task_status_clear(&s);
+
+	/* Ended by a runner for it: the stored error says why, once. */
+	fixture_put(c, LR_K_TASKS, "empty", "{\"id\":\"empty\",\"steps\":[]}", 0);
+	fixture_put(c, LR_K_DONE, "empty",
+	            "{\"status\":\"failed\",\"attempts\":0,\"error\":\"invalid spec: "
+	            "steps: 0 steps, a task has 1 to 1000\",\"state\":null,"
+	            "\"finished_at\":\"2026-11-23T10:00:00.000Z\"}", 0);
+	CHECK_OK(lr_task_get(c, "empty", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK_STR(s.error, "invalid spec: steps: 0 steps, a task has 1 to 1000");
+	lr_task_status_clear(&s);
 	lr_client_close(c);
 }
 
