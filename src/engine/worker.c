@@ -299,8 +299,9 @@ static char *failure_text(const lr_claimed_task *h, const char *name, int64_t at
 		n = asprintf(&out, "step %s (%lld) failed: %s", name, (long long)h->next_step,
 		             error ? error : "the handler gave up");
 	else
-		n = asprintf(&out, "step %s (%lld) failed after %lld attempts: %s", name,
+		n = asprintf(&out, "step %s (%lld) failed after %lld attempt%s: %s", name,
 		             (long long)h->next_step, (long long)attempts,
+		             attempts == 1 ? "" : "s",
 		             error ? error : "the handler reported a failure");
 	return n < 0 ? NULL : out;
 }
