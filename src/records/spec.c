@@ -179,6 +179,12 @@ int lr_json_load_object(const char *text, size_t len, json_t **out,
 		if (json_error_code(&je) == json_error_out_of_memory)
 			return nomem(err);
 		printable(je.text, sizeof(je.text), why, sizeof(why));
+		/* jansson names its own flag: "\u0000 is not allowed without
+		 * JSON_ALLOW_NUL". A spec never allows it. */
+		static const char flag[] = " without JSON_ALLOW_NUL";
+		char *at = strstr(why, flag);
+		if (at != NULL)
+			memmove(at, at + sizeof(flag) - 1, strlen(at + sizeof(flag) - 1) + 1);
 		if (je.line > 0)
 			return lr_err_set(err, LR_EINVAL, "line %d, column %d: %s",
 			                  je.line, je.column, why);

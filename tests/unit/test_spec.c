@@ -125,6 +125,9 @@ TEST(spec_syntax_error_names_line_and_column)
 	parse_fails("{\n  \"steps\": [\n    {\"name\": \"a\",, }\n  ]\n}",
 	            "line 3, column 18: ");
 	parse_fails("{" ONE_STEP, "line 1, column ");
+	/* In the spec's own words, not the parser's flag for it. */
+	parse_fails_exactly("{\"id\":\"a\\u0000b\"}",
+	                    "line 1, column 16: \\u0000 is not allowed near '\"a\\u0000b\"'");
 }
 
 TEST(spec_rejects_duplicate_json_keys)
