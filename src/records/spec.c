@@ -180,7 +180,7 @@ int lr_json_load_object(const char *text, size_t len, json_t **out,
 			return nomem(err);
 		printable(je.text, sizeof(je.text), why, sizeof(why));
 		/* jansson names its own flag: "\u0000 is not allowed without
-		 * JSON_ALLOW_NUL". A spec never allows it. */
+		 * JSON_ALLOW_NUL". Nothing loaded here allows one. */
 		static const char flag[] = " without JSON_ALLOW_NUL";
 		char *at = strstr(why, flag);
 		if (at != NULL)
