@@ -173,12 +173,11 @@ static void from_spec(const char *id, const lr_kv *task, lr_task_status *s,
 	s->max_attempts = lr_spec_max_attempts(*spec);
 }
 
-/* A spec that does not validate, unless the task's stored error already
- * says why (a runner ended it "invalid spec: ..."). */
-static int note_spec(lr_task_status *s, lr_err *why)
+/* A spec that did not validate (spec NULL), unless the task's stored
+ * error already says why (a runner ended it "invalid spec: ..."). */
+static int note_spec(lr_task_status *s, const json_t *spec, lr_err *why)
 {
-	if (why->msg[0] == '\0' ||
-	    (s->error != NULL && strstr(s->error, why->msg) != NULL))
+	if (spec != NULL || (s->error != NULL && strstr(s->error, why->msg) != NULL))
 		return 0;
 	lr_err_wrap(why, why->code, "spec");
 	return note_unreadable(s, why);
@@ -300,7 +299,7 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 	if (rc == 0)
 		rc = from_done(rec->done, out, &best_ms);
 	if (rc == 0)
-		rc = note_spec(out, &spec_why);
+		rc = note_spec(out, spec, &spec_why);
 	if (rc == 0)
 		rc = step_name_of(spec, out);
 	json_decref(spec);
