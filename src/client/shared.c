@@ -75,10 +75,11 @@ static int decode(const struct current *cur, json_t **out, lr_err *err)
 	if (!cur->exists)
 		return 0;
 	*out = json_loadb(cur->bytes, cur->len, JSON_DECODE_ANY, &je);
-	if (*out == NULL)
-		return lr_err_set(err, LR_EINVAL,
-		                  "stored value is not JSON: line %d, column %d: %s",
-		                  je.line, je.column, je.text);
+	if (*out == NULL) {
+		char why[LR_JSON_SYNTAX_ERROR_SIZE];
+		lr_json_syntax_error(&je, why, sizeof(why));
+		return lr_err_set(err, LR_EINVAL, "stored value is not JSON: %s", why);
+	}
 	return 0;
 }
 

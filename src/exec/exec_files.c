@@ -404,8 +404,9 @@ void lr_state_out_read(const char *path, lr_exec_result *res)
 	                       &je);
 	free(text);
 	if (v == NULL) {
-		bad_state(res, "LEASERUN_STATE_OUT: line %d, column %d: %s",
-		          je.line, je.column, je.text);
+		char why[LR_JSON_SYNTAX_ERROR_SIZE];
+		lr_json_syntax_error(&je, why, sizeof(why));
+		bad_state(res, "LEASERUN_STATE_OUT: %s", why);
 		return;
 	}
 	if (lr_json_check_state(v, "LEASERUN_STATE_OUT", &e) != 0) {

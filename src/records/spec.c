@@ -157,6 +157,22 @@ static int nomem(lr_err *err)
 	return lr_err_set(err, LR_ENOMEM, "out of memory");
 }
 
+void lr_json_syntax_error(const json_error_t *je, char *buf, size_t size)
+{
+	char why[JSON_ERROR_TEXT_LENGTH];
+	printable(je->text, sizeof(je->text), why, sizeof(why));
+	/* jansson names its own flag: "\u0000 is not allowed without
+	 * JSON_ALLOW_NUL". Nothing leaserun reads allows one. */
+	static const char flag[] = " without JSON_ALLOW_NUL";
+	char *at = strstr(why, flag);
+	if (at != NULL)
+		memmove(at, at + sizeof(flag) - 1, strlen(at + sizeof(flag) - 1) + 1);
+	if (je->line > 0)
+		snprintf(buf, size, "line %d, column %d: %s", je->line, je->column, why);
+	else
+		snprintf(buf, size, "%s", why);
+}
+
 int lr_json_load_object(const char *text, size_t len, json_t **out,
                         lr_err *err)
 {
@@ -175,19 +191,10 @@ int lr_json_load_object(const char *text, size_t len, json_t **out,
 	json_t *v = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
 	                       &je);
 	if (v == NULL) {
-		char why[JSON_ERROR_TEXT_LENGTH];
+		char why[LR_JSON_SYNTAX_ERROR_SIZE];
 		if (json_error_code(&je) == json_error_out_of_memory)
 			return nomem(err);
-		printable(je.text, sizeof(je.text), why, sizeof(why));
-		/* jansson names its own flag: "\u0000 is not allowed without
-		 * JSON_ALLOW_NUL". Nothing loaded here allows one. */
-		static const char flag[] = " without JSON_ALLOW_NUL";
-		char *at = strstr(why, flag);
-		if (at != NULL)
-			memmove(at, at + sizeof(flag) - 1, strlen(at + sizeof(flag) - 1) + 1);
-		if (je.line > 0)
-			return lr_err_set(err, LR_EINVAL, "line %d, column %d: %s",
-			                  je.line, je.column, why);
+		lr_json_syntax_error(&je, why, sizeof(why));
 		return lr_err_set(err, LR_EINVAL, "%s", why);
 	}
 	if (!json_is_object(v)) {

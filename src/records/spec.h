@@ -82,6 +82,12 @@ int lr_spec_lockset(const json_t *spec, struct lr_lockset **out, lr_err *err); /
  * message has the same shape: "<path>: <what is wrong>". v is borrowed and may
  * be NULL, which means the field is missing. */
 
+/* Why jansson could not parse a text, for a message: "line L, column C:
+ * <what>" (the position when known), with bytes that are not printable
+ * UTF-8 shown as '?'. A buffer of LR_JSON_SYNTAX_ERROR_SIZE holds it all. */
+#define LR_JSON_SYNTAX_ERROR_SIZE (JSON_ERROR_TEXT_LENGTH + 40)
+void lr_json_syntax_error(const json_error_t *je, char *buf, size_t size);
+
 /* Parse len bytes (need not be NUL-terminated) as one JSON object, rejecting
  * duplicate keys. *out: new reference. */
 int lr_json_load_object(const char *text, size_t len, json_t **out,

@@ -285,6 +285,11 @@ TEST(invalid_state_json_is_bad_state_with_line_and_column)
 	CHECK_INT(res.outcome, ==, LR_EXEC_BAD_STATE);
 	CHECK(res.state_out == NULL);
 	CHECK_HAS(res.msg, "LEASERUN_STATE_OUT: line 1, column 7: ");
+	opts_init(&o, "printf '{\"a\": \"\\\\u0000\"}' > \"$LEASERUN_STATE_OUT\"");
+	run(&o, &res);
+	CHECK_INT(res.outcome, ==, LR_EXEC_BAD_STATE);
+	CHECK_HAS(res.msg, "LEASERUN_STATE_OUT: line 1, column 14: \\u0000 is not allowed near");
+	CHECK(strstr(res.msg, "JSON_ALLOW_NUL") == NULL);
 	opts_init(&o, "printf '{\"a\": 1, \"a\": 2}' > \"$LEASERUN_STATE_OUT\"");
 	run(&o, &res);
 	CHECK_INT(res.outcome, ==, LR_EXEC_BAD_STATE);
