@@ -21,7 +21,7 @@ static const char usage[] =
     "Show tasks, oldest first: state, step k/n (with a progress bar on a\n"
     "terminal), attempt, runner, time since the last change, and the error\n"
     "or, for a pending task, what it waits for (\"waiting: X org/a held by\n"
-    "task t-12 on box-1\").\n"
+    "task t-12 on box-1\"). On a terminal, a last line counts them by state.\n"
     "\n"
     "  ID           only this task (exit 4 when there is no such task)\n"
     "  --state S    only tasks in state S: pending, running, succeeded,\n"
@@ -61,7 +61,8 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	if (rc == 0 && q->json)
 		out_status_json(f, v, n, q->id != NULL);
 	else if (rc == 0)
-		out_status_table(f, v, n, st, lr_wall_ms());
+		out_status_table(f, v, n, q->limit > 0 && n >= q->limit, st,
+		                 lr_wall_ms());
 	if (rc == 0 && !q->json && q->id != NULL)
 		out_status_history(f, &one);
 	if (q->id != NULL)

@@ -201,7 +201,32 @@ static char *one_line(const char *s)
 	return copy;
 }
 
-void out_status_table(FILE *f, const lr_task_status *v, size_t n,
+/* "1042 tasks: 4 running, 30 pending, 1 failed, 1007 succeeded", for a
+ * person on a terminal: the states in the order a person acts on them,
+ * those without a task left out. limited: a limit may have left tasks
+ * out, and the line says so. */
+static void print_totals(FILE *f, const lr_task_status *v, size_t n, bool limited)
+{
+	static const lr_task_state order[] = { LR_TASK_RUNNING, LR_TASK_PENDING,
+		LR_TASK_FAILED, LR_TASK_CANCELLED, LR_TASK_SUCCEEDED };
+	size_t count[LR_TASK_CANCELLED + 1] = { 0 };
+	const char *sep = ": ";
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].state >= 0 && v[i].state <= LR_TASK_CANCELLED)
+			count[v[i].state]++;
+	fprintf(f, "%s%zu task%s", limited ? "the oldest " : "", n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		if (count[order[i]] == 0)
+			continue;
+		fprintf(f, "%s%zu %s", sep, count[order[i]],
+		        lr_task_state_name(order[i]));
+		sep = ", ";
+	}
+	fputc('\n', f);
+}
+
+void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
                       const out_style *st, int64_t now_ms)
 {
 	static const char *const head_tty[] = { "ID", "STATE", "STEP",
@@ -244,6 +269,9 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n,
 		fputs("no tasks\n", f);
 	else
 		table_print(f, &t, st);
+	/* A pipe gets the rows alone: scripts count and parse them. */
+	if (n > 1 && st->tty)
+		print_totals(f, v, n, limited);
 	table_free(&t);
 }
 

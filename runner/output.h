@@ -4,6 +4,7 @@
 #ifndef LR_CLI_OUTPUT_H
 #define LR_CLI_OUTPUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -19,7 +20,10 @@ typedef struct out_style {
 /* The style for stdout. */
 out_style out_style_stdout(void);
 
-void out_status_table(FILE *f, const lr_task_status *v, size_t n,
+/* The tasks, one a row; on a terminal with a progress bar and, under
+ * several rows, a line of totals by state. limited: a limit may have left
+ * tasks out (the totals say so). */
+void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
                       const out_style *st, int64_t now_ms);
 /* single: one object (status ID), otherwise an array. 0, or -1 when out of
  * memory. */

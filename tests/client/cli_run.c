@@ -2,11 +2,19 @@
  * main thread only. */
 #include "cli_run.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/clock.h"
 
 #include "test.h"
 
@@ -80,6 +88,56 @@ void cli_start(proc_bg *p, const char *log_path, const char *const *args)
 	char *argv[34];
 	proc_cli_argv(argv, 34, args);
 	proc_start(p, argv, run_env(&e), log_path);
+}
+
+proc_result cli_run_tty(const char *const *args)
+{
+	struct run_env e;
+	char *argv[34];
+	proc_cli_argv(argv, 34, args);
+	const char *const *env = run_env(&e);
+	proc_result r = { .status = -1 };
+	size_t cap = 1 << 16, len = 0;
+	r.out = calloc(1, cap);
+	r.err = calloc(1, 1);
+	CHECK(r.out != NULL && r.err != NULL);
+	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
+	int fd = -1;
+	int64_t t0 = lr_mono_ms();
+	pid_t pid = forkpty(&fd, NULL, NULL, &ws);
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		for (size_t i = 0; env[i] != NULL; i++)
+			putenv((char *)env[i]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	/* Until the last of the terminal's writers is gone (EIO), 60 s at
+	 * most; then killed. */
+	bool ended = false;
+	while (!ended && lr_mono_ms() - t0 < 60000) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		if (len + 1 == cap)
+			break; /* enough for any test */
+		ssize_t n = read(fd, r.out + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ended = n <= 0;
+		if (n > 0)
+			len += (size_t)n;
+	}
+	r.out[len] = '\0';
+	close(fd);
+	if (!ended)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &r.status, 0) < 0 && errno == EINTR)
+		;
+	r.status = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 128 + WTERMSIG(r.status);
+	r.took_ms = (int)(lr_mono_ms() - t0);
+	show(&r);
+	return r;
 }
 
 int cli_setup(void)

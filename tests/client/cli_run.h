@@ -23,6 +23,10 @@ proc_result cli_run(const char *input, ...);
  * killed after timeout_ms: for long runs. */
 proc_result cli_run_long(const char *const *args, int timeout_ms);
 
+/* The same on a terminal of 200 columns (a pseudo-terminal): what it
+ * wrote there is `out`, with the terminal's line ends (\r\n). */
+proc_result cli_run_tty(const char *const *args);
+
 /* Start leaserun with the arguments (NULL-terminated array) in the
  * background, its output into log_path. */
 void cli_start(proc_bg *p, const char *log_path, const char *const *args);

@@ -274,6 +274,54 @@ TEST(status_table_names_each_column)
 	lr_client_close(c);
 }
 
+TEST(status_on_a_terminal_adds_progress_bars_and_totals)
+{
+	lr_client *c = fixture_client("cli_tty");
+	cli_use_client(c);
+	/* One by one: the listing is in the order they were stored. */
+	static const char *const specs[] = {
+		"{\"id\":\"t1\",\"steps\":[{\"name\":\"one\",\"run\":\"true\"}]}",
+		"{\"id\":\"t2\",\"steps\":[{\"name\":\"one\",\"run\":\"true\"}]}",
+		"{\"id\":\"t3\",\"steps\":[{\"name\":\"one\",\"run\":\"true\"}]}",
+	};
+	proc_result r;
+	for (size_t i = 0; i < 3; i++) {
+		r = RUN_STDIN(specs[i], "submit");
+		CHECK_INT(r.status, ==, 0);
+		proc_result_free(&r);
+	}
+	r = RUN("cancel", "t2");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	const char *all[] = { "status", NULL };
+	r = cli_run_tty(all);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "PROGRESS");
+	CHECK_HAS(r.out, "[----------]");
+	CHECK_HAS(r.out, "\r\n3 tasks: 2 pending, 1 cancelled\r\n");
+	proc_result_free(&r);
+
+	const char *two[] = { "status", "--limit", "2", NULL };
+	r = cli_run_tty(two);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "\r\nthe oldest 2 tasks: 1 pending, 1 cancelled\r\n");
+	proc_result_free(&r);
+
+	const char *one[] = { "status", "t1", NULL };
+	r = cli_run_tty(one);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "1 task") == NULL); /* no totals under a single row */
+	proc_result_free(&r);
+
+	/* A pipe gets the rows alone, for scripts. */
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "tasks:") == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
@@ -505,6 +553,7 @@ TEST_LIST(
 	TEST_CASE(submit_of_an_unreadable_file_exits_2_naming_it),
 	TEST_CASE(status_json_has_the_documented_shape),
 	TEST_CASE(status_table_names_each_column),
+	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
