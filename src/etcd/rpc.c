@@ -112,7 +112,17 @@ int lr__status_code(grpc_status_code st, const char *details, bool write)
 	case GRPC_STATUS_UNAUTHENTICATED:
 		return LR_EAUTH;
 	case GRPC_STATUS_RESOURCE_EXHAUSTED:
-		return LR_ETOOLARGE;
+		/* etcd refuses a proposal while its apply lags behind, before
+		 * anything is written: a retry is safe. */
+		if (strstr(details, "too many requests") != NULL)
+			return LR_EUNAVAILABLE;
+		/* gRPC's message size limits ("larger than max"); etcd's space
+		 * quota ("database space exceeded") and anything else are no
+		 * matter of size. */
+		if (strstr(details, "larger than max") != NULL ||
+		    strstr(details, "too large") != NULL)
+			return LR_ETOOLARGE;
+		return LR_EETCD;
 	case GRPC_STATUS_NOT_FOUND:
 		if (strstr(details, "lease not found") != NULL)
 			return LR_ELEASE;

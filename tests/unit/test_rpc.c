@@ -1,0 +1,60 @@
+/* test_rpc.c - gRPC statuses as the library's codes: which failures are
+ * retried, which may have applied, and which are about size. etcd's own
+ * texts for each case. No etcd. */
+#include <stdbool.h>
+
+#include "etcd/rpc.h"
+#include "leaserun.h"
+#include "test.h"
+
+TEST(a_lost_reply_is_ambiguous_only_for_a_write)
+{
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNAVAILABLE, "connection reset", true), ==,
+	          LR_EAMBIGUOUS);
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNAVAILABLE, "connection reset", false), ==,
+	          LR_EUNAVAILABLE);
+	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", true), ==, LR_EAMBIGUOUS);
+	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", false), ==, LR_ETIMEDOUT);
+}
+
+TEST(only_a_size_limit_reads_as_too_large)
+{
+	/* etcd's --max-request-bytes, and gRPC's message limits. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_INVALID_ARGUMENT,
+	                          "etcdserver: request is too large", true), ==, LR_ETOOLARGE);
+	CHECK_INT(lr__status_code(GRPC_STATUS_RESOURCE_EXHAUSTED,
+	                          "Received message larger than max (3145800 vs. 2621440)",
+	                          true), ==, LR_ETOOLARGE);
+	CHECK_INT(lr__status_code(GRPC_STATUS_RESOURCE_EXHAUSTED,
+	                          "Sent message larger than max (5000000 vs. 4194304)", false),
+	          ==, LR_ETOOLARGE);
+	/* etcd refuses a proposal while its apply lags: nothing was written,
+	 * and the same request goes through later. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_RESOURCE_EXHAUSTED,
+	                          "etcdserver: too many requests", true), ==, LR_EUNAVAILABLE);
+	/* A full space quota needs its operator, whatever the request's size. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_RESOURCE_EXHAUSTED,
+	                          "etcdserver: mvcc: database space exceeded", true), ==,
+	          LR_EETCD);
+}
+
+TEST(refusals_name_their_cause)
+{
+	CHECK_INT(lr__status_code(GRPC_STATUS_PERMISSION_DENIED, "", true), ==, LR_EPERM);
+	CHECK_INT(lr__status_code(GRPC_STATUS_FAILED_PRECONDITION,
+	                          "etcdserver: permission denied", false), ==, LR_EPERM);
+	CHECK_INT(lr__status_code(GRPC_STATUS_INVALID_ARGUMENT,
+	                          "etcdserver: authentication failed, invalid user ID or "
+	                          "password", false), ==, LR_EAUTH);
+	CHECK_INT(lr__status_code(GRPC_STATUS_NOT_FOUND,
+	                          "etcdserver: requested lease not found", true), ==, LR_ELEASE);
+	CHECK_INT(lr__status_code(GRPC_STATUS_OK, "", true), ==, LR_OK);
+}
+
+TEST_LIST(
+	TEST_CASE(a_lost_reply_is_ambiguous_only_for_a_write),
+	TEST_CASE(only_a_size_limit_reads_as_too_large),
+	TEST_CASE(refusals_name_their_cause),
+);
+
+TEST_MAIN(NULL, NULL)
