@@ -560,6 +560,11 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		rc = t != NULL ? holder_txn(who, t, &r, err)
 		               : lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
 		lr_txn_free(t);
+		bool ending = v.cancel_rev != 0 || why[0] != '\0';
+		/* An end sent again after a lost reply finds its own record: it
+		 * applied the first time. */
+		bool ended_before = rc == 0 && !r.succeeded && ending &&
+		                    same_bytes(op_kv(&r, F_DONE), vals[0]);
 		for (int i = 0; i < 3; i++)
 			free(vals[i]);
 		if (rc != 0 && why[0] == '\0' && v.cancel_rev == 0 && lr_etcd_too_many_ops(rc, err)) {
@@ -578,15 +583,15 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			lr_err_wrap(err, rc, "claim %s", id);
 			goto out;
 		}
-		if (!r.succeeded) {
+		if (!r.succeeded && !ended_before) {
 			/* Someone came first, or something moved since the read:
 			 * the failure branch shows which. */
 			have_reads = true;
 			continue;
 		}
-		if (v.cancel_rev == 0 && why[0] == '\0' && !lr_locks_acquired(&r, depth)) {
+		if (!ending && !lr_locks_acquired(&r, depth)) {
 			*outcome = LR_CLAIM_BLOCKED; /* nothing was written */
-		} else if (v.cancel_rev != 0 || why[0] != '\0') {
+		} else if (ending) {
 			*outcome = LR_CLAIM_ENDED;
 			*ended_state = v.cancel_rev != 0 ? LR_TASK_CANCELLED : LR_TASK_FAILED;
 			snprintf(ended_error, ended_error_size, "%s",
@@ -636,6 +641,10 @@ static int fenced_checkpoint(const lr_claimant *who, lr_claimed_task *h, int64_t
 		                  what, h->id, LR_STATE_MAX_BYTES / 1024);
 	}
 	lr_txn *t = lr_txn_new();
+	if (t == NULL) {
+		free(val);
+		return lr_err_set(err, LR_ENOMEM, "%s %s: out of memory", what, h->id);
+	}
 	fence_compares(t, k, who, h);
 	lr_txn_cmp(t, k->ckpt, 0, LR_CMP_MOD, LR_CMP_EQ, h->ckpt_rev);
 	lr_txn_put(t, LR_THEN, k->ckpt, val, strlen(val), 0);
@@ -709,6 +718,8 @@ int lr_release(const lr_claimant *who, lr_claimed_task *h, bool give_back, lr_er
 	}
 	const lr_task_keys *k = &h->keys;
 	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "release %s: out of memory", h->id);
 	fence_compares(t, k, who, h);
 	lr_txn_delete(t, LR_THEN, k->claim, 0);
 	release_locks(who, h, t);
@@ -754,6 +765,18 @@ int lr_finish_outcome(lr_claimed_task *h, const lr_txn_result *r, const char *va
 	return 0;
 }
 
+int lr_finish_send(const lr_claimant *who, lr_claimed_task *h, const lr_txn *t,
+                   const char *val, lr_err *err)
+{
+	lr_txn_result r;
+	int rc = holder_txn(who, t, &r, err);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "finish %s", h->id);
+	rc = lr_finish_outcome(h, &r, val, err);
+	lr_txn_result_free(&r);
+	return rc;
+}
+
 int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
               const char *error, json_t *state, lr_err *err)
 {
@@ -761,15 +784,8 @@ int lr_finish(const lr_claimant *who, lr_claimed_task *h, lr_task_state st,
 	lr_txn *t = lr_finish_txn(who, h, st, error, state, &val, err);
 	if (t == NULL)
 		return LR_ENOMEM; /* the only way it fails */
-	lr_txn_result r;
-	int rc = holder_txn(who, t, &r, err);
+	int rc = lr_finish_send(who, h, t, val, err);
 	lr_txn_free(t);
-	if (rc != 0) {
-		free(val);
-		return lr_err_wrap(err, rc, "finish %s", h->id);
-	}
-	rc = lr_finish_outcome(h, &r, val, err);
-	lr_txn_result_free(&r);
 	free(val);
 	return rc;
 }

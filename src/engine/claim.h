@@ -162,6 +162,11 @@ lr_txn *lr_finish_txn(const lr_claimant *who, const lr_claimed_task *h, lr_task_
                       const char *error, json_t *state, char **val, lr_err *err);
 int lr_finish_outcome(lr_claimed_task *h, const lr_txn_result *r, const char *val,
                       lr_err *err);
+/* Send a txn of lr_finish_txn (again) and judge its outcome: for a rider
+ * whose request failed, so that a try of it that applied meanwhile is
+ * recognised by the record it put (a new record would not be). */
+int lr_finish_send(const lr_claimant *who, lr_claimed_task *h, const lr_txn *t,
+                   const char *val, lr_err *err);
 
 /* Graceful release: claim deleted; give_back returns one attempt to the
  * count (a start that did not happen, or was interrupted by the

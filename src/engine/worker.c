@@ -228,8 +228,9 @@ static lr_rider *ride(struct deferred *d)
 	return &d->rider;
 }
 
-/* Write the end put off: its outcome from the ride, or, when it did not
- * ride or its request failed, sent alone as finish would. */
+/* Write the end put off: its outcome from the ride, or, when its request
+ * failed, the same txn sent alone (a ride that applied although its reply
+ * was lost is recognised by its record); built now when it did not ride. */
 static void settle(struct deferred *d)
 {
 	if (!d->pending)
@@ -239,6 +240,8 @@ static void settle(struct deferred *d)
 	int rc;
 	if (d->rider.sent && d->rider.rc == 0)
 		rc = lr_finish_outcome(&h->t, &d->rider.r, d->val, &e);
+	else if (d->txn != NULL)
+		rc = lr_finish_send(&h->who, &h->t, d->txn, d->val, &e);
 	else
 		rc = lr_finish(&h->who, &h->t, d->st, d->error, d->state, &e);
 	report_end(h, d->st, d->error, rc, &e, d->t0);
