@@ -57,6 +57,10 @@ int lr_claim_sched(lr_client *c, const json_t *spec, lr_sched_check *out, lr_err
 	if (sc.n_after == 0)
 		goto done;
 	lr_txn *t = lr_txn_new();
+	if (t == NULL) {
+		rc = lr_err_set(err, LR_ENOMEM, "out of memory");
+		goto done;
+	}
 	for (size_t i = 0; i < sc.n_after; i++) {
 		char key[LR_KEY_SIZE];
 		lr_key(c, LR_K_DONE, sc.after[i], key);

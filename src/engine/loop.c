@@ -51,6 +51,10 @@ static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err 
 	if (val == NULL)
 		return lr_err_set(err, LR_ENOMEM, "register %s: out of memory", r->name);
 	lr_txn *t = lr_txn_new();
+	if (t == NULL) {
+		free(val);
+		return lr_err_set(err, LR_ENOMEM, "register %s: out of memory", r->name);
+	}
 	lr_txn_cmp(t, key, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_put(t, LR_THEN, key, val, strlen(val), lease);
 	lr_txn_get(t, LR_ELSE, key, 0);

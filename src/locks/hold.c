@@ -157,6 +157,10 @@ static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err
 	if (value == NULL)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
 	lr_txn *t = lr_txn_new();
+	if (t == NULL) {
+		free(value);
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	}
 	lr_txn_cmp(t, h->wants, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	lr_txn_put(t, LR_THEN, h->wants, value, strlen(value), h->lease);
 	lr_txn_get(t, LR_ELSE, h->wants, LR_RANGE_KEYS_ONLY);
@@ -214,6 +218,8 @@ static int try_take(lr_hold *h, const char *value, lr_err *err)
 	lr_lock_writes w = { .c = h->c, .set = h->set, .slots = h->slots, .holder = h->holder,
 	                     .value = value, .lease = h->lease };
 	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
 	/* Our request is still there: the lease lives, and it is our turn. */
 	lr_txn_cmp(t, h->wants, 0, LR_CMP_LEASE, LR_CMP_EQ, h->lease);
 	int depth;
