@@ -365,9 +365,14 @@ static void read_ctl(struct watch *w, int64_t now)
 		if (m[i].kind == MSG_DEADLINE && m[i].value > w->deadline) {
 			w->deadline = m[i].value;
 			w->learnt_at = now;
-		} else if (m[i].kind == MSG_STOP && w->stop_term_at == INT64_MAX) {
-			w->stop_term_at = now;
-			w->stop_kill_at = now + (m[i].value > 0 ? m[i].value : 0);
+		} else if (m[i].kind == MSG_STOP) {
+			/* A later stop may shorten the grace (a lease lost during
+			 * a shutdown's), never lengthen it. */
+			int64_t kill_at = now + (m[i].value > 0 ? m[i].value : 0);
+			if (w->stop_term_at == INT64_MAX)
+				w->stop_term_at = now;
+			if (kill_at < w->stop_kill_at)
+				w->stop_kill_at = kill_at;
 		}
 	}
 }

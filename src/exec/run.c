@@ -101,6 +101,16 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	if (path == NULL)
 		return lr_err_set(err, LR_ENOTFOUND, "run: %s: no such program on PATH, or not "
 		                  "executable", argv[0]);
+	/* Lost already (0), or frozen past the deadline since the locks were
+	 * taken: they may be another holder's now, so the command never
+	 * starts. (A guard reads a deadline of 0 as none at all.) */
+	int64_t deadline = lr_hold_deadline_ms(h);
+	if (deadline <= lr_mono_ms()) {
+		free(path);
+		return lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost before "
+		                  "the command started: it did not start", lr_hold_id(h),
+		                  (long long)lr_hold_lease(h));
+	}
 	char **env = hold_env(h);
 	if (env == NULL) {
 		free(path);
@@ -108,8 +118,7 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	}
 	lr_guard_spec spec = { .path = path, .argv = argv, .envp = env, .out_fd = 1,
 	                       .err_fd = 2, .pass_stdin = true, .take_terminal = own_terminal(),
-	                       .dir_fd = -1, .deadline_ms = lr_hold_deadline_ms(h),
-	                       .grace_ms = grace_ms };
+	                       .dir_fd = -1, .deadline_ms = deadline, .grace_ms = grace_ms };
 	lr_guard g;
 	int rc = lr_guard_start(&spec, &g, err);
 	free(path);
@@ -138,8 +147,10 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 				lr_guard_deadline(&g, lr_hold_deadline_ms(h));
 		}
 		if (p[2].revents != 0) {
+			/* The locks may be another holder's at once (a revoked
+			 * lease): no grace, as for a step whose claim is gone. */
 			lost = true;
-			lr_guard_stop(&g, grace_ms);
+			lr_guard_stop(&g, 0);
 		}
 		if (p[3].revents != 0) {
 			stopping = true;

@@ -494,8 +494,51 @@ TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
 	lr_client_close(c);
 }
 
+/* The same with a command that ignores SIGTERM and a long --grace: the
+ * locks may be the next holder's at once, so no grace is given. Renewals
+ * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
+ * grace would last until the guard's cap, 3.8 to 5.8 s after it. */
+TEST(a_lost_lease_gives_the_command_no_grace)
+{
+	lr_client *c = fixture_client("run_lost_nograce");
+	cli_use_client(c);
+	char mark[600], log[600], script[700];
+	snprintf(mark, sizeof(mark), "%s/stubborn", cli_tmpdir);
+	snprintf(log, sizeof(log), "%s/stubborn.log", cli_tmpdir);
+	snprintf(script, sizeof(script), "trap '' TERM; touch %s; while :; do sleep 0.1; done",
+	         mark);
+	const char *args[] = { "run", "--lock", "stubborn", "--ttl", "6", "--grace", "60", "--",
+		               "sh", "-c", script, NULL };
+	proc_bg bg;
+	cli_start(&bg, log, args);
+	int64_t t0 = lr_mono_ms();
+	while (access(mark, F_OK) != 0 && proc_alive(&bg) && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(5);
+	CHECK(access(mark, F_OK) == 0);
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_WANTS, "", key);
+	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX };
+	lr_range_result r;
+	lr_err err;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &r, &err), &err);
+	CHECK_INT(r.n, ==, 1);
+	int64_t lease = r.kvs[0].lease;
+	lr_range_result_free(&r);
+	int64_t revoked = lr_mono_ms();
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
+	CHECK_INT(proc_wait(&bg, 10000), ==, 1);
+	int64_t took = lr_mono_ms() - revoked;
+	printf("# stopped %lld ms after the revoke\n", (long long)took);
+	CHECK_INT(took, <, 3700);
+	char *text = proc_slurp(bg.log);
+	CHECK_HAS(text, "was lost: the command was stopped");
+	free(text);
+	lr_client_close(c);
+}
+
 TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
+          TEST_CASE(a_lost_lease_gives_the_command_no_grace),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
