@@ -542,8 +542,11 @@ LR_API int lr_step_checkpoint(lr_step *s, lr_err *err);
  * too), LR_ECANCELLED when the step was stopped already, LR_EINVAL for an
  * invalid name or a NULL value, LR_ETOOLARGE when the values encode to
  * over 1 MiB together. A write whose reply was lost is sent again: writing
- * the same values twice leaves the same result. Worker thread of the step
- * only. */
+ * the same values twice leaves the same result, unless another writer
+ * changed one of these names in between, which the second write then
+ * overwrites. Names only this task writes (as a LangGraph saver's are)
+ * are safe; for names several writers change, use lr_update. Worker
+ * thread of the step only. */
 #define LR_SHARED_PUT_MAX 100
 LR_API int lr_step_shared_put_many(lr_step *s, size_t n, const char *const names[],
                                    const void *const values[], lr_err *err);
