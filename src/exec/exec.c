@@ -129,6 +129,8 @@ struct child {
 	int all_gone;        /* the guard's status pipe ended: no process of
 	                        the step is left */
 	int status_lost;     /* it ended without the shell's status */
+	int told_gone;       /* the guard said that all of the step is gone */
+	int guard_lost;      /* the guard was killed before it could say so */
 	enum stop_why stop;
 	int64_t start_ms, term_ms, drain_until;
 	int64_t grace_ms;
@@ -300,12 +302,12 @@ static int poll_timeout(const struct child *c, int64_t now)
 	return wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 }
 
-/* What the guard says: the shell's wait status, then end of file once no
- * process of the step is left. */
+/* What the guard says: the shell's wait status, then LR_GUARD_ALL_GONE
+ * and end of file once no process of the step is left. */
 static void read_status(struct child *c)
 {
 	for (;;) {
-		char scratch;
+		char scratch = 0;
 		char *p = c->status_len < sizeof(int) ? (char *)&c->wstatus + c->status_len
 		                                      : &scratch;
 		ssize_t r = read(c->guard.status, p,
@@ -320,6 +322,8 @@ static void read_status(struct child *c)
 			c->exited = 1;
 			return;
 		}
+		if (p == &scratch && scratch == LR_GUARD_ALL_GONE)
+			c->told_gone = 1;
 		if (c->status_len < sizeof(int)) {
 			c->status_len += (size_t)r;
 			c->exited = c->status_len == sizeof(int);
@@ -510,7 +514,13 @@ static void describe_signal(int sig, lr_exec_result *res)
 static void describe_end(const struct child *c, lr_exec_result *res)
 {
 	tail_copy(&c->tail, res->stderr_tail, sizeof(res->stderr_tail));
-	if (c->stop != STOP_NONE) {
+	if (c->guard_lost) {
+		/* Whatever else happened: nothing may run the step again. */
+		res->outcome = LR_EXEC_GUARD_LOST;
+		snprintf(res->msg, sizeof(res->msg),
+		         "the step's guard was killed before every process of the step "
+		         "had ended: some may still run, so the step is not run again");
+	} else if (c->stop != STOP_NONE) {
 		describe_stop(c, res);
 	} else if (c->status_lost) {
 		res->outcome = LR_EXEC_EXIT;
@@ -586,6 +596,10 @@ static int run_child(const lr_exec_opts *o, char **envp, struct lr_state_dir *sd
 	}
 	c->start_ms = c->learnt_at = lr_mono_ms();
 	supervise(c);
+	/* Its pipe ended without the word that all of the step is gone: the
+	 * guard is gone, killed, or failed before it started the shell. */
+	if (!c->told_gone)
+		c->guard_lost = WIFSIGNALED(lr_guard_reap(&c->guard));
 	describe_end(c, res);
 	return 0;
 }

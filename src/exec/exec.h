@@ -65,6 +65,9 @@ typedef enum lr_exec_outcome {
 	LR_EXEC_BAD_STATE,  /* exit 0, but LEASERUN_STATE_OUT holds invalid JSON
 	                       or a state over LR_STATE_MAX_BYTES */
 	LR_EXEC_SPAWN,      /* could not be started */
+	LR_EXEC_GUARD_LOST, /* the guard was killed before every process of the
+	                       step had ended: some may still run, out of
+	                       reach (never run the step again) */
 } lr_exec_outcome;
 
 typedef struct lr_exec_result {

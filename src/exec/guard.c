@@ -339,7 +339,12 @@ static void reap(struct watch *w)
 		}
 		if (pid < 0 && errno == ECHILD && w->shell_done && !w->all_dead) {
 			w->all_dead = true;
-			close(G_STATUS); /* end of file: all of the step is gone */
+			/* All of the step is gone: said, then end of file. (A
+			 * guard killed before says nothing.) */
+			char gone = LR_GUARD_ALL_GONE;
+			ssize_t n = write(G_STATUS, &gone, 1);
+			(void)n;
+			close(G_STATUS);
 		}
 		return;
 	}
@@ -482,6 +487,15 @@ int lr_guard_start(const lr_guard_spec *spec, lr_guard *g, lr_err *err)
 	g->ctl = ctl[1];
 	g->status = status[0];
 	return 0;
+}
+
+int lr_guard_reap(lr_guard *g)
+{
+	int st = 0;
+	while (g->pid > 0 && waitpid(g->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	g->pid = -1;
+	return st;
 }
 
 void lr_guard_end(lr_guard *g)

@@ -35,6 +35,10 @@
  * needs to be gone, with room for a busy machine. */
 #define LR_GUARD_KILL_MARGIN_MS 200
 
+/* The byte after the shell's status on the status pipe: no process of the
+ * step is left. */
+#define LR_GUARD_ALL_GONE 'E'
+
 /* When the guard sends SIGTERM and SIGKILL unless the deadline moves:
  * deadline and learnt_at (when it arrived) in monotonic ms. */
 void lr_guard_schedule(int64_t deadline, int64_t learnt_at, int64_t grace_ms,
@@ -62,8 +66,10 @@ typedef struct lr_guard {
 	pid_t pid;
 	int ctl;      /* write end: deadlines and stop requests to the guard */
 	int status;   /* read end (non-blocking): the shell's wait status (an
-	                 int), then end of file once no process of the step is
-	                 left */
+	                 int), then LR_GUARD_ALL_GONE and end of file once no
+	                 process of the step is left; end of file without
+	                 that byte: the guard was killed, and processes of
+	                 the step may live on */
 } lr_guard;
 
 /* Start the guard, which starts the shell. The spec's fds stay the
@@ -76,5 +82,9 @@ void lr_guard_stop(lr_guard *g, int64_t grace_ms);
 /* The step is over and its results are read: close the pipe (the guard
  * removes the state directory and exits) and reap the guard. */
 void lr_guard_end(lr_guard *g);
+/* Wait for the guard to end, without closing the pipe: only once its
+ * status pipe ended without LR_GUARD_ALL_GONE (it is ending). Its wait
+ * status; lr_guard_end still closes the pipes. */
+int lr_guard_reap(lr_guard *g);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -76,15 +77,18 @@ static void take_back_terminal(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Read what the guard's status pipe has: the wait status, then end of
- * file once no process of the command is left. True at the end. */
-static bool read_status(int fd, int *wstatus, size_t *got)
+/* Read what the guard's status pipe has: the wait status, then
+ * LR_GUARD_ALL_GONE and end of file once no process of the command is
+ * left (*gone). True at the end. */
+static bool read_status(int fd, int *wstatus, size_t *got, bool *gone)
 {
 	for (;;) {
-		char *p = *got < sizeof(int) ? (char *)wstatus + *got : (char *)&(int){ 0 };
+		char extra = 0;
+		char *p = *got < sizeof(int) ? (char *)wstatus + *got : &extra;
 		ssize_t r = read(fd, p, *got < sizeof(int) ? sizeof(int) - *got : 1);
 		if (r > 0) {
 			*got += *got < sizeof(int) ? (size_t)r : 0;
+			*gone = *gone || (p == &extra && extra == LR_GUARD_ALL_GONE);
 			continue;
 		}
 		return r == 0 || (errno != EAGAIN && errno != EINTR);
@@ -125,7 +129,7 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	lr_exec_env_free(env);
 	if (rc != 0)
 		return rc;
-	bool lost = false, stopping = false;
+	bool lost = false, stopping = false, ended = false, gone = false;
 	size_t got = 0;
 	for (;;) {
 		struct pollfd p[4] = { { g.status, POLLIN, 0 },
@@ -156,9 +160,14 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 			stopping = true;
 			lr_guard_stop(&g, grace_ms);
 		}
-		if (p[0].revents != 0 && read_status(g.status, wstatus, &got))
+		if (p[0].revents != 0 && read_status(g.status, wstatus, &got, &gone)) {
+			ended = true;
 			break;
+		}
 	}
+	/* The pipe ended without the word that all of the command is gone:
+	 * the guard is ending, killed or failed before it started it. */
+	bool guard_killed = ended && !gone && WIFSIGNALED(lr_guard_reap(&g));
 	lr_guard_end(&g);
 	if (spec.take_terminal)
 		take_back_terminal();
@@ -168,6 +177,10 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	 * only after the guard stopped the command: the clock tells at once. */
 	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
 		lost = true;
+	if (rc == 0 && guard_killed)
+		rc = lr_err_set(err, LR_ESYS, "run %s: the command's guard was killed before every "
+		                "process of the command had ended: some may still run",
+		                lr_hold_id(h));
 	if (rc == 0 && lost)
 		rc = lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost: the "
 		                "command was stopped", lr_hold_id(h), (long long)lr_hold_lease(h));

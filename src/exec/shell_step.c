@@ -142,6 +142,9 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		out = take_state(s, &res);
 	} else {
 		describe_failure(s, &res);
+		/* Another execution could overlap what the first left running. */
+		if (res.outcome == LR_EXEC_GUARD_LOST)
+			out = LR_STEP_FAIL;
 	}
 	lr_exec_result_clear(&res);
 done:

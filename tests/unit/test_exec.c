@@ -702,6 +702,32 @@ TEST(shell_exit_ends_the_step_while_a_grandchild_holds_stdout)
 	CHECK(group_gone(step_pgid()));
 }
 
+TEST(a_step_that_kills_its_guard_is_guard_lost)
+{
+	lr_exec_opts o;
+	lr_exec_result res;
+	lr_err err = { 0 };
+	/* A process out of the group, then the guard ($PPID) killed: the
+	 * shell dies with it (its parent-death signal), the other lives on
+	 * out of reach, here as this program's orphan. */
+	opts_init(&o, "setsid sleep 30 >/dev/null 2>&1 & echo \"bg=$!\"; sleep 0.2; "
+	              "kill -9 $PPID; exec sleep 30");
+	int64_t t0 = lr_mono_ms();
+	CHECK_OK(lr_exec_run(&o, &res, &err), &err);
+	CHECK_INT(lr_mono_ms() - t0, <, 10000);
+	CHECK_INT(res.outcome, ==, LR_EXEC_GUARD_LOST);
+	CHECK_HAS(res.msg, "guard was killed");
+	CHECK_INT(dir_entries(fx.base), ==, 0); /* removed all the same */
+	pid_t bg = (pid_t)atoi(value_of("bg="));
+	CHECK(bg > 0);
+	CHECK(kill(bg, 0) == 0);
+	kill(bg, SIGKILL);
+	CHECK(process_gone(bg));
+	/* The shell, this program's orphan too: reaped here (no guard did). */
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
 TEST(background_process_without_output_is_killed_with_the_step)
 {
 	lr_exec_opts o;
@@ -903,6 +929,7 @@ TEST_LIST(
 	TEST_CASE(a_step_past_its_deadline_or_cancelled_is_not_started),
 	TEST_CASE(shell_exit_ends_the_step_while_a_grandchild_holds_stdout),
 	TEST_CASE(background_process_without_output_is_killed_with_the_step),
+	TEST_CASE(a_step_that_kills_its_guard_is_guard_lost),
 	TEST_CASE(process_that_left_the_group_does_not_outlive_the_step),
 	TEST_CASE(env_build_drops_overrides_and_adds),
 	TEST_CASE(step_sees_the_environment_it_is_given),
