@@ -145,9 +145,19 @@ void lr_stop_claim_gone(lr_stop *s, int64_t rev)
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 {
 	int expected = LR_STOP_NONE;
+	uint64_t one = 1;
 	if (atomic_compare_exchange_strong(&s->why, &expected, (int)why)) {
-		uint64_t one = 1;
 		ssize_t n = write(s->request_fd, &one, sizeof(one));
+		(void)n;
+		atomic_store(&s->written, true);
+		return;
+	}
+	/* The claim went during a cancel's or a shutdown's grace: the task
+	 * may run elsewhere at once. The loss becomes the reason, and moved_fd
+	 * wakes the step's waiter, which ends the grace. */
+	if (why == LR_STOP_LEASE && expected != LR_STOP_LEASE &&
+	    atomic_compare_exchange_strong(&s->why, &expected, (int)why)) {
+		ssize_t n = write(s->moved_fd, &one, sizeof(one));
 		(void)n;
 		atomic_store(&s->written, true);
 	}

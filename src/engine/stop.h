@@ -62,7 +62,9 @@ void lr_stop_set_fence(lr_stop *s, int64_t fence);
  * LR_STOP_LEASE. Either order of this and lr_stop_set_fence works. */
 void lr_stop_claim_gone(lr_stop *s, int64_t rev);
 
-/* Ask for a stop (once: later requests are ignored until the next arm). */
+/* Ask for a stop (once: later requests are ignored until the next arm),
+ * except that LR_STOP_LEASE replaces an earlier reason, and writes
+ * moved_fd: a claim lost during a grace ends the grace. */
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why);
 
 /* Why to stop now, if at all: the request, or LR_STOP_LEASE once the

@@ -219,6 +219,17 @@ static void begin_stop(struct child *c, enum stop_why why, int64_t now)
 	lr_guard_stop(&c->guard, c->grace_ms);
 }
 
+/* A stop under way with a grace, and the step lost its right to run
+ * meanwhile (its claim is gone): the grace ends now. */
+static void end_grace(struct child *c)
+{
+	if (c->stop == STOP_NONE || c->grace_ms == 0 || c->o->grace_now == NULL ||
+	    c->o->grace_now(c->o->user) > 0)
+		return;
+	c->grace_ms = 0;
+	lr_guard_stop(&c->guard, 0);
+}
+
 /* A renewal moved the deadline: the guard must know before it acts. */
 static void pass_deadline(struct child *c, int64_t now)
 {
@@ -376,6 +387,7 @@ static void wait_events(struct child *c, int64_t now)
 		ssize_t r = read(moved_fd, &drain, sizeof(drain));
 		(void)r;
 		pass_deadline(c, lr_mono_ms());
+		end_grace(c);
 	}
 	/* Any event counts, including POLLNVAL: a broken cancel fd must stop
 	 * the step rather than make this loop spin. */

@@ -33,14 +33,17 @@ typedef struct lr_exec_opts {
 	int64_t grace_ms;          /* SIGTERM -> SIGKILL; < 0 counts as 0 */
 	/* When non-NULL, the grace to give at the moment a stop through
 	 * cancel_fd begins, instead of grace_ms: 0 when the step has no right
-	 * to run any more (its claim is gone). */
+	 * to run any more (its claim is gone). Asked again whenever
+	 * deadline_fd wakes during a stop: 0 then ends the grace. */
 	int64_t (*grace_now)(void *user);
 	int cancel_fd;             /* readable (or hung up) once the step must
 	                              stop: lease lost, cancel, shutdown; -1:
 	                              none. Only polled, never read. */
 	int deadline_fd;           /* readable (and drained here) when the
-	                              deadline moved: the new one is passed to
-	                              the guard at once; 0 or below: none (the
+	                              deadline moved, or the step lost its
+	                              claim during a stop: the new deadline is
+	                              passed to the guard at once, and
+	                              grace_now asked; 0 or below: none (the
 	                              guard then learns a move only when this
 	                              side wakes, before the guard would act) */
 	int64_t deadline_ms;       /* lr_mono_ms() time at which the step is

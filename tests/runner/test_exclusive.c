@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "client/client.h"
+#include "etcd/kv.h"
 #include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "fleet.h"
@@ -248,6 +250,45 @@ TEST(a_step_that_kills_its_guard_is_not_run_again)
 	fleet_destroy(&f);
 }
 
+/* A cancel's grace (20 s, the step ignoring SIGTERM; a TTL of 30 s, as a
+ * grace never outlasts the lease deadline), and the claim deleted during
+ * it: the task may run elsewhere at once, so the grace ends then. The
+ * runner then finds the cancel request and ends the task. */
+TEST(a_claim_lost_during_a_cancels_grace_ends_the_grace)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-regrace");
+	const char *const extra[] = { "--ttl", "30", "--grace", "20", NULL };
+	fleet_start(&f, 0, extra);
+	fleet_submit(&f, "r1", "{\"id\":\"%s\",\"steps\":[" STEP("beat", "trap '' TERM; "
+	             MARK_START "; " MARK_BEATS("600") "; " MARK_END) "]}");
+	CHECK_INT(holder_once_beating(&f, "r1"), ==, 0);
+	lr_err err;
+	int already = 0;
+	CHECK_OK(lr_cancel(f.client, "r1", &already, &err), &err);
+	lr_sleep_ms(500); /* in the grace, beating on */
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_CLAIMS, "r1", key);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	int64_t deleted_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	CHECK_OK(lr_kv_delete(lr_client_etcd(f.client), key, 0, NULL, NULL, &err), &err);
+	CHECK(fleet_wait_state(&f, "r1", LR_TASK_CANCELLED, 30000) >= 0);
+	mark *m = NULL;
+	size_t n = 0;
+	CHECK_INT(marks_read(f.dir, &m, &n), ==, 0);
+	int64_t last_ns = 0;
+	for (size_t i = 0; i < n; i++)
+		if (m[i].kind == MARK_KIND_HB && m[i].ns > last_ns)
+			last_ns = m[i].ns;
+	free(m);
+	printf("# last heartbeat %.0f ms after the claim was deleted\n",
+	       (double)(last_ns - deleted_ns) / 1e6);
+	CHECK(last_ns - deleted_ns < 3000000000LL);
+	check_nothing_left(&f);
+	fleet_destroy(&f);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 1 };
@@ -257,6 +298,7 @@ static int setup(void)
 static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
+	TEST_CASE(a_claim_lost_during_a_cancels_grace_ends_the_grace),
 	TEST_CASE(a_step_that_kills_its_guard_is_not_run_again),
 	TEST_CASE(a_killed_holders_step_stops_before_the_next_holder_starts_it),
 	TEST_CASE(a_holder_frozen_past_its_ttl_has_its_step_stopped_by_the_deadline),
