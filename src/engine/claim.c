@@ -193,8 +193,9 @@ static void view_set_ckpt(struct view *v, const lr_kv *kv)
 }
 
 /* Indexes of the reads of a task's keys, in read_view and in the failure
- * branch of every claim txn. */
-enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL };
+ * branch of every claim txn; a claim txn that ends the task reads its done
+ * record's value too (F_DONE_VALUE). */
+enum { F_CLAIM, F_DONE, F_CKPT, F_TASK, F_CANCEL, F_DONE_VALUE };
 
 static void add_reads(lr_txn *t, enum lr_txn_branch b, const lr_task_keys *k)
 {
@@ -313,6 +314,9 @@ static lr_txn *claim_txn(const lr_claimant *who, const lr_task_keys *k,
 		lr_txn_put(in, LR_THEN, k->ckpt, vals[1], strlen(vals[1]), 0);
 	}
 	add_reads(t, LR_ELSE, k);
+	/* An end sent again after a lost reply knows its own record by it. */
+	if (v->cancel_rev != 0 || why[0] != '\0')
+		lr_txn_get(t, LR_ELSE, k->done, 0);
 	return t;
 }
 
@@ -564,7 +568,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		/* An end sent again after a lost reply finds its own record: it
 		 * applied the first time. */
 		bool ended_before = rc == 0 && !r.succeeded && ending &&
-		                    same_bytes(op_kv(&r, F_DONE), vals[0]);
+		                    same_bytes(op_kv(&r, F_DONE_VALUE), vals[0]);
 		for (int i = 0; i < 3; i++)
 			free(vals[i]);
 		if (rc != 0 && why[0] == '\0' && v.cancel_rev == 0 && lr_etcd_too_many_ops(rc, err)) {
