@@ -18,6 +18,9 @@
 #include "options.h"
 #include "records/spec.h"
 
+/* 9999-12-31T23:59:59.999Z, in unix ms: the last start time a spec holds. */
+#define LAST_START_MS 253402300799999LL
+
 static const char usage[] =
     "Usage: leaserun submit [FILE|-]... [--jsonl] [--id ID] [--in-flight N]\n"
     "\n"
@@ -267,10 +270,14 @@ int cmd_submit(int argc, char **argv)
 	if (rc == CLI_CONTINUE && in_s != NULL) {
 		int64_t d = 0;
 		lr_err e = { 0 };
+		int64_t now = lr_wall_ms();
 		if (lr_duration_parse(in_s, &d, &e) != 0)
 			rc = cli_usage_error("submit: --in %s: %s", in_s, e.msg);
+		else if (d > LAST_START_MS - now)
+			rc = cli_usage_error("submit: --in %s: too far ahead (a start time "
+			                     "goes up to 9999-12-31)", in_s);
 		else
-			not_before_ms = lr_wall_ms() + d;
+			not_before_ms = now + d;
 	}
 	bool many = jsonl || nargs > 1;
 	if (rc == CLI_CONTINUE && many && id != NULL)

@@ -120,14 +120,28 @@ int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
 
 	if (rc != 0)
 		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
-	if (not_before_ms > 0 && json_object_get(norm, "not_before") == NULL) {
+	bool added = not_before_ms > 0 && json_object_get(norm, "not_before") == NULL;
+	if (added) {
 		char at[LR_TIME_BUF];
 		lr_rfc3339_format(not_before_ms, at);
 		json_object_set_new(norm, "not_before", json_string(at));
 	}
 	rc = encode(norm, id, value, err);
 	json_decref(norm);
-	return rc;
+	if (rc != 0 || !added)
+		return rc;
+	/* Validated again as it is stored: a start time out of range, or a
+	 * spec the addition takes over the size limit, is refused like any
+	 * other invalid spec. */
+	json_t *again = NULL;
+	rc = lr_spec_parse_with_id(*value, strlen(*value), NULL, &again, err);
+	json_decref(again);
+	if (rc != 0) {
+		free(*value);
+		*value = NULL;
+		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
+	}
+	return 0;
 }
 
 /* Store what lr_submit_prepare or encode made, and free it. */

@@ -422,6 +422,9 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 		{ "runners", "extra" },
 		{ "status", "--dial-timeout", "0" },
 		{ "status", "-x" },
+		/* a start time past 9999-12-31, or one that overflows */
+		{ "submit", "--in", "3000000d", "-" },
+		{ "submit", "--in", "9223372036854775000ms", "--jsonl", "-" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *a = cases[i];

@@ -271,7 +271,54 @@ TEST(outcomes_rank_etcd_errors_then_invalid_then_taken_id_then_ok)
 	CHECK_INT(lr_submit_worse(LR_EPERM, LR_ETIMEDOUT), ==, LR_EPERM);
 }
 
+/* A start time added to a valid spec (submit --in) is checked as stored:
+ * one past the year 9999, or a spec the addition takes over 1 MiB, is an
+ * invalid spec, and nothing is made to store. */
+TEST(a_start_time_added_to_a_spec_is_validated_with_it)
+{
+	static const char spec[] = "{\"id\":\"a\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}";
+	char id[LR_ID_SIZE];
+	char *value = NULL;
+	lr_err err = { 0 };
+	CHECK_OK(lr_submit_prepare_at(spec, strlen(spec), NULL, 1795000000000LL, id, &value,
+	                              &err), &err);
+	CHECK_STR(id, "a");
+	CHECK_HAS(value, "\"not_before\":\"2026-11-18T");
+	free(value);
+	value = NULL;
+	int rc = lr_submit_prepare_at(spec, strlen(spec), NULL, 300000000000000LL, id, &value,
+	                              &err);
+	CHECK_INT(rc, ==, LR_EINVAL);
+	CHECK(value == NULL);
+	CHECK_HAS(err.msg, "not_before");
+	/* Its stored form 10 bytes under 1 MiB, over it with the start time:
+	 * the stored form is the run string's length plus a fixed part. */
+	static const char head[] = "{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"";
+	static const char tail[] = "\"}]}";
+	char small[128];
+	snprintf(small, sizeof(small), "%sx%s", head, tail);
+	err = (lr_err){ 0 };
+	CHECK_OK(lr_submit_prepare_at(small, strlen(small), NULL, 0, id, &value, &err), &err);
+	size_t run_len = LR_SPEC_MAX_BYTES - 10 - (strlen(value) - 1);
+	free(value);
+	value = NULL;
+	char *big = malloc(sizeof(head) + run_len + sizeof(tail));
+	CHECK(big != NULL);
+	memcpy(big, head, sizeof(head) - 1);
+	memset(big + sizeof(head) - 1, 'x', run_len);
+	memcpy(big + sizeof(head) - 1 + run_len, tail, sizeof(tail));
+	CHECK_OK(lr_submit_prepare_at(big, strlen(big), NULL, 0, id, &value, &err), &err);
+	CHECK_INT(strlen(value), ==, LR_SPEC_MAX_BYTES - 10);
+	free(value);
+	value = NULL;
+	rc = lr_submit_prepare_at(big, strlen(big), NULL, 1795000000000LL, id, &value, &err);
+	CHECK_INT(rc, ==, LR_EINVAL);
+	CHECK(value == NULL);
+	free(big);
+}
+
 TEST_LIST(
+	TEST_CASE(a_start_time_added_to_a_spec_is_validated_with_it),
 	TEST_CASE(jsonl_gives_one_item_a_line_named_by_its_line_number),
 	TEST_CASE(jsonl_skips_blank_lines_but_counts_them),
 	TEST_CASE(jsonl_reads_a_last_line_without_newline_and_keeps_a_carriage_return),
