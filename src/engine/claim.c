@@ -345,6 +345,20 @@ static int held_from_view(lr_claimed_task *h, const char *id, struct view *v, in
 	return h->state != NULL ? 0 : LR_ENOMEM;
 }
 
+/* The slots our own claim took, as its record says (-1 where it says
+ * nothing: the lease gives those back). */
+static void claimed_slots(const lr_kv *claim, const lr_lockset *set, int *slots)
+{
+	lr_claim_rec rec;
+	bool known = lr_claim_decode(claim->value, claim->value_len, &rec, NULL) == 0;
+	for (size_t i = 0; set != NULL && i < set->n_limits; i++) {
+		slots[i] = -1;
+		for (size_t j = 0; known && j < rec.n_slots; j++)
+			if (strcmp(rec.slots[j].pool, set->limits[i].key) == 0)
+				slots[i] = rec.slots[j].index;
+	}
+}
+
 /* Our own claim, found on our own lease: the claim txn of an earlier try
  * applied although its reply was lost, or this runner's worker let go of
  * the task while the lease lived on. It is ours: take it up again. A view
@@ -368,6 +382,11 @@ static int adopt(const lr_claimant *who, const lr_task_keys *k, const char *id,
 	h->keys = *k;
 	h->fence = claim->create_rev;
 	h->attempt = v->has_ckpt ? v->ckpt.attempt : 0;
+	/* The end gives back the locks and slots the claim took, as any end
+	 * of a held task does. */
+	h->locks = v->locks;
+	v->locks = NULL;
+	claimed_slots(claim, h->locks, h->slots);
 	int rc = lr_finish(who, h, LR_TASK_FAILED, why, view_state(v), err);
 	if (rc == 0) {
 		*outcome = LR_CLAIM_ENDED;
@@ -448,20 +467,6 @@ void lr_prefetched_clear(lr_prefetched *p, size_t n)
 	for (size_t i = 0; p != NULL && i < n; i++) {
 		free(p[i].spec);
 		p[i].spec = NULL;
-	}
-}
-
-/* The slots our own claim took, as its record says (-1 where it says
- * nothing: the lease gives those back). */
-static void claimed_slots(const lr_kv *claim, const lr_lockset *set, int *slots)
-{
-	lr_claim_rec rec;
-	bool known = lr_claim_decode(claim->value, claim->value_len, &rec, NULL) == 0;
-	for (size_t i = 0; set != NULL && i < set->n_limits; i++) {
-		slots[i] = -1;
-		for (size_t j = 0; known && j < rec.n_slots; j++)
-			if (strcmp(rec.slots[j].pool, set->limits[i].key) == 0)
-				slots[i] = rec.slots[j].index;
 	}
 }
 

@@ -457,6 +457,32 @@ TEST(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took)
 	lr_client_close(c);
 }
 
+/* Our own claim taken up again, but its checkpoint cannot be read: the
+ * task ends failed, and that end gives back the locks and slots the claim
+ * took, as every end does. */
+TEST(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks)
+{
+	lr_client *c = hosted_client("/cl-adopt-end/");
+	submit_asking(c, "t1", "{\"doc/1\":\"X\"}", "{\"api\":2}");
+	int64_t lease = new_lease(c, 10);
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
+	lr_claimed_task h;
+	CHECK_INT(claim(&who, "t1", NULL, 0, &h), ==, LR_CLAIM_WON);
+	lr_claimed_task_clear(&h);
+	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, lease);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 1);
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_CHECKPOINTS, "t1", key);
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, "garbage", 7, 0, NULL, NULL, &err), &err);
+	CHECK_INT(claim(&who, "t1", NULL, 0, &h), ==, LR_CLAIM_ENDED);
+	lr_claimed_task_clear(&h);
+	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, -1);
+	CHECK_INT(lock_lease(c, "doc", LR_LOCK_IX, "t1"), ==, -1);
+	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
 /* ---- what a pending task waits for -------------------------------------------------- */
 
 TEST(status_says_what_a_pending_task_waits_for)
@@ -492,6 +518,7 @@ TEST(status_says_what_a_pending_task_waits_for)
 }
 
 TEST_LIST(TEST_CASE(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back),
+          TEST_CASE(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks),
           TEST_CASE(a_claim_too_large_for_etcds_max_txn_ops_fails_the_task_naming_the_limit),
           TEST_CASE(a_task_needing_two_locks_one_of_them_taken_takes_neither),
           TEST_CASE(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_child),
