@@ -61,8 +61,10 @@ void lr_gate_event(lr_runner *r, const struct lr_msg *m)
 		             .version = m->u.watch.version, .lease = m->u.watch.lease };
 		changed = lr_lock_table_put(r->locks, &kv);
 	}
-	if (changed)
+	if (changed) {
+		r->gate_changes++;
 		unblock_all(r);
+	}
 }
 
 void lr_gate_block(lr_runner *r, lr_entry *e)
@@ -96,6 +98,7 @@ static bool waiter_alive(void *user, const char *holder)
 
 bool lr_gate_pass(lr_runner *r, lr_entry *e, struct lr_job *job)
 {
+	e->gate_seq = r->gate_changes;
 	char holder[LR_HOLDER_SIZE];
 	lr_holder_of_task(e->id, holder);
 	int64_t rev = 0;

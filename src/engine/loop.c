@@ -144,10 +144,16 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 		lr_view_settle(r, id, rev, true, 0, false);
 		break;
 	case LR_REP_BLOCKED: {
-		/* Our view of the locks was behind: wait for it to change. */
+		/* Our view of the locks was behind: wait for it to change. If
+		 * it changed since the dispatch, the holder in the way may be
+		 * gone already, its events seen: the gate looks again. */
 		lr_entry *e = lr_taskset_find(&r->set, id);
-		if (e != NULL && e->state == LR_ENTRY_LOCAL)
-			lr_gate_block(r, e);
+		if (e != NULL && e->state == LR_ENTRY_LOCAL) {
+			if (e->gate_seq != r->gate_changes)
+				lr_taskset_set_state(&r->set, e, LR_ENTRY_PENDING);
+			else
+				lr_gate_block(r, e);
+		}
 		break;
 	}
 	case LR_REP_WAIT: {

@@ -120,6 +120,7 @@ struct lr_runner {
 	lr_lock_table *locks;   /* who holds and waits for locks and slots */
 	char **blocked;         /* ids of tasks waiting for a change of it */
 	size_t n_blocked, cap_blocked;
+	uint64_t gate_changes;  /* changes of it so far (a task's gate_seq) */
 	struct lr_sched_gate *sched; /* tasks waiting for a time or for tasks */
 	int64_t view_rev;       /* the revision the task set was read at:
 	                           watch events up to it are already in */

@@ -46,6 +46,8 @@ typedef struct lr_entry {
 	                         done/ events before it are of the run before */
 	bool rerun;           /* retried while a worker of ours still reported
 	                         on that run: pending again, not gone */
+	uint64_t gate_seq;    /* the runner's gate_changes when it last passed
+	                         the gate */
 	struct lr_entry *next; /* hash chain */
 } lr_entry;
 
