@@ -109,7 +109,9 @@ void lr_wants_key(const lr_client *c, const char *holder, char key[LR_LOCK_KEY_S
 	build(c, LR_K_WANTS, holder, key);
 }
 
-char *lr_wants_value(const json_t *locks, const json_t *limits)
+/* The wants/ value; not_before (a JSON string, may be NULL) for a task
+ * that waits for its start time. */
+static char *wants_value(const json_t *locks, const json_t *limits, const json_t *not_before)
 {
 	if (locks == NULL && limits == NULL)
 		return NULL;
@@ -121,9 +123,17 @@ char *lr_wants_value(const json_t *locks, const json_t *limits)
 		json_decref(v), v = NULL;
 	if (v != NULL && limits != NULL && json_object_set(v, "limits", (json_t *)limits) != 0)
 		json_decref(v), v = NULL;
+	if (v != NULL && json_is_string(not_before) &&
+	    json_object_set(v, "not_before", (json_t *)not_before) != 0)
+		json_decref(v), v = NULL;
 	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(v);
 	return text;
+}
+
+char *lr_wants_value(const json_t *locks, const json_t *limits)
+{
+	return wants_value(locks, limits, NULL);
 }
 
 char *lr_wants_of_spec(const char *spec, size_t len)
@@ -132,7 +142,8 @@ char *lr_wants_of_spec(const char *spec, size_t len)
 	if (memmem(spec, len, "\"locks\"", 7) == NULL && memmem(spec, len, "\"limits\"", 8) == NULL)
 		return NULL;
 	json_t *s = json_loadb(spec, len, 0, NULL);
-	char *text = lr_wants_value(json_object_get(s, "locks"), json_object_get(s, "limits"));
+	char *text = wants_value(json_object_get(s, "locks"), json_object_get(s, "limits"),
+	                         json_object_get(s, "not_before"));
 	json_decref(s);
 	return text;
 }

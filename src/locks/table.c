@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "client/walk.h"
 
 #define LR_LOCK_PAGE 500
@@ -34,6 +35,7 @@ struct want {
 	char *key;
 	char *holder;   /* in key */
 	int64_t rev;
+	int64_t not_before_ms; /* a task's start time (unix ms); 0: none */
 	lr_lockset *set;
 	char *value;
 };
@@ -202,6 +204,9 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	lr_err ignore;
 	int rc = lr_lockset_parse(json_object_get(v, "locks"), json_object_get(v, "limits"),
 	                          &w.set, &ignore);
+	const char *nb = json_string_value(json_object_get(v, "not_before"));
+	if (nb != NULL && lr_rfc3339_parse(nb, &w.not_before_ms) != 0)
+		w.not_before_ms = 0;
 	json_decref(v);
 	if (rc != 0 || w.set == NULL)
 		return false; /* not a request: nothing to wait for */
@@ -360,13 +365,16 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 	for (size_t i = 0; i < set->n_limits; i++)
 		if ((slots[i] = free_slot(t, &set->limits[i], holder, why, size)) < 0)
 			return false;
-	/* First come, first served among requests that conflict. */
+	/* First come, first served among requests that conflict; a task
+	 * waiting for its start time holds back nobody meanwhile. */
+	int64_t now = lr_wall_ms();
 	for (size_t i = 0; i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
 		if (request_rev != 0 && w->rev >= request_rev)
 			break;
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
-		    lr_lock_table_holds(t, w->holder) || (alive != NULL && !alive(user, w->holder)))
+		    w->not_before_ms > now || lr_lock_table_holds(t, w->holder) ||
+		    (alive != NULL && !alive(user, w->holder)))
 			continue;
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];

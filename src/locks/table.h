@@ -48,7 +48,8 @@ typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
 /* Whether set can be taken now by holder, whose request was made at
  * request_rev (0: just now): no conflicting lock held by another holder, a
  * free slot under each pool's limit and none held beyond it, and no older
- * live request it conflicts with that is still waiting. On true,
+ * live request it conflicts with that is still waiting (a task's request
+ * whose start time is still to come waits for nothing yet). On true,
  * slots[i] is the slot to take in pool i. On false, why (size bytes, may
  * be NULL) names what it waits for: "X org/a held by task t-12 on box-1". */
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

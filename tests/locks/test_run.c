@@ -494,6 +494,31 @@ TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
 	lr_client_close(c);
 }
 
+/* A task that asked first but waits for its start time (tomorrow) holds
+ * back nobody meanwhile, as runners already treat it: a run goes ahead. */
+TEST(a_task_waiting_for_its_start_time_does_not_hold_back_a_run)
+{
+	lr_client *c = fixture_client("run_not_before");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"later\",\"locks\":{\"db\":\"X\"},"
+	                          "\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
+	                          "submit", "--in", "1d");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "db", "--wait", "5", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	/* A task due now still goes first. */
+	r = RUN_STDIN("{\"id\":\"now\",\"locks\":{\"db\":\"X\"},"
+	              "\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "db", "--wait", "1", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* The same with a command that ignores SIGTERM and a long --grace: the
  * locks may be the next holder's at once, so no grace is given. Renewals
  * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
@@ -539,6 +564,7 @@ TEST(a_lost_lease_gives_the_command_no_grace)
 TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
           TEST_CASE(a_lost_lease_gives_the_command_no_grace),
+          TEST_CASE(a_task_waiting_for_its_start_time_does_not_hold_back_a_run),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
