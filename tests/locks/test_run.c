@@ -469,13 +469,9 @@ TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
 	lr_client_close(c);
 }
 
-TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
+/* The lease of the one request in wants/ under c's prefix: a run's. */
+static int64_t only_request_lease(lr_client *c)
 {
-	lr_client *c = fixture_client("run_lost");
-	cli_use_client(c);
-	proc_bg bg;
-	hold_in_background(&bg, "lost", "2");
-	/* Its lease, from its request in wants/, ended under it. */
 	char key[LR_KEY_SIZE];
 	lr_key(c, LR_K_WANTS, "", key);
 	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX };
@@ -485,6 +481,18 @@ TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
 	CHECK_INT(r.n, ==, 1);
 	int64_t lease = r.kvs[0].lease;
 	lr_range_result_free(&r);
+	return lease;
+}
+
+TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
+{
+	lr_client *c = fixture_client("run_lost");
+	cli_use_client(c);
+	proc_bg bg;
+	hold_in_background(&bg, "lost", "2");
+	/* Its lease ended under it. */
+	int64_t lease = only_request_lease(c);
+	lr_err err;
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
 	/* Noticed at the next renewal (TTL/3), the command stopped at once. */
 	CHECK_INT(proc_wait(&bg, 5000), ==, 1);
@@ -540,15 +548,8 @@ TEST(a_lost_lease_gives_the_command_no_grace)
 	while (access(mark, F_OK) != 0 && proc_alive(&bg) && lr_mono_ms() - t0 < 10000)
 		lr_sleep_ms(5);
 	CHECK(access(mark, F_OK) == 0);
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_WANTS, "", key);
-	lr_range_opts ro = { .key = key, .flags = LR_KEY_PREFIX };
-	lr_range_result r;
+	int64_t lease = only_request_lease(c);
 	lr_err err;
-	CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &r, &err), &err);
-	CHECK_INT(r.n, ==, 1);
-	int64_t lease = r.kvs[0].lease;
-	lr_range_result_free(&r);
 	int64_t revoked = lr_mono_ms();
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
 	CHECK_INT(proc_wait(&bg, 10000), ==, 1);
