@@ -78,14 +78,19 @@ void lr_inbox_post(lr_inbox *in, struct lr_msg *m)
 {
 	if (m == NULL)
 		return;
-	bool wake = false;
+	bool wake = false, result = false;
 	struct lr_msg *tail = m;
 	for (;; tail = tail->next) {
 		wake = wake || !tail->lazy;
+		result = result || tail->result;
 		if (tail->next == NULL)
 			break;
 	}
 	pthread_mutex_lock(&in->mu);
+	/* Decided under the mutex, so that none slips past the loop turning
+	 * results_wake on. */
+	in->results_queued = in->results_queued || result;
+	wake = wake || (result && in->results_wake);
 	if (in->tail != NULL)
 		in->tail->next = m;
 	else
@@ -110,6 +115,19 @@ struct lr_msg *lr_inbox_take(lr_inbox *in)
 	struct lr_msg *m = in->head;
 	in->head = in->tail = NULL;
 	in->wake_sent = false;
+	in->results_queued = false;
 	pthread_mutex_unlock(&in->mu);
 	return m;
+}
+
+void lr_inbox_results_wake(lr_inbox *in, bool on)
+{
+	pthread_mutex_lock(&in->mu);
+	bool wake = on && !in->results_wake && in->results_queued && !in->wake_sent;
+	in->results_wake = on;
+	if (wake)
+		in->wake_sent = true;
+	pthread_mutex_unlock(&in->mu);
+	if (wake)
+		lr_inbox_wake(in);
 }

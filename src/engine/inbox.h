@@ -48,6 +48,9 @@ enum lr_msg_kind {
 struct lr_msg {
 	enum lr_msg_kind kind;
 	bool lazy;               /* can only take work away: no need to wake */
+	bool result;             /* a task finished (a done/ put) or went (a
+	                            tasks/ delete): work for tasks that wait
+	                            for it, if any do (lr_inbox_results_wake) */
 	struct lr_msg *next;
 	union {
 		struct {
@@ -92,6 +95,8 @@ typedef struct lr_inbox {
 	pthread_mutex_t mu;
 	struct lr_msg *head, *tail;
 	bool wake_sent;  /* wake_fd written since the loop last took */
+	bool results_wake;   /* results wake the loop, lazy or not */
+	bool results_queued; /* a result is queued, not taken yet */
 	int wake_fd;     /* eventfd, readable while a wake-up is pending */
 } lr_inbox;
 
@@ -103,6 +108,10 @@ void lr_inbox_free(lr_inbox *in);
  * wake the loop unless all are lazy: a lazy message waits for the next
  * wake-up, which comes before the loop dispatches again. Any thread. */
 void lr_inbox_post(lr_inbox *in, struct lr_msg *m);
+/* Whether a result (lr_msg.result) wakes the loop although it is lazy:
+ * while tasks wait for others to finish. Turned on with a result queued
+ * already, it wakes the loop at once. Loop thread. */
+void lr_inbox_results_wake(lr_inbox *in, bool on);
 /* Wake the loop without a message (async-signal-safe). */
 void lr_inbox_wake(lr_inbox *in);
 /* Everything queued so far, oldest first (the caller frees each). */

@@ -390,6 +390,8 @@ static void run_loop(lr_runner *r)
 		lr_sched_tick(r);
 		if (l.grace_end == 0 && !l.resync)
 			dispatch(r);
+		/* A task's result is work while tasks wait for one to finish. */
+		lr_inbox_results_wake(&r->inbox, lr_sched_waits_for_tasks(r));
 		/* For the statistics, which other threads read: pending in
 		 * the set, or queued for a worker but not yet claimed. */
 		atomic_store_explicit(&r->stats.tasks_pending,

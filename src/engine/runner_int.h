@@ -200,6 +200,8 @@ bool lr_sched_pass(lr_runner *r, lr_entry *e);
 void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until);
 /* Task id left the set: the tasks waiting for it are looked at again. */
 void lr_sched_settled(lr_runner *r, const char *id);
+/* Whether some task waits for another to finish (lr_sched_settled). */
+bool lr_sched_waits_for_tasks(const lr_runner *r);
 /* When the earliest start time comes (monotonic ms), INT64_MAX: none. */
 int64_t lr_sched_next_ms(lr_runner *r);
 /* Wake the tasks whose start time has come. */

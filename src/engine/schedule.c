@@ -28,6 +28,7 @@ struct lr_sched_gate {
 	struct sched_timer *heap;   /* min-heap by due */
 	size_t n, cap;
 	struct sched_dep *deps[DEP_BUCKETS];
+	size_t n_deps;              /* tasks waited for, in deps */
 };
 
 static size_t bucket_of(const char *id)
@@ -63,6 +64,7 @@ void lr_sched_reset(lr_runner *r)
 		}
 		g->deps[b] = NULL;
 	}
+	g->n_deps = 0;
 }
 
 void lr_sched_free(lr_runner *r)
@@ -144,6 +146,7 @@ static void dep_wait(struct lr_sched_gate *g, const char *dep, const char *id)
 		}
 		d->next = g->deps[b];
 		g->deps[b] = d;
+		g->n_deps++;
 	}
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? d->cap * 2 : 4;
@@ -222,6 +225,7 @@ void lr_sched_settled(lr_runner *r, const char *id)
 	if (d == NULL)
 		return;
 	*pp = d->next;
+	g->n_deps--;
 	for (size_t i = 0; i < d->n; i++) {
 		wake(r, d->waiters[i]);
 		free(d->waiters[i]);
@@ -229,6 +233,11 @@ void lr_sched_settled(lr_runner *r, const char *id)
 	free(d->waiters);
 	free(d->dep);
 	free(d);
+}
+
+bool lr_sched_waits_for_tasks(const lr_runner *r)
+{
+	return r->sched != NULL && r->sched->n_deps > 0;
 }
 
 int64_t lr_sched_next_ms(lr_runner *r)

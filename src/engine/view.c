@@ -225,8 +225,9 @@ static const char *event_id(const lr_runner *r, enum lr_dir watched, const char 
 }
 
 /* Whether the event at i can only take work away, so that the loop need
- * not wake for it: a claim, a result, a task deleted, a cancel withdrawn,
- * and a claim deleted by the txn that wrote the task's result. */
+ * not wake for it: a claim, a result (unless tasks wait for one: see
+ * lr_msg.result), a task deleted, a cancel withdrawn, and a claim deleted
+ * by the txn that wrote the task's result. */
 static bool lazy_event(const lr_runner *r, const lr_watch_batch *b, size_t i,
                        enum lr_dir dir, const char *id)
 {
@@ -284,6 +285,8 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 	if (m == NULL)
 		return NULL;
 	m->lazy = lazy_event(r, b, i, dir, id);
+	m->result = (dir == LR_DIR_DONE && we->type != LR_EV_DELETE) ||
+	            (dir == LR_DIR_TASKS && we->type == LR_EV_DELETE);
 	m->u.watch.dir = dir;
 	m->u.watch.deleted = we->type == LR_EV_DELETE;
 	if (dir >= LR_DIR_LOCKS) {

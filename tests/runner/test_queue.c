@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "etcd/kv.h"
+#include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
@@ -190,6 +191,48 @@ TEST(a_failed_dependency_fails_its_dependents_naming_it)
 	fleet_destroy(&f);
 }
 
+/* A dependency finished by another runner, while this one is idle: its
+ * result (done/ put, claim deleted, in one txn) is all that happens, and
+ * it must be enough to start the task that waited for it. The other
+ * runner is played by the test, holding the claim on a lease of its own. */
+TEST(a_dependency_finished_elsewhere_wakes_an_idle_runner)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-wake");
+	fleet_start(&f, 0, NULL);
+	lr_etcd *etcd = lr_client_etcd(f.client);
+	int64_t lease = 0, granted = 0;
+	CHECK_OK(lr_lease_grant(etcd, 30, &lease, &granted, NULL, &err), &err);
+	char claim[LR_KEY_SIZE], done[LR_KEY_SIZE], val[256];
+	lr_key(f.client, LR_K_CLAIMS, "dep", claim);
+	lr_key(f.client, LR_K_DONE, "dep", done);
+	snprintf(val, sizeof(val), "{\"runner\":\"elsewhere\",\"lease\":%lld,"
+	         "\"claimed_at\":\"2026-11-23T00:00:00.000Z\"}", (long long)lease);
+	CHECK_OK(lr_kv_put(etcd, claim, val, strlen(val), lease, NULL, NULL, &err), &err);
+	fleet_submit(&f, "dep", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "waiter", "{\"id\":\"%s\",\"after\":[\"dep\"],\"steps\":["
+	             MARKED "]}");
+	lr_sleep_ms(500); /* the runner has seen both, and waits */
+	CHECK_INT(fleet_count_marks(&f, "start "), ==, 0);
+	static const char result[] = "{\"attempts\":1,\"error\":null,\"finished_at\":"
+	                             "\"2026-11-23T00:00:01.000Z\",\"state\":{},"
+	                             "\"status\":\"succeeded\"}";
+	lr_txn *t = lr_txn_new();
+	CHECK(t != NULL);
+	lr_txn_put(t, LR_THEN, done, result, strlen(result), 0);
+	lr_txn_delete(t, LR_THEN, claim, 0);
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(etcd, t, 0, &r, &err), &err);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	int64_t took = fleet_wait_state(&f, "waiter", LR_TASK_SUCCEEDED, 5000);
+	printf("# the waiter succeeded %lld ms after its dependency's result\n",
+	       (long long)took);
+	CHECK(took >= 0);
+	lr_lease_revoke(etcd, lease, NULL);
+	fleet_destroy(&f);
+}
+
 /* ---- retry ---------------------------------------------------------------------- */
 
 #define RETRIED "{\"id\":\"%s\",\"max_attempts\":1,\"state\":{\"n\":0},\"steps\":[" \
@@ -352,6 +395,7 @@ static int setup(void)
 static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
+	TEST_CASE(a_dependency_finished_elsewhere_wakes_an_idle_runner),
 	TEST_CASE(priorities_order_a_backlog),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
