@@ -33,6 +33,7 @@ int lr_gate_load(lr_runner *r, int64_t *rev, lr_err *err)
 	for (size_t i = 0; i < r->n_blocked; i++)
 		free(r->blocked[i]);
 	r->n_blocked = 0; /* the task set is read again too */
+	r->gate_changes++; /* a claim blocked before may pass now */
 	return lr_lock_table_load(r->locks, r->client, rev, &r->stop_requested, err);
 }
 

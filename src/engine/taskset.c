@@ -267,11 +267,30 @@ void lr_taskset_clear_remote(lr_taskset *s)
 		lr_entry *e = s->buckets[i];
 		while (e != NULL) {
 			lr_entry *n = e->next;
-			if (e->state != LR_ENTRY_LOCAL)
+			if (e->state != LR_ENTRY_LOCAL) {
 				lr_taskset_remove(s, e);
+			} else {
+				/* What the records say is read again; until its
+				 * result is seen, what the worker says of the task
+				 * does not end it here (it may have been retried). */
+				e->claim_present = false;
+				e->claim_lease = 0;
+				e->claim_ev_rev = 0;
+				e->done_seen = false;
+				e->rerun = true;
+			}
 			e = n;
 		}
 	}
+}
+
+void lr_taskset_local_read(lr_taskset *s, int64_t rev)
+{
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (lr_entry *e = s->buckets[i]; e != NULL; e = e->next)
+			if (e->state == LR_ENTRY_LOCAL && !e->claim_present &&
+			    e->claim_ev_rev < rev)
+				e->claim_ev_rev = rev;
 }
 
 /* Pop up to max pending entries, oldest first, dropping stale heap slots

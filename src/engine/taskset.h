@@ -92,8 +92,12 @@ void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len);
  * set it unless the entry already sits in the dispatch order. */
 void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev);
 void lr_taskset_remove(lr_taskset *s, lr_entry *e);
-/* Remove every entry not in LR_ENTRY_LOCAL (before a re-read). */
+/* Remove every entry not in LR_ENTRY_LOCAL, and forget what the records
+ * said of those (before a re-read; they are marked rerun). */
 void lr_taskset_clear_remote(lr_taskset *s);
+/* The re-read was at rev: a local entry found without a claim knows of no
+ * claim before rev (a worker's report of an older one is stale). */
+void lr_taskset_local_read(lr_taskset *s, int64_t rev);
 
 /* Pick a pending task among the `spread` first in dispatch order (highest
  * priority, then oldest) that share the first one's priority, at random,

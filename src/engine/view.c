@@ -173,8 +173,10 @@ int lr_view_load(lr_runner *r, lr_err *err)
 		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
 		              "skipped %zu keys under %s whose names are not task ids",
 		              l.skipped, lr_client_prefix(r->client));
-	if (rc == 0)
+	if (rc == 0) {
 		r->view_rev = rev;
+		lr_taskset_local_read(&r->set, rev);
+	}
 	/* Each watcher: the keys from one directory through another. */
 	static const struct { enum lr_dir dir; const char *first, *last; } watched[] = {
 		{ LR_DIR_TASKS, LR_K_TASKS, LR_K_WANTS },
