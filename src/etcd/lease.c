@@ -225,7 +225,10 @@ restart:
 		if (l->sent_at == 0) {
 			if (now >= l->next_send)
 				send_renewal(k, l, now);
-			due = l->sent_at != 0 ? l->sent_at + l->ttl_ms / 3 : l->next_send;
+			/* Not sent (the stream is down): again in a while, not at
+			 * once, which would spin until it is back. */
+			due = l->sent_at != 0 ? l->sent_at + l->ttl_ms / 3
+			      : l->next_send > now ? l->next_send : now + 50;
 		} else if (now - l->sent_at >= l->ttl_ms / 3) {
 			/* No reply for a third of the TTL: the member may be cut
 			 * off. Reconnect (round robin moves to another member). */
