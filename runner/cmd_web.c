@@ -2,7 +2,9 @@
  * Main thread; it waits for the signals on a signalfd while the library's
  * threads serve. */
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -11,7 +13,7 @@
 #include "web/web.h"
 
 static const char usage[] =
-    "Usage: leaserun web [--listen ADDR:PORT] [--allow-cancel]\n"
+    "Usage: leaserun web [--listen ADDR:PORT] [--allow-cancel] [--allow-host NAMES]\n"
     "\n"
     "Serve a live web page of the tasks (state, step, attempt, runner, age,\n"
     "error, and each task's steps, state and history), the live runners and\n"
@@ -25,10 +27,28 @@ static const char usage[] =
     "                      and no TLS: to show it beyond this machine, put\n"
     "                      it behind a TLS proxy (docs/observability.md)\n"
     "  --allow-cancel      let the page cancel tasks\n"
+    "  --allow-host NAMES  names (comma-separated) the page is served under\n"
+    "                      besides IP addresses, localhost and the listen\n"
+    "                      address's name: a proxy's public name. Requests\n"
+    "                      naming another host in Host get 403\n"
     "\n"
     "It prints the page's address (http://ADDR:PORT/) on a line of its own.\n"
     "Exit status: 0 after SIGINT/SIGTERM, 1 etcd error or the address\n"
     "cannot be listened on, 2 bad flags.\n";
+
+/* Whether list is names separated by commas, each a host name. */
+static bool host_names(const char *list)
+{
+	for (const char *p = list;; p++) {
+		size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                     "0123456789.-");
+		if (n == 0 || n > 253 || (p[n] != ',' && p[n] != '\0'))
+			return false;
+		p += n;
+		if (*p == '\0')
+			return true;
+	}
+}
 
 /* Block until SIGINT or SIGTERM arrives on fd. */
 static void wait_for_stop(int fd)
@@ -41,11 +61,12 @@ static void wait_for_stop(int fd)
 
 int cmd_web(int argc, char **argv)
 {
-	const char *listen = NULL;
+	const char *listen = NULL, *allow_hosts = NULL;
 	int allow_cancel = 0;
 	const cli_flag flags[] = {
 		{ "listen", &listen, NULL },
 		{ "allow-cancel", NULL, &allow_cancel },
+		{ "allow-host", &allow_hosts, NULL },
 		{ NULL, NULL, NULL },
 	};
 	const cli_cmd cmd = { "web", usage, flags, 0 };
@@ -65,6 +86,9 @@ int cmd_web(int argc, char **argv)
 		if (lr_http_parse_address(listen, &sa, &sa_len, &err) != 0)
 			return cli_usage_error("--listen: %s", err.msg);
 	}
+	if (allow_hosts != NULL && !host_names(allow_hosts))
+		return cli_usage_error("--allow-host: expected host names separated by "
+		                       "commas, got \"%s\"", allow_hosts);
 	sfd = cli_stop_signal_fd();
 	if (sfd < 0) {
 		fputs("leaserun: web: cannot wait for signals\n", stderr);
@@ -73,7 +97,8 @@ int cmd_web(int argc, char **argv)
 	rc = cli_open(&common, &c);
 	if (rc != CLI_CONTINUE)
 		goto out;
-	lr_web_opts o = { .listen = listen, .allow_cancel = allow_cancel != 0 };
+	lr_web_opts o = { .listen = listen, .allow_cancel = allow_cancel != 0,
+		          .allow_hosts = allow_hosts };
 	if (lr_web_start(c, &o, &w, &err) != 0) {
 		rc = cli_fail(&err);
 		goto out;

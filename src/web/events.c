@@ -20,9 +20,18 @@
 #define TTL_REFRESH_MS 2000
 /* A view that could not be read again is retried this often. */
 #define RESYNC_RETRY_MS 1000
-/* A page that stops reading is dropped past this much queued; when it
+/* A page that stops reading is dropped past its share of this much queued
+ * for all pages, and never below QUEUED_MIN (room for a snapshot); when it
  * comes back (EventSource reconnects by itself) it gets a new snapshot. */
-#define MAX_QUEUED (64u * 1024 * 1024)
+#define QUEUED_TOTAL ((size_t)64 * 1024 * 1024)
+#define QUEUED_MIN ((size_t)4 * 1024 * 1024)
+
+/* What one stream may hold queued now. Under w->mu. */
+static size_t max_queued(const lr_web *w)
+{
+	size_t share = QUEUED_TOTAL / (w->n_clients > 0 ? w->n_clients : 1);
+	return share > QUEUED_MIN ? share : QUEUED_MIN;
+}
 
 static const lr_http_header_kv stream_headers[] = {
 	{ "X-Accel-Buffering", "no" }, /* nginx: pass events on at once */
@@ -34,10 +43,11 @@ static const lr_http_header_kv stream_headers[] = {
 static void broadcast(lr_web *w, const char *text, size_t len)
 {
 	struct web_client **p = &w->clients;
+	size_t cap = max_queued(w);
 
 	while (*p != NULL) {
 		struct web_client *cl = *p;
-		if (lr_http_stream_write(cl->stream, text, len, MAX_QUEUED)) {
+		if (lr_http_stream_write(cl->stream, text, len, cap)) {
 			p = &cl->next;
 			continue;
 		}
@@ -82,26 +92,40 @@ static json_t *snapshot(lr_web *w)
 
 void web_events_open(lr_web *w, lr_http_req *req)
 {
-	struct web_client *cl = calloc(1, sizeof(*cl));
+	struct web_client *cl = NULL;
 	size_t len = 0;
 	char *text;
 
-	if (cl == NULL) {
+	/* A place among the streams, taken before the reply starts: pages
+	 * opening at once cannot take more than max_streams together. */
+	pthread_mutex_lock(&w->mu);
+	bool full = w->n_clients + w->n_opening >= w->max_streams;
+	if (!full)
+		w->n_opening++;
+	pthread_mutex_unlock(&w->mu);
+	if (full) {
+		lr_http_reply_text(req, 503, "too many pages open at once\n");
+		return;
+	}
+	cl = calloc(1, sizeof(*cl));
+	if (cl == NULL)
 		lr_http_reply_text(req, 503, "out of memory\n");
-		return;
-	}
-	cl->stream = lr_http_reply_stream(req, "text/event-stream", stream_headers);
-	if (cl->stream == NULL) {
-		free(cl);
-		return;
-	}
+	else if ((cl->stream = lr_http_reply_stream(req, "text/event-stream",
+	                                            stream_headers)) == NULL)
+		free(cl), cl = NULL;
 	/* Under w->mu: no change is published between the snapshot and
 	 * the stream joining the others (a change may come twice; each
 	 * says the whole state of what it changed). */
 	pthread_mutex_lock(&w->mu);
-	lr_http_stream_write(cl->stream, "retry: 2000\n\n", 13, MAX_QUEUED);
+	w->n_opening--;
+	if (cl == NULL) {
+		pthread_mutex_unlock(&w->mu);
+		return;
+	}
+	size_t cap = max_queued(w);
+	lr_http_stream_write(cl->stream, "retry: 2000\n\n", 13, cap);
 	text = event_text("snapshot", snapshot(w), &len);
-	if (text == NULL || !lr_http_stream_write(cl->stream, text, len, MAX_QUEUED)) {
+	if (text == NULL || !lr_http_stream_write(cl->stream, text, len, cap)) {
 		lr_http_stream_close(cl->stream);
 		free(cl);
 	} else {

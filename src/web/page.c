@@ -4,9 +4,11 @@
  * request blocks only its own connection. */
 #include "web/web_int.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "client/task_records.h"
 #include "records/record.h"
@@ -177,6 +179,49 @@ static void task_detail(lr_web *w, lr_http_req *req, const char *id)
 	reply_json(req, 200, o);
 }
 
+/* ---- the names this server answers to -------------------------------------- */
+
+bool web_ip_literal(const char *name, size_t len)
+{
+	char buf[INET_ADDRSTRLEN];
+	struct in_addr a;
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	return inet_pton(AF_INET, buf, &a) == 1;
+}
+
+/* Whether name[0..len) is one of the comma-separated names in list. */
+static bool listed(const char *list, const char *name, size_t len)
+{
+	for (const char *p = list; *p != '\0';) {
+		size_t n = strcspn(p, ",");
+		if (n == len && strncasecmp(p, name, len) == 0)
+			return true;
+		p += n + (p[n] == ',');
+	}
+	return false;
+}
+
+/* A browser names in Host the name it looked up. An IP address, localhost
+ * or a name this server was given is ours; any other name may be a site
+ * that made its own name point here (DNS rebinding), which would make the
+ * page and the API its own origin. A request without Host comes from no
+ * browser. */
+static bool host_allowed(const lr_web *w, const char *host)
+{
+	if (host == NULL)
+		return true;
+	if (host[0] == '[') /* an IPv6 address */
+		return strchr(host, ']') != NULL;
+	size_t len = strcspn(host, ":");
+	if (web_ip_literal(host, len) ||
+	    (len == 9 && strncasecmp(host, "localhost", 9) == 0))
+		return true;
+	return listed(w->allow_hosts, host, len);
+}
+
 /* ---- cancel ----------------------------------------------------------------- */
 
 /* A cancel must come from the page itself: a custom header (which a form
@@ -260,6 +305,12 @@ void web_route(void *user, lr_http_req *req)
 	char id[LR_ID_SIZE];
 	bool cancel;
 
+	if (!host_allowed(w, lr_http_header(req, "Host"))) {
+		reply_message(req, 403, "this server does not answer to the name in Host: "
+		                        "start it with --allow-host NAME to serve the page "
+		                        "under that name");
+		return;
+	}
 	if (task_path(path, id, &cancel)) {
 		if (cancel && strcmp(lr_http_method(req), "POST") == 0)
 			task_cancel(w, req, id);

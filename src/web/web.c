@@ -11,6 +11,23 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_MAX_CONNECTIONS 64
 
+/* The names Host may carry: those given, and the listen address's host
+ * when it is a name ("box-1:8080"). A new string, "" for none; NULL when
+ * out of memory. */
+static char *allowed_names(const lr_web_opts *o)
+{
+	const char *given = o->allow_hosts != NULL ? o->allow_hosts : "";
+	const char *listen = o->listen != NULL ? o->listen : DEFAULT_LISTEN;
+	size_t len = strcspn(listen, ":");
+	char *out = NULL;
+	int n;
+	if (listen[0] != '[' && len > 0 && !web_ip_literal(listen, len))
+		n = asprintf(&out, "%s%s%.*s", given, given[0] ? "," : "", (int)len, listen);
+	else
+		n = asprintf(&out, "%s", given);
+	return n < 0 ? NULL : out;
+}
+
 int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 {
 	lr_web *w = calloc(1, sizeof(*w));
@@ -22,6 +39,14 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "web: out of memory");
 	w->client = c;
 	w->allow_cancel = o->allow_cancel;
+	unsigned max_conn = o->max_connections ? o->max_connections : DEFAULT_MAX_CONNECTIONS;
+	/* Pages that keep their stream open leave room for requests. */
+	w->max_streams = max_conn / 2 > 0 ? max_conn / 2 : 1;
+	w->allow_hosts = allowed_names(o);
+	if (w->allow_hosts == NULL) {
+		free(w);
+		return lr_err_set(err, LR_ENOMEM, "web: out of memory");
+	}
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -42,8 +67,7 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 		.listen = o->listen != NULL ? o->listen : DEFAULT_LISTEN,
 		.what = "web",
 		.flags = LR_HTTP_STREAMS,
-		.max_connections = o->max_connections ? o->max_connections
-		                                      : DEFAULT_MAX_CONNECTIONS,
+		.max_connections = max_conn,
 		.idle_timeout_s = 10,
 		.handler = web_route,
 		.user = w,
@@ -81,5 +105,6 @@ void lr_web_stop(lr_web *w)
 	lr_fleet_free(w->fleet);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->mu);
+	free(w->allow_hosts);
 	free(w);
 }

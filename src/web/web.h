@@ -18,7 +18,13 @@ typedef struct lr_web_opts {
 	const char *listen;     /* as lr_http_opts.listen; default
 	                           "127.0.0.1:8080" */
 	bool allow_cancel;      /* POST /api/tasks/ID/cancel */
-	unsigned max_connections; /* default 64 (pages, API calls, events) */
+	unsigned max_connections; /* default 64 (pages, API calls, events);
+	                             event streams take half at most */
+	/* Names, comma-separated, that requests may carry in Host besides IP
+	 * addresses, "localhost" and the listen address's own name: the page
+	 * under any other name is refused (403), so that a site whose name
+	 * points here cannot read or use it (DNS rebinding). NULL: none. */
+	const char *allow_hosts;
 } lr_web_opts;
 
 /* Read the prefix of c, watch it, and serve the page. c must outlive the

@@ -23,6 +23,8 @@ struct lr_web {
 	lr_fleet *fleet;
 	lr_http *http;
 	bool allow_cancel;
+	char *allow_hosts;           /* comma-separated; NULL: none */
+	size_t max_streams;          /* open event streams at most */
 	pthread_t publisher;
 	bool publisher_running;
 	pthread_mutex_t mu;
@@ -31,12 +33,18 @@ struct lr_web {
 	bool stop;
 	struct web_client *clients;  /* open event streams */
 	size_t n_clients;
+	size_t n_opening;            /* streams being opened (places taken) */
 };
+
+/* ---- page.c -------------------------------------------------------------- */
+
+/* Whether name[0..len) is an IPv4 address ("127.0.0.1"). */
+bool web_ip_literal(const char *name, size_t len);
 
 /* ---- events.c ------------------------------------------------------------ */
 
 /* GET /events: a stream that starts with the whole view ("snapshot") and
- * then carries its changes ("update"). */
+ * then carries its changes ("update"); 503 beyond max_streams. */
 void web_events_open(lr_web *w, lr_http_req *req);
 /* The view changed (lr_fleet_changed_fn). */
 void web_changed(void *user);

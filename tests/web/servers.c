@@ -51,10 +51,19 @@ static bool find_address(const char *path, const char *marker, char addr[ADDR_SI
 
 void web_start(proc_bg *p, fleet *f, bool allow_cancel, char addr[ADDR_SIZE])
 {
+	const char *extra[] = { allow_cancel ? "--allow-cancel" : NULL, NULL };
+	web_start_with(p, f, extra, addr);
+}
+
+void web_start_with(proc_bg *p, fleet *f, const char *const *extra, char addr[ADDR_SIZE])
+{
 	char log[320];
-	const char *args[] = { "web", "--endpoints", f->endpoints, "--prefix", f->prefix,
-		               "--listen", "127.0.0.1:0",
-		               allow_cancel ? "--allow-cancel" : NULL, NULL };
+	const char *args[16] = { "web", "--endpoints", f->endpoints, "--prefix", f->prefix,
+		                 "--listen", "127.0.0.1:0" };
+	int n = 7;
+	for (int k = 0; extra != NULL && extra[k] != NULL && n < 15; k++)
+		args[n++] = extra[k];
+	args[n] = NULL;
 	char *argv[16];
 
 	snprintf(log, sizeof(log), "%s/web.log", f->dir);

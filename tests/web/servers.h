@@ -21,6 +21,8 @@ void web_etcd_stop(void);
  * goes to <f->dir>/web.log. addr receives "127.0.0.1:PORT". Fails the test
  * when it does not print its address within 10 s. */
 void web_start(proc_bg *p, fleet *f, bool allow_cancel, char addr[ADDR_SIZE]);
+/* The same with more flags (NULL-terminated). */
+void web_start_with(proc_bg *p, fleet *f, const char *const *extra, char addr[ADDR_SIZE]);
 
 /* Start runner i of f with /metrics on a free loopback port (plus extra
  * flags, NULL-ended, may be NULL); addr receives where. */

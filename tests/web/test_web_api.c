@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "fleet.h"
@@ -125,6 +126,88 @@ TEST(cancel_with_allow_cancel_comes_from_the_page_only)
 	fleet_destroy(&f);
 }
 
+/* A request as a browser sends it, naming host in Host. */
+static int status_as(const char *addr, const char *host, const char *method, const char *path,
+                     const char *extra)
+{
+	char *req = NULL;
+	int n = asprintf(&req, "%s %s HTTP/1.0\r\nHost: %s\r\n%s\r\n", method, path, host,
+	                 extra != NULL ? extra : "");
+	CHECK(n > 0);
+	http_resp r = http_raw(addr, req, (size_t)n, 5000);
+	free(req);
+	int st = r.status;
+	http_resp_free(&r);
+	return st;
+}
+
+/* A site whose name was made to point at this server (DNS rebinding) is
+ * the page's own origin in the browser: the server answers only to IP
+ * addresses, localhost and the names it was given. */
+TEST(only_the_names_it_was_given_reach_the_page_and_the_api)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], host[96], origin[256];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "rebind");
+	fleet_submit(&f, "keep", SECRET_SPEC);
+	const char *extra[] = { "--allow-cancel", "--allow-host", "lr.example.com,other.example",
+		                NULL };
+	web_start_with(&web, &f, extra, addr);
+	const char *port = strrchr(addr, ':');
+	snprintf(host, sizeof(host), "evil.example%s", port);
+	snprintf(origin, sizeof(origin), "X-Leaserun: cancel\r\nOrigin: http://%s\r\n", host);
+	CHECK_INT(status_as(addr, host, "GET", "/", NULL), ==, 403);
+	CHECK_INT(status_as(addr, host, "GET", "/api/tasks/keep", NULL), ==, 403);
+	CHECK_INT(status_as(addr, host, "GET", "/events", NULL), ==, 403);
+	CHECK_INT(status_as(addr, host, "POST", "/api/tasks/keep/cancel", origin), ==, 403);
+	CHECK_INT(fleet_state(&f, "keep", NULL, 0, NULL, NULL), ==, LR_TASK_PENDING);
+	/* IP addresses, localhost and the names given. */
+	snprintf(host, sizeof(host), "localhost%s", port);
+	CHECK_INT(status_as(addr, host, "GET", "/", NULL), ==, 200);
+	snprintf(host, sizeof(host), "[::1]%s", port);
+	CHECK_INT(status_as(addr, host, "GET", "/", NULL), ==, 200);
+	CHECK_INT(status_as(addr, "LR.example.com", "GET", "/api/tasks/keep", NULL), ==, 200);
+	CHECK_INT(status_as(addr, "other.example:8443", "GET", "/", NULL), ==, 200);
+	CHECK_INT(status_as(addr, "example.com", "GET", "/", NULL), ==, 403);
+	proc_stop(&web, SIGTERM, 5000);
+	/* A name that is no host name is a usage error. */
+	proc_result r = proc_cli(NULL, NULL, "web", "--endpoints", f.endpoints, "--allow-host",
+	                         "a b", NULL);
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, "--allow-host");
+	proc_result_free(&r);
+	fleet_destroy(&f);
+}
+
+/* Pages that keep their event stream open and never read take half the
+ * connections at most: the page and the API still answer, and the
+ * streams beyond get 503. */
+TEST(event_streams_leave_room_for_requests)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE];
+	int fds[32];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "streams");
+	web_start(&web, &f, false, addr);
+	char req[128];
+	int n = snprintf(req, sizeof(req), "GET /events HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
+	for (int i = 0; i < 32; i++) {
+		fds[i] = http_connect(addr);
+		CHECK(fds[i] >= 0);
+		CHECK(write(fds[i], req, (size_t)n) == n);
+	}
+	lr_sleep_ms(500); /* all 32 open */
+	CHECK_INT(status_of(addr, "GET", "/events", NULL, NULL), ==, 503);
+	CHECK_INT(status_of(addr, "GET", "/", NULL, NULL), ==, 200);
+	for (int i = 0; i < 32; i++)
+		close(fds[i]);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -149,6 +232,8 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(the_page_is_served_with_a_strict_content_security_policy),
           TEST_CASE(cancel_is_refused_by_a_read_only_server),
           TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
+          TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
+          TEST_CASE(event_streams_leave_room_for_requests),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

@@ -428,7 +428,15 @@ function wire() {
     }
   }, 1000);
   const m = /^#task=(.+)$/.exec(location.hash);
-  if (m) select(decodeURIComponent(m[1]));
+  if (m) {
+    // A link with a broken escape ("#task=%") selects nothing, and the
+    // page still connects.
+    try {
+      select(decodeURIComponent(m[1]));
+    } catch (e) {
+      // not a task id
+    }
+  }
 }
 
 wire();
