@@ -581,7 +581,9 @@ LR_API int lr_step_cancelled(const lr_step *s);
 typedef enum lr_step_stop {
 	LR_STEP_GOES_ON = 0,   /* no reason to stop */
 	LR_STEP_CANCELLED = 1, /* the task was cancelled */
-	LR_STEP_LEASE_LOST = 2,/* the lease is lost, or its deadline passed */
+	LR_STEP_LEASE_LOST = 2,/* the claim is gone (the lease lost, its deadline
+	                          passed, or the claim deleted), also after a
+	                          cancel or a shutdown began */
 	LR_STEP_SHUTDOWN = 3,  /* the runner is stopping */
 } lr_step_stop;
 LR_API lr_step_stop lr_step_stop_reason(const lr_step *s);

@@ -39,6 +39,10 @@ int lr_step_cancel_fd(const lr_step *s) { return s->w->stop.fd; }
 
 lr_step_stop lr_step_stop_reason(const lr_step *s)
 {
+	/* A claim lost during a cancel's or a shutdown's grace: the step has
+	 * no right to run any more. */
+	if (lr_stop_lost(&s->w->stop))
+		return LR_STEP_LEASE_LOST;
 	switch (lr_stop_reason(&s->w->stop)) {
 	case LR_STOP_NONE:
 		return LR_STEP_GOES_ON;

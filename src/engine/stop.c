@@ -84,6 +84,7 @@ void lr_stop_arm(lr_stop *s, int64_t lease, int64_t deadline)
 {
 	pthread_mutex_lock(&s->mu);
 	atomic_store(&s->why, LR_STOP_NONE);
+	atomic_store(&s->lost, false);
 	drain_events(s);
 	atomic_store(&s->deadline, deadline > 0 ? deadline : 1);
 	atomic_store(&s->lease, lease);
@@ -100,6 +101,7 @@ void lr_stop_disarm(lr_stop *s)
 	pthread_mutex_lock(&s->mu);
 	atomic_store(&s->lease, 0);
 	atomic_store(&s->why, LR_STOP_NONE);
+	atomic_store(&s->lost, false);
 	drain_events(s);
 	pthread_mutex_unlock(&s->mu);
 }
@@ -153,14 +155,20 @@ void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 		return;
 	}
 	/* The claim went during a cancel's or a shutdown's grace: the task
-	 * may run elsewhere at once. The loss becomes the reason, and moved_fd
-	 * wakes the step's waiter, which ends the grace. */
+	 * may run elsewhere at once. The reason stays (the worker acts on it
+	 * once the step is over), the step learns of the loss, and moved_fd
+	 * wakes its waiter, which ends the grace. */
 	if (why == LR_STOP_LEASE && expected != LR_STOP_LEASE &&
-	    atomic_compare_exchange_strong(&s->why, &expected, (int)why)) {
+	    !atomic_exchange(&s->lost, true)) {
 		ssize_t n = write(s->moved_fd, &one, sizeof(one));
 		(void)n;
 		atomic_store(&s->written, true);
 	}
+}
+
+bool lr_stop_lost(lr_stop *s)
+{
+	return lr_stop_reason(s) == LR_STOP_LEASE || atomic_load(&s->lost);
 }
 
 enum lr_stop_reason lr_stop_reason(lr_stop *s)

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 enum lr_stop_reason {
@@ -31,6 +32,8 @@ typedef struct lr_stop {
 	atomic_llong fence;     /* the armed task's claim revision; 0: none yet */
 	atomic_llong gone_rev;  /* the latest revision at which the watch saw
 	                           the task's claim deleted; 0: none */
+	atomic_bool lost;       /* the claim went while another stop was
+	                           under way (the reason stays) */
 	atomic_bool written;    /* request_fd or moved_fd written since they
 	                           were last drained */
 	pthread_mutex_t mu;
@@ -63,13 +66,16 @@ void lr_stop_set_fence(lr_stop *s, int64_t fence);
 void lr_stop_claim_gone(lr_stop *s, int64_t rev);
 
 /* Ask for a stop (once: later requests are ignored until the next arm),
- * except that LR_STOP_LEASE replaces an earlier reason, and writes
- * moved_fd: a claim lost during a grace ends the grace. */
+ * except that LR_STOP_LEASE after another reason marks the claim lost and
+ * writes moved_fd: a claim lost during a grace ends the grace. */
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why);
 
 /* Why to stop now, if at all: the request, or LR_STOP_LEASE once the
  * clock reached the deadline (which then stays the reason). */
 enum lr_stop_reason lr_stop_reason(lr_stop *s);
+/* Whether the armed task's claim is gone (its lease lost, or the claim
+ * deleted), whatever the first reason to stop was. */
+bool lr_stop_lost(lr_stop *s);
 /* Wait up to ms, unless a stop is due first; the reason to stop, if any. */
 enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t ms);
 int64_t lr_stop_deadline(lr_stop *s);
