@@ -26,11 +26,32 @@
 #define QUEUED_TOTAL ((size_t)64 * 1024 * 1024)
 #define QUEUED_MIN ((size_t)4 * 1024 * 1024)
 
-/* What one stream may hold queued now. Under w->mu. */
+/* What one stream may hold queued now: its share, and never less than
+ * twice the last snapshot (a page must be able to take one in). Under
+ * w->mu. */
 static size_t max_queued(const lr_web *w)
 {
 	size_t share = QUEUED_TOTAL / (w->n_clients > 0 ? w->n_clients : 1);
-	return share > QUEUED_MIN ? share : QUEUED_MIN;
+	size_t floor = w->snapshot_len < QUEUED_MIN / 2 ? QUEUED_MIN : 2 * w->snapshot_len;
+	return share > floor ? share : floor;
+}
+
+/* Close the streams whose page has gone: a page that is reloaded takes
+ * its place back at once. Under w->mu. */
+static void drop_gone(lr_web *w)
+{
+	struct web_client **p = &w->clients;
+	while (*p != NULL) {
+		struct web_client *cl = *p;
+		if (!lr_http_stream_gone(cl->stream)) {
+			p = &cl->next;
+			continue;
+		}
+		*p = cl->next;
+		lr_http_stream_close(cl->stream);
+		free(cl);
+		w->n_clients--;
+	}
 }
 
 static const lr_http_header_kv stream_headers[] = {
@@ -99,6 +120,7 @@ void web_events_open(lr_web *w, lr_http_req *req)
 	/* A place among the streams, taken before the reply starts: pages
 	 * opening at once cannot take more than max_streams together. */
 	pthread_mutex_lock(&w->mu);
+	drop_gone(w);
 	bool full = w->n_clients + w->n_opening >= w->max_streams;
 	if (!full)
 		w->n_opening++;
@@ -122,9 +144,11 @@ void web_events_open(lr_web *w, lr_http_req *req)
 		pthread_mutex_unlock(&w->mu);
 		return;
 	}
+	text = event_text("snapshot", snapshot(w), &len);
+	if (text != NULL)
+		w->snapshot_len = len;
 	size_t cap = max_queued(w);
 	lr_http_stream_write(cl->stream, "retry: 2000\n\n", 13, cap);
-	text = event_text("snapshot", snapshot(w), &len);
 	if (text == NULL || !lr_http_stream_write(cl->stream, text, len, cap)) {
 		lr_http_stream_close(cl->stream);
 		free(cl);

@@ -34,6 +34,7 @@ struct lr_web {
 	struct web_client *clients;  /* open event streams */
 	size_t n_clients;
 	size_t n_opening;            /* streams being opened (places taken) */
+	size_t snapshot_len;         /* bytes of the last snapshot sent */
 };
 
 /* ---- page.c -------------------------------------------------------------- */

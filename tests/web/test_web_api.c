@@ -1,6 +1,7 @@
 /* test_web_api.c - what `leaserun web` answers besides the page: the event
  * stream and a task's detail never carry env values; cancel only when
  * allowed, and only from the page itself; unknown paths and methods. */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,10 +199,38 @@ TEST(event_streams_leave_room_for_requests)
 		CHECK(fds[i] >= 0);
 		CHECK(write(fds[i], req, (size_t)n) == n);
 	}
-	lr_sleep_ms(500); /* all 32 open */
+	/* Each has its place once its stream began ("retry:" comes first). */
+	for (int i = 0; i < 32; i++) {
+		char buf[512];
+		size_t got = 0;
+		int64_t t0 = lr_mono_ms();
+		while (got < sizeof(buf) - 1 && lr_mono_ms() - t0 < 10000) {
+			struct pollfd p = { fds[i], POLLIN, 0 };
+			if (poll(&p, 1, 100) <= 0)
+				continue;
+			ssize_t r = read(fds[i], buf + got, sizeof(buf) - 1 - got);
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+			buf[got] = '\0';
+			if (strstr(buf, "retry:") != NULL)
+				break;
+		}
+		buf[got] = '\0';
+		CHECK_HAS(buf, "retry:");
+	}
 	CHECK_INT(status_of(addr, "GET", "/events", NULL, NULL), ==, 503);
 	CHECK_INT(status_of(addr, "GET", "/", NULL, NULL), ==, 200);
-	for (int i = 0; i < 32; i++)
+	/* A page reloaded: its old stream's place is its new one's. */
+	close(fds[0]);
+	int st = -1;
+	for (int64_t t0 = lr_mono_ms(); st != 200 && lr_mono_ms() - t0 < 5000;) {
+		http_resp r = http_raw(addr, req, (size_t)n, 500);
+		st = r.status;
+		http_resp_free(&r);
+	}
+	CHECK_INT(st, ==, 200);
+	for (int i = 1; i < 32; i++)
 		close(fds[i]);
 	proc_stop(&web, SIGTERM, 5000);
 	CHECK_INT(web.status, ==, 0);

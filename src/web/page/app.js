@@ -390,7 +390,12 @@ function setConn(state, text) {
 function connect() {
   const es = new EventSource('events');
   es.addEventListener('open', () => setConn('live', 'live'));
-  es.addEventListener('error', () => setConn('reconnecting', 'reconnecting…'));
+  es.addEventListener('error', () => {
+    setConn('reconnecting', 'reconnecting…');
+    // A refusal (the server full, or restarting) closes an EventSource
+    // for good: a new one, a little later.
+    if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+  });
   es.addEventListener('snapshot', (e) => applySnapshot(JSON.parse(e.data)));
   es.addEventListener('update', (e) => applyUpdate(JSON.parse(e.data)));
 }
