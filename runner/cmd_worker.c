@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "exec/orphans.h"
 #include "http/server.h"
 #include "options.h"
 
@@ -185,6 +186,9 @@ int cmd_worker(int argc, char **argv)
 		goto cleanup;
 	}
 	sweep_state_dirs();
+	/* Its only children are guards: what a killed one leaves comes here
+	 * and is stopped, so that the step may run again. */
+	(void)lr_orphans_adopt();
 	if (f.metrics != NULL) {
 		rc = serve_metrics(r, f.metrics, &metrics);
 		if (rc != CLI_CONTINUE)

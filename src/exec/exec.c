@@ -6,6 +6,7 @@
 #include "exec/exec.h"
 #include "exec/exec_files.h"
 #include "exec/guard.h"
+#include "exec/orphans.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -131,6 +132,7 @@ struct child {
 	int status_lost;     /* it ended without the shell's status */
 	int told_gone;       /* the guard said that all of the step is gone */
 	int guard_lost;      /* the guard was killed before it could say so */
+	int orphans_stopped; /* what it left was found and killed (orphans.h) */
 	enum stop_why stop;
 	int64_t start_ms, term_ms, drain_until;
 	int64_t grace_ms;
@@ -526,7 +528,13 @@ static void describe_signal(int sig, lr_exec_result *res)
 static void describe_end(const struct child *c, lr_exec_result *res)
 {
 	tail_copy(&c->tail, res->stderr_tail, sizeof(res->stderr_tail));
-	if (c->guard_lost) {
+	if (c->guard_lost && c->orphans_stopped) {
+		/* An interrupted attempt, as when its runner is killed. */
+		res->outcome = LR_EXEC_EXIT;
+		res->exit_status = -1;
+		snprintf(res->msg, sizeof(res->msg),
+		         "the step's guard was killed; what the step left running was stopped");
+	} else if (c->guard_lost) {
 		/* Whatever else happened: nothing may run the step again. */
 		res->outcome = LR_EXEC_GUARD_LOST;
 		snprintf(res->msg, sizeof(res->msg),
@@ -612,6 +620,8 @@ static int run_child(const lr_exec_opts *o, char **envp, struct lr_state_dir *sd
 	 * guard is gone, killed, or failed before it started the shell. */
 	if (!c->told_gone)
 		c->guard_lost = WIFSIGNALED(lr_guard_reap(&c->guard));
+	if (c->guard_lost)
+		c->orphans_stopped = lr_orphans_kill();
 	describe_end(c, res);
 	return 0;
 }

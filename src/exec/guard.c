@@ -6,6 +6,7 @@
  * guard_main on may use only async-signal-safe system calls: no malloc, no
  * stdio, no locks; numbers are formatted and parsed by hand. */
 #include "exec/guard.h"
+#include "exec/orphans.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -471,10 +472,12 @@ int lr_guard_start(const lr_guard_spec *spec, lr_guard *g, lr_err *err)
 	}
 	struct guard_args a = { .spec = spec, .ctl = ctl[0], .status = status[1] };
 	int64_t learnt_at = lr_mono_ms();
+	lr_orphans_lock(); /* known as a guard before anyone looks for orphans */
 	pid_t pid = fork_now();
 	if (pid == 0)
 		guard_main(&a, learnt_at);
 	int saved = errno;
+	lr_orphans_forked(pid);
 	close(ctl[0]);
 	close(status[1]);
 	if (pid < 0) {
@@ -494,6 +497,8 @@ int lr_guard_reap(lr_guard *g)
 	int st = 0;
 	while (g->pid > 0 && waitpid(g->pid, &st, 0) < 0 && errno == EINTR)
 		;
+	if (g->pid > 0)
+		lr_orphans_reaped(g->pid);
 	g->pid = -1;
 	return st;
 }
@@ -505,7 +510,5 @@ void lr_guard_end(lr_guard *g)
 	if (g->status >= 0)
 		close(g->status);
 	g->ctl = g->status = -1;
-	while (g->pid > 0 && waitpid(g->pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	g->pid = -1;
+	lr_guard_reap(g);
 }

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "exec/exec.h"
+#include "exec/orphans.h"
 #include "records/spec.h"
 #include "test.h"
 
@@ -728,6 +729,27 @@ TEST(a_step_that_kills_its_guard_is_guard_lost)
 		;
 }
 
+/* The same in a process that adopts the orphans of its guards (as `leaserun
+ * worker` does): what the step left is stopped, and the attempt is an
+ * interrupted one, to be run again. Last: adopting stays on. */
+TEST(a_killed_guards_leftovers_are_stopped_where_orphans_are_adopted)
+{
+	lr_exec_opts o;
+	lr_exec_result res;
+	lr_err err = { 0 };
+	CHECK(lr_orphans_adopt());
+	opts_init(&o, "setsid sleep 30 >/dev/null 2>&1 & echo \"bg=$!\"; sleep 0.2; "
+	              "kill -9 $PPID; exec sleep 30");
+	CHECK_OK(lr_exec_run(&o, &res, &err), &err);
+	CHECK_INT(res.outcome, ==, LR_EXEC_EXIT);
+	CHECK_INT(res.exit_status, ==, -1);
+	CHECK_HAS(res.msg, "what the step left running was stopped");
+	pid_t bg = (pid_t)atoi(value_of("bg="));
+	CHECK(bg > 0);
+	CHECK(kill(bg, 0) == -1 && errno == ESRCH); /* killed and reaped */
+	CHECK_INT(dir_entries(fx.base), ==, 0);
+}
+
 TEST(background_process_without_output_is_killed_with_the_step)
 {
 	lr_exec_opts o;
@@ -938,6 +960,7 @@ TEST_LIST(
 	TEST_CASE(work_dir_name_cannot_leave_the_base),
 	TEST_CASE(unusable_work_dir_base_is_a_spawn_failure),
 	TEST_CASE(no_descriptor_leaks_and_no_zombies_whatever_the_outcome),
+	TEST_CASE(a_killed_guards_leftovers_are_stopped_where_orphans_are_adopted),
 );
 
 TEST_MAIN(setup, teardown)
