@@ -130,7 +130,6 @@ struct child {
 	int all_gone;        /* the guard's status pipe ended: no process of
 	                        the step is left */
 	int status_lost;     /* it ended without the shell's status */
-	int told_gone;       /* the guard said that all of the step is gone */
 	int guard_lost;      /* the guard was killed before it could say so */
 	int orphans_stopped; /* what it left was found and killed (orphans.h) */
 	enum stop_why stop;
@@ -138,8 +137,7 @@ struct child {
 	int64_t grace_ms;
 	int64_t deadline;    /* the lease deadline the guard knows */
 	int64_t learnt_at;   /* when it was sent */
-	int wstatus;
-	size_t status_len;   /* bytes of wstatus read so far */
+	lr_guard_said said;  /* what the guard's status pipe said */
 };
 
 static int64_t current_deadline(const lr_exec_opts *o)
@@ -319,33 +317,16 @@ static int poll_timeout(const struct child *c, int64_t now)
  * and end of file once no process of the step is left. */
 static void read_status(struct child *c)
 {
-	for (;;) {
-		char scratch = 0;
-		char *p = c->status_len < sizeof(int) ? (char *)&c->wstatus + c->status_len
-		                                      : &scratch;
-		ssize_t r = read(c->guard.status, p,
-		                 c->status_len < sizeof(int) ? sizeof(int) - c->status_len : 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN)
-			return;
-		if (r <= 0) {
-			c->all_gone = 1;
-			c->status_lost = !c->exited;
-			c->exited = 1;
-			return;
-		}
-		if (p == &scratch && scratch == LR_GUARD_ALL_GONE)
-			c->told_gone = 1;
-		if (c->status_len < sizeof(int)) {
-			c->status_len += (size_t)r;
-			c->exited = c->status_len == sizeof(int);
-			/* The guard stops the step by its own clock: a
-			 * shell it killed can be reaped before advance()
-			 * saw the time come. */
-			if (c->exited && c->stop == STOP_NONE && WIFSIGNALED(c->wstatus))
-				deadline_came(c, lr_mono_ms());
-		}
+	bool had = c->said.exited;
+	bool ended = lr_guard_read(&c->guard, &c->said);
+	c->exited = c->said.exited || ended;
+	/* The guard stops the step by its own clock: a shell it killed can
+	 * be reaped before advance() saw the time come. */
+	if (!had && c->said.exited && c->stop == STOP_NONE && WIFSIGNALED(c->said.wstatus))
+		deadline_came(c, lr_mono_ms());
+	if (ended) {
+		c->all_gone = 1;
+		c->status_lost = !c->said.exited;
 	}
 }
 
@@ -492,8 +473,8 @@ static void describe_stop(const struct child *c, lr_exec_result *res)
 	char t[32], grace[64] = "";
 
 	/* The shell needed SIGKILL: it outlived the SIGTERM's grace. */
-	if (c->stop != STOP_DEADLINE && !c->status_lost && WIFSIGNALED(c->wstatus) &&
-	    WTERMSIG(c->wstatus) == SIGKILL) {
+	if (c->stop != STOP_DEADLINE && !c->status_lost && WIFSIGNALED(c->said.wstatus) &&
+	    WTERMSIG(c->said.wstatus) == SIGKILL) {
 		format_ms(c->grace_ms, t, sizeof(t));
 		snprintf(grace, sizeof(grace), " (SIGKILL after the %s grace)", t);
 	}
@@ -547,10 +528,10 @@ static void describe_end(const struct child *c, lr_exec_result *res)
 		res->exit_status = -1;
 		snprintf(res->msg, sizeof(res->msg),
 		         "exit status unknown: the step's guard ended without it");
-	} else if (WIFSIGNALED(c->wstatus)) {
-		describe_signal(WTERMSIG(c->wstatus), res);
+	} else if (WIFSIGNALED(c->said.wstatus)) {
+		describe_signal(WTERMSIG(c->said.wstatus), res);
 	} else {
-		res->exit_status = WEXITSTATUS(c->wstatus);
+		res->exit_status = WEXITSTATUS(c->said.wstatus);
 		res->outcome = res->exit_status == 0 ? LR_EXEC_OK : LR_EXEC_EXIT;
 		snprintf(res->msg, sizeof(res->msg), "exit status %d",
 		         res->exit_status);
@@ -616,10 +597,7 @@ static int run_child(const lr_exec_opts *o, char **envp, struct lr_state_dir *sd
 	}
 	c->start_ms = c->learnt_at = lr_mono_ms();
 	supervise(c);
-	/* Its pipe ended without the word that all of the step is gone: the
-	 * guard is gone, killed, or failed before it started the shell. */
-	if (!c->told_gone)
-		c->guard_lost = WIFSIGNALED(lr_guard_reap(&c->guard));
+	c->guard_lost = lr_guard_killed(&c->guard, &c->said);
 	if (c->guard_lost)
 		c->orphans_stopped = lr_orphans_kill();
 	describe_end(c, res);

@@ -492,7 +492,8 @@ int lr_guard_start(const lr_guard_spec *spec, lr_guard *g, lr_err *err)
 	return 0;
 }
 
-int lr_guard_reap(lr_guard *g)
+/* Wait for the guard to end; its wait status. */
+static int reap_guard(lr_guard *g)
 {
 	int st = 0;
 	while (g->pid > 0 && waitpid(g->pid, &st, 0) < 0 && errno == EINTR)
@@ -503,6 +504,31 @@ int lr_guard_reap(lr_guard *g)
 	return st;
 }
 
+bool lr_guard_read(lr_guard *g, lr_guard_said *s)
+{
+	for (;;) {
+		char extra = 0;
+		char *p = s->got < sizeof(int) ? (char *)&s->wstatus + s->got : &extra;
+		ssize_t r = read(g->status, p, s->got < sizeof(int) ? sizeof(int) - s->got : 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r == 0 || errno != EAGAIN;
+		if (p == &extra)
+			s->all_gone = s->all_gone || extra == LR_GUARD_ALL_GONE;
+		else
+			s->got += (size_t)r;
+		s->exited = s->got == sizeof(int);
+	}
+}
+
+bool lr_guard_killed(lr_guard *g, const lr_guard_said *s)
+{
+	/* Without the word that all of the step is gone, the guard is
+	 * ending: killed, or failed before it started the shell. */
+	return !s->all_gone && WIFSIGNALED(reap_guard(g));
+}
+
 void lr_guard_end(lr_guard *g)
 {
 	if (g->ctl >= 0)
@@ -510,5 +536,5 @@ void lr_guard_end(lr_guard *g)
 	if (g->status >= 0)
 		close(g->status);
 	g->ctl = g->status = -1;
-	lr_guard_reap(g);
+	reap_guard(g);
 }

@@ -79,12 +79,22 @@ int lr_guard_start(const lr_guard_spec *spec, lr_guard *g, lr_err *err);
 void lr_guard_deadline(lr_guard *g, int64_t deadline_ms);
 /* Stop the step: SIGTERM now, SIGKILL after grace_ms. */
 void lr_guard_stop(lr_guard *g, int64_t grace_ms);
+
+/* What the status pipe said so far; zeroed before the first read. */
+typedef struct lr_guard_said {
+	int wstatus;    /* the shell's wait status, once `exited` */
+	size_t got;     /* bytes of it read */
+	bool exited;    /* the whole status came */
+	bool all_gone;  /* LR_GUARD_ALL_GONE came: no process of the step is left */
+} lr_guard_said;
+/* Read what the status pipe has now, without waiting. True once it ended
+ * (end of file, or an error). */
+bool lr_guard_read(lr_guard *g, lr_guard_said *s);
+/* After the pipe ended: whether the guard was killed before every process
+ * of the step was gone (some may live on). Reaps the guard then. */
+bool lr_guard_killed(lr_guard *g, const lr_guard_said *s);
 /* The step is over and its results are read: close the pipe (the guard
  * removes the state directory and exits) and reap the guard. */
 void lr_guard_end(lr_guard *g);
-/* Wait for the guard to end, without closing the pipe: only once its
- * status pipe ended without LR_GUARD_ALL_GONE (it is ending). Its wait
- * status; lr_guard_end still closes the pipes. */
-int lr_guard_reap(lr_guard *g);
 
 #endif

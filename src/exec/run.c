@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -77,24 +76,6 @@ static void take_back_terminal(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Read what the guard's status pipe has: the wait status, then
- * LR_GUARD_ALL_GONE and end of file once no process of the command is
- * left (*gone). True at the end. */
-static bool read_status(int fd, int *wstatus, size_t *got, bool *gone)
-{
-	for (;;) {
-		char extra = 0;
-		char *p = *got < sizeof(int) ? (char *)wstatus + *got : &extra;
-		ssize_t r = read(fd, p, *got < sizeof(int) ? sizeof(int) - *got : 1);
-		if (r > 0) {
-			*got += *got < sizeof(int) ? (size_t)r : 0;
-			*gone = *gone || (p == &extra && extra == LR_GUARD_ALL_GONE);
-			continue;
-		}
-		return r == 0 || (errno != EAGAIN && errno != EINTR);
-	}
-}
-
 int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
                  int *wstatus, lr_err *err)
 {
@@ -129,8 +110,8 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	lr_exec_env_free(env);
 	if (rc != 0)
 		return rc;
-	bool lost = false, stopping = false, ended = false, gone = false;
-	size_t got = 0;
+	bool lost = false, stopping = false, ended = false;
+	lr_guard_said said = { 0 };
 	for (;;) {
 		struct pollfd p[4] = { { g.status, POLLIN, 0 },
 		                       { lr_hold_renewed_fd(h), POLLIN, 0 },
@@ -160,19 +141,17 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 			stopping = true;
 			lr_guard_stop(&g, grace_ms);
 		}
-		if (p[0].revents != 0 && read_status(g.status, wstatus, &got, &gone)) {
+		if (p[0].revents != 0 && lr_guard_read(&g, &said)) {
 			ended = true;
 			break;
 		}
 	}
-	/* The pipe ended without the word that all of the command is gone:
-	 * the guard is ending, killed or failed before it started it. */
-	bool guard_killed = ended && !gone && WIFSIGNALED(lr_guard_reap(&g));
+	bool guard_killed = ended && lr_guard_killed(&g, &said);
 	lr_guard_end(&g);
 	if (spec.take_terminal)
 		take_back_terminal();
-	if (got < sizeof(int))
-		*wstatus = SIGKILL; /* the guard ended without the status: killed */
+	/* The guard ended without the status: killed. */
+	*wstatus = said.exited ? said.wstatus : SIGKILL;
 	/* Frozen or cut off past the deadline, this process hears of the loss
 	 * only after the guard stopped the command: the clock tells at once. */
 	if (lr_mono_ms() >= lr_hold_deadline_ms(h))

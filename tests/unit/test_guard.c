@@ -56,19 +56,14 @@ static void start(struct step *s, const char *run, int64_t deadline, int64_t gra
 static int64_t wait_all_gone(struct step *s, int64_t timeout_ms)
 {
 	int64_t end = lr_mono_ms() + timeout_ms;
-	size_t got = 0;
-	char scratch;
+	lr_guard_said said = { 0 };
 	while (lr_mono_ms() < end) {
-		char *p = got < sizeof(int) ? (char *)&s->status + got : &scratch;
-		ssize_t r = read(s->g.status, p, got < sizeof(int) ? sizeof(int) - got : 1);
-		if (r == 0)
+		bool ended = lr_guard_read(&s->g, &said);
+		s->status = said.wstatus;
+		s->got_status = said.exited;
+		if (ended)
 			return lr_mono_ms();
-		if (r > 0 && got < sizeof(int)) {
-			got += (size_t)r;
-			s->got_status = got == sizeof(int);
-		}
-		if (r < 0)
-			lr_sleep_ms(5);
+		lr_sleep_ms(5);
 	}
 	return -1;
 }
