@@ -36,14 +36,13 @@ static size_t max_queued(const lr_web *w)
 	return share > floor ? share : floor;
 }
 
-/* Close the streams whose page has gone: a page that is reloaded takes
- * its place back at once. Under w->mu. */
-static void drop_gone(lr_web *w)
+/* Close the streams that `keep` refuses. Under w->mu. */
+static void prune(lr_web *w, bool (*keep)(lr_http_stream *st, const void *arg), const void *arg)
 {
 	struct web_client **p = &w->clients;
 	while (*p != NULL) {
 		struct web_client *cl = *p;
-		if (!lr_http_stream_gone(cl->stream)) {
+		if (keep(cl->stream, arg)) {
 			p = &cl->next;
 			continue;
 		}
@@ -54,29 +53,41 @@ static void drop_gone(lr_web *w)
 	}
 }
 
+static bool still_there(lr_http_stream *st, const void *arg)
+{
+	(void)arg;
+	return !lr_http_stream_gone(st);
+}
+
+/* Close the streams whose page has gone: a page that is reloaded takes
+ * its place back at once. Under w->mu. */
+static void drop_gone(lr_web *w)
+{
+	prune(w, still_there, NULL);
+}
+
 static const lr_http_header_kv stream_headers[] = {
 	{ "X-Accel-Buffering", "no" }, /* nginx: pass events on at once */
 	{ NULL, NULL },
 };
 
+struct event {
+	const char *text;
+	size_t len, cap;
+};
+
+static bool takes(lr_http_stream *st, const void *arg)
+{
+	const struct event *ev = arg;
+	return lr_http_stream_write(st, ev->text, ev->len, ev->cap);
+}
+
 /* "event: NAME\ndata: JSON\n\n" for every open stream; streams that
  * cannot take it are closed. Under w->mu. */
 static void broadcast(lr_web *w, const char *text, size_t len)
 {
-	struct web_client **p = &w->clients;
-	size_t cap = max_queued(w);
-
-	while (*p != NULL) {
-		struct web_client *cl = *p;
-		if (lr_http_stream_write(cl->stream, text, len, cap)) {
-			p = &cl->next;
-			continue;
-		}
-		*p = cl->next;
-		lr_http_stream_close(cl->stream);
-		free(cl);
-		w->n_clients--;
-	}
+	struct event ev = { text, len, max_queued(w) };
+	prune(w, takes, &ev);
 }
 
 /* The event as text; NULL when out of memory. Steals msg. */
