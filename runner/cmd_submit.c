@@ -16,6 +16,7 @@
 #include "client/spec_reader.h"
 #include "client/submit.h"
 #include "options.h"
+#include "records/schedule.h"
 #include "records/spec.h"
 
 /* 9999-12-31T23:59:59.999Z, in unix ms: the last start time a spec holds. */
@@ -96,11 +97,9 @@ static int submit_one(const cli_common *common, const char *path,
 	if (rc == CLI_CONTINUE)
 		rc = validate(strcmp(path, "-") == 0 ? "<stdin>" : path, text, len,
 		              id, &spec);
-	if (rc == CLI_CONTINUE && not_before_ms > 0 && json_object_get(spec, "not_before") == NULL) {
-		char at[LR_TIME_BUF];
-		lr_rfc3339_format(not_before_ms, at);
-		json_object_set_new(spec, "not_before", json_string(at));
-	}
+	/* Validated again as it is stored (lr_submit_json). */
+	if (rc == CLI_CONTINUE)
+		lr_sched_start_at(spec, not_before_ms);
 	if (rc == CLI_CONTINUE)
 		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/error.h"
 #include "client/submit.h"
 #include "etcd/kv.h"
@@ -120,12 +119,7 @@ int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
 
 	if (rc != 0)
 		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
-	bool added = not_before_ms > 0 && json_object_get(norm, "not_before") == NULL;
-	if (added) {
-		char at[LR_TIME_BUF];
-		lr_rfc3339_format(not_before_ms, at);
-		json_object_set_new(norm, "not_before", json_string(at));
-	}
+	bool added = lr_sched_start_at(norm, not_before_ms);
 	rc = encode(norm, id, value, err);
 	json_decref(norm);
 	if (rc != 0 || !added)

@@ -63,6 +63,15 @@ static int normalise_after(const json_t *spec, const char *id, json_t *norm, lr_
 	           : lr_err_set(err, LR_ENOMEM, "out of memory");
 }
 
+bool lr_sched_start_at(json_t *spec, int64_t not_before_ms)
+{
+	if (not_before_ms <= 0 || json_object_get(spec, "not_before") != NULL)
+		return false;
+	char at[LR_TIME_BUF];
+	lr_rfc3339_format(not_before_ms, at);
+	return json_object_set_new(spec, "not_before", json_string(at)) == 0;
+}
+
 int lr_sched_normalise(const json_t *spec, const char *id, json_t *norm, lr_err *err)
 {
 	json_t *p = json_object_get(spec, "priority");

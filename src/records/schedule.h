@@ -30,6 +30,10 @@ typedef struct lr_sched {
  * after must not name id itself nor an id twice. Messages name the field
  * ("after[2]: ..."). */
 int lr_sched_normalise(const json_t *spec, const char *id, json_t *norm, lr_err *err);
+/* Give spec a start time (unix ms, submit --in) unless it has one; true
+ * when it was given (the spec is to be validated again: the time may be
+ * out of range, or take it over the size limit). */
+bool lr_sched_start_at(json_t *spec, int64_t not_before_ms);
 
 /* The fields of a normalised spec, or of a queue record (the same names).
  * Returns 0, LR_ENOMEM, or LR_EINVAL for a record that does not parse. */
