@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "client/walk.h"
+#include "records/schedule.h"
 
 #define LR_LOCK_PAGE 500
 
@@ -204,9 +205,10 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	lr_err ignore;
 	int rc = lr_lockset_parse(json_object_get(v, "locks"), json_object_get(v, "limits"),
 	                          &w.set, &ignore);
-	const char *nb = json_string_value(json_object_get(v, "not_before"));
-	if (nb != NULL && lr_rfc3339_parse(nb, &w.not_before_ms) != 0)
-		w.not_before_ms = 0;
+	lr_sched sc; /* a task's start time, named as in its spec */
+	if (lr_sched_from_json(v, &sc) == 0)
+		w.not_before_ms = sc.not_before_ms;
+	lr_sched_clear(&sc);
 	json_decref(v);
 	if (rc != 0 || w.set == NULL)
 		return false; /* not a request: nothing to wait for */
