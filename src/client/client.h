@@ -20,6 +20,7 @@
 #define LR_K_SHARED "shared/"
 #define LR_K_LOCKS "locks/"   /* held locks (client/lock_keys.h) */
 #define LR_K_SLOTS "slots/"   /* held slots of pools */
+#define LR_K_LIMITS "limits/" /* the limit each slot's holder runs under */
 #define LR_K_WANTS "wants/"   /* what a holder or waiter asks for */
 #define LR_K_QUEUE "queue/"   /* when a task may start (records/schedule.h) */
 #define LR_K_HISTORY "history/" /* earlier outcomes of a retried task */

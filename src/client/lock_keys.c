@@ -87,6 +87,24 @@ void lr_slot_range(const lr_client *c, const char *pool, int from, char lo[LR_LO
 	hi[lr_prefix_end(dir, hi)] = '\0';
 }
 
+void lr_limit_key(const lr_client *c, const char *pool, int n, int index,
+                  char key[LR_LOCK_KEY_SIZE])
+{
+	char rest[LR_LOCK_KEY_SIZE];
+	snprintf(rest, sizeof(rest), "%s/%05d/%05d", pool, n, index);
+	build(c, LR_K_LIMITS, rest, key);
+}
+
+void lr_limit_range(const lr_client *c, const char *pool, int below, char lo[LR_LOCK_KEY_SIZE],
+                    char hi[LR_LOCK_KEY_SIZE])
+{
+	char rest[LR_LOCK_KEY_SIZE];
+	snprintf(rest, sizeof(rest), "%s/", pool);
+	build(c, LR_K_LIMITS, rest, lo);
+	snprintf(rest, sizeof(rest), "%s/%05d", pool, below);
+	build(c, LR_K_LIMITS, rest, hi);
+}
+
 bool lr_slot_key_parse(const lr_client *c, const char *key,
                        char pool[LR_LOCK_SEG_MAX + 1], int *index)
 {

@@ -4,6 +4,8 @@
  *                                          IS .. 4 X, so that conflicting
  *                                          modes are one or two ranges)
  *   P slots/<key>/<index>                  a slot of a pool (00000..09999)
+ *   P limits/<key>/<N>/<index>             the limit N the holder of that
+ *                                          slot runs under (5 digits each)
  *   P wants/<holder>                       what a holder or waiter asks for
  * Holders are "task:<id>" or "run:<id>". Locks and slots hang on the
  * holder's lease; a task's request stays until the task is done, a run's
@@ -41,6 +43,12 @@ void lr_slot_key(const lr_client *c, const char *pool, int index, char key[LR_LO
 /* The slots of pool from index `from` on: [from, to). */
 void lr_slot_range(const lr_client *c, const char *pool, int from, char lo[LR_LOCK_KEY_SIZE],
                    char hi[LR_LOCK_KEY_SIZE]);
+/* P limits/<key>/<N, 5 digits>/<index, 5 digits> */
+void lr_limit_key(const lr_client *c, const char *pool, int n, int index,
+                  char key[LR_LOCK_KEY_SIZE]);
+/* The holders of pool whose limit is below `below`: [lo, hi). */
+void lr_limit_range(const lr_client *c, const char *pool, int below, char lo[LR_LOCK_KEY_SIZE],
+                    char hi[LR_LOCK_KEY_SIZE]);
 bool lr_slot_key_parse(const lr_client *c, const char *key,
                        char pool[LR_LOCK_SEG_MAX + 1], int *index);
 

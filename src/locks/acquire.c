@@ -9,6 +9,19 @@
 
 #include "base/clock.h"
 
+/* A slot's value: value with the limit its holder runs under, which
+ * waiters read to know where they may go. NULL when out of memory (the
+ * compares hold all the same). */
+static char *slot_value(const char *value, int n)
+{
+	json_t *v = json_loads(value, 0, NULL);
+	char *text = NULL;
+	if (v != NULL && json_object_set_new(v, "limit", json_integer(n)) == 0)
+		text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(v);
+	return text;
+}
+
 lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 {
 	/* Nested, so that the caller's compares and ours fail apart: a
@@ -25,12 +38,18 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 			lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
 		}
 	}
+	/* Every holder of a pool sits in a slot below every holder's limit,
+	 * its own included: so no more run than the smallest limit among
+	 * them, whatever limits the tasks name. */
 	for (size_t i = 0; i < w->set->n_limits; i++) {
 		const lr_limit *l = &w->set->limits[i];
 		lr_slot_key(w->c, l->key, w->slots[i], from);
 		lr_txn_cmp(in, from, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
-		/* Nobody holds a slot beyond our limit: at most n holders. */
+		/* Nobody holds a slot at or beyond our limit... */
 		lr_slot_range(w->c, l->key, l->n, from, to);
+		lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		/* ...nor runs under a limit at or below our slot. */
+		lr_limit_range(w->c, l->key, w->slots[i] + 1, from, to);
 		lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
 	}
 	size_t len = strlen(w->value);
@@ -40,8 +59,14 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 		lr_txn_put(in, LR_THEN, from, w->value, len, w->lease);
 	}
 	for (size_t i = 0; i < w->set->n_limits; i++) {
-		lr_slot_key(w->c, w->set->limits[i].key, w->slots[i], from);
+		const lr_limit *l = &w->set->limits[i];
+		char *slot = slot_value(w->value, l->n);
+		const char *v = slot != NULL ? slot : w->value;
+		lr_slot_key(w->c, l->key, w->slots[i], from);
+		lr_txn_put(in, LR_THEN, from, v, strlen(v), w->lease);
+		lr_limit_key(w->c, l->key, l->n, w->slots[i], from);
 		lr_txn_put(in, LR_THEN, from, w->value, len, w->lease);
+		free(slot);
 	}
 	return in;
 }
@@ -53,8 +78,8 @@ int lr_locks_txn_ops(const lr_lockset *set)
 		int lo[2], hi[2];
 		compares += lr_lock_conflicts(set->nodes[i].mode, lo, hi);
 	}
-	compares += 2 * (int)set->n_limits;
-	int writes = (int)(set->n_nodes + set->n_limits) + LR_LOCK_CALLER_OPS;
+	compares += 3 * (int)set->n_limits;
+	int writes = (int)(set->n_nodes + 2 * set->n_limits) + LR_LOCK_CALLER_OPS;
 	return compares > writes ? compares : writes;
 }
 
@@ -80,6 +105,8 @@ void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w)
 		if (w->slots[i] < 0)
 			continue; /* not known: the lease takes it */
 		lr_slot_key(w->c, w->set->limits[i].key, w->slots[i], key);
+		lr_txn_delete(t, b, key, 0);
+		lr_limit_key(w->c, w->set->limits[i].key, w->set->limits[i].n, w->slots[i], key);
 		lr_txn_delete(t, b, key, 0);
 	}
 }

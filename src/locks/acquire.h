@@ -3,7 +3,8 @@
  *
  * The compares hold only while nobody holds a lock that conflicts with the
  * request (one key range per node) and while the chosen slot of each pool
- * is free with no holder at or beyond the request's limit. They sit in a
+ * is free, with no holder at or beyond the request's limit and none whose
+ * own limit is at or below the chosen slot. They sit in a
  * txn nested in the caller's THEN branch, with the writes: the caller's
  * own compares decide whether anything is tried, ours whether the request
  * is taken, in one request and one revision, all or nothing. etcd counts
@@ -28,7 +29,7 @@ typedef struct lr_lock_writes {
 	const lr_lockset *set;
 	const int *slots;     /* the slot index taken in each pool of set */
 	const char *holder;   /* "task:<id>" or "run:<id>" */
-	const char *value;    /* JSON put in every lock and slot key */
+	const char *value;    /* JSON put in every lock, slot and limit key */
 	int64_t lease;
 } lr_lock_writes;
 
@@ -39,7 +40,7 @@ typedef struct lr_lock_writes {
  * that carry compares (1). */
 lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth);
 /* What the nested txn of set costs in etcd's --max-txn-ops budget: its
- * largest list (85 at most: 64 nodes and 8 pools). */
+ * largest list (88 at most: 64 nodes and 8 pools). */
 int lr_locks_txn_ops(const lr_lockset *set);
 /* Whether the whole chain took its THEN branches (r is t's result). */
 bool lr_locks_acquired(const lr_txn_result *r, int depth);

@@ -28,6 +28,7 @@ struct slot {
 	char *key;
 	char pool[LR_LOCK_SEG_MAX + 1];
 	int index;
+	int limit;      /* the limit its holder runs under; 0: not known */
 	char *holder;
 	char *value;
 };
@@ -185,6 +186,8 @@ static bool put_slot(lr_lock_table *t, const lr_kv *kv)
 	json_t *v = s.value != NULL ? json_loads(s.value, 0, NULL) : NULL;
 	const char *holder = json_string_value(json_object_get(v, "holder"));
 	s.holder = strdup(holder != NULL ? holder : "?");
+	json_int_t limit = json_integer_value(json_object_get(v, "limit"));
+	s.limit = limit > 0 && limit <= LR_LIMIT_N_MAX ? (int)limit : 0;
 	json_decref(v);
 	if (s.key == NULL || s.value == NULL || s.holder == NULL) {
 		drop_slot(&s);
@@ -324,19 +327,15 @@ static bool blocked_by_lock(const lr_lock_table *t, const lr_lock_node *n,
 	return false;
 }
 
-/* The lowest free slot under l's limit, or -1 when the pool is full or
- * someone holds a slot beyond it. */
+/* The lowest free slot below l's limit and below the limit of every
+ * holder of the pool, or -1 when there is none or someone holds a slot
+ * at or beyond l's limit. */
 static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *holder,
                      char *why, size_t size)
 {
-	int held = 0, lowest_free = -1;
-	for (int idx = 0; idx < l->n && lowest_free < 0; idx++) {
-		bool taken = false;
-		for (size_t i = 0; i < t->n_slots && !taken; i++)
-			taken = t->slots[i].index == idx && strcmp(t->slots[i].pool, l->key) == 0;
-		if (!taken)
-			lowest_free = idx;
-	}
+	int held = 0, below = l->n;
+	const struct slot *tightest = NULL;
+	char by[LR_HOLDER_SIZE + 300];
 	for (size_t i = 0; i < t->n_slots; i++) {
 		const struct slot *s = &t->slots[i];
 		if (strcmp(s->pool, l->key) != 0 || strcmp(s->holder, holder) == 0)
@@ -344,17 +343,32 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 		held++;
 		if (s->index >= l->n) {
 			if (why != NULL) {
-				char by[LR_HOLDER_SIZE + 300];
 				who(s->holder, s->value, by, sizeof(by));
 				snprintf(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
 				         l->key, s->index, by, l->n);
 			}
 			return -1;
 		}
+		if (s->limit > 0 && s->limit < below) {
+			below = s->limit;
+			tightest = s;
+		}
 	}
-	if (lowest_free < 0 && why != NULL)
+	for (int idx = 0; idx < below; idx++) {
+		bool taken = false;
+		for (size_t i = 0; i < t->n_slots && !taken; i++)
+			taken = t->slots[i].index == idx && strcmp(t->slots[i].pool, l->key) == 0;
+		if (!taken)
+			return idx;
+	}
+	if (why != NULL && tightest != NULL) {
+		who(tightest->holder, tightest->value, by, sizeof(by));
+		snprintf(why, size, "pool %s full: %d held, and %s runs under a limit of %d",
+		         l->key, held, by, tightest->limit);
+	} else if (why != NULL) {
 		snprintf(why, size, "pool %s full: %d of %d slots held", l->key, held, l->n);
-	return lowest_free;
+	}
+	return -1;
 }
 
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

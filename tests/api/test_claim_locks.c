@@ -250,17 +250,21 @@ TEST(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_ch
 
 /* ---- slot pools ---------------------------------------------------------------- */
 
-TEST(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it)
+/* Claims at a chosen slot, whatever the runner's view would pick: what
+ * etcd's compares alone let through. */
+TEST(a_pool_runs_no_more_tasks_than_the_smallest_limit_among_them)
 {
 	lr_client *c = hosted_client("/cl-pool/");
 	int64_t lease = new_lease(c, 10);
 	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
-	lr_claimed_task h[3], extra, big, small;
+	lr_claimed_task h[3], got;
 	for (int i = 0; i < 4; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "p%d", i);
 		submit_asking(c, id, NULL, "{\"gpu\":3}");
 	}
+	submit_asking(c, "big", NULL, "{\"gpu\":5}");
+	submit_asking(c, "one", NULL, "{\"gpu\":1}");
 	for (int i = 0; i < 3; i++) {
 		char id[16];
 		snprintf(id, sizeof(id), "p%d", i);
@@ -268,24 +272,34 @@ TEST(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it)
 	}
 	/* Full: whichever slot below 3 it tries. */
 	for (int s = 0; s < 3; s++)
-		CHECK_INT(claim(&who, "p3", &s, 1, &extra), ==, LR_CLAIM_BLOCKED);
+		CHECK_INT(claim(&who, "p3", &s, 1, &got), ==, LR_CLAIM_BLOCKED);
 	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 3);
+	CHECK_INT(count_under(c, LR_K_LIMITS, "gpu/00003/"), ==, 3);
+	/* A larger limit does not join three that run under a limit of 3. */
+	for (int s = 3; s < 5; s++)
+		CHECK_INT(claim(&who, "big", &s, 1, &got), ==, LR_CLAIM_BLOCKED);
+	for (int i = 0; i < 3; i++)
+		give_back(&who, &h[i]);
+	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
 
-	/* A task that names a larger limit joins beside them... */
-	submit_asking(c, "big", NULL, "{\"gpu\":5}");
-	int four = 4;
-	CHECK_INT(claim(&who, "big", &four, 1, &big), ==, LR_CLAIM_WON);
-	/* ...and while it holds slot 4, a task with limit 3 waits even for a
-	 * free slot below 3: never more than 3 run beside it. */
+	/* While it holds slot 4, a task with limit 3 or 1 waits even for a
+	 * free slot below its limit. */
+	int four = 4, zero = 0, one = 1;
+	CHECK_INT(claim(&who, "big", &four, 1, &h[0]), ==, LR_CLAIM_WON);
+	CHECK_INT(claim(&who, "p3", &zero, 1, &got), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(claim(&who, "one", &zero, 1, &got), ==, LR_CLAIM_BLOCKED);
 	give_back(&who, &h[0]);
-	int zero = 0;
-	CHECK_INT(claim(&who, "p3", &zero, 1, &small), ==, LR_CLAIM_BLOCKED);
-	give_back(&who, &big);
-	CHECK_INT(claim(&who, "p3", &zero, 1, &small), ==, LR_CLAIM_WON);
-	give_back(&who, &small);
+	/* While a task with limit 1 runs, nobody runs beside it. */
+	CHECK_INT(claim(&who, "one", &zero, 1, &h[0]), ==, LR_CLAIM_WON);
+	CHECK_INT(claim(&who, "p3", &one, 1, &got), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(claim(&who, "big", &four, 1, &got), ==, LR_CLAIM_BLOCKED);
+	give_back(&who, &h[0]);
+	CHECK_INT(claim(&who, "big", &one, 1, &h[0]), ==, LR_CLAIM_WON);
+	CHECK_INT(claim(&who, "p3", &zero, 1, &h[1]), ==, LR_CLAIM_WON);
+	give_back(&who, &h[0]);
 	give_back(&who, &h[1]);
-	give_back(&who, &h[2]);
 	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }
@@ -522,7 +536,7 @@ TEST_LIST(TEST_CASE(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_g
           TEST_CASE(a_claim_too_large_for_etcds_max_txn_ops_fails_the_task_naming_the_limit),
           TEST_CASE(a_task_needing_two_locks_one_of_them_taken_takes_neither),
           TEST_CASE(the_compatibility_matrix_holds_pair_by_pair_on_a_node_its_parent_and_its_child),
-          TEST_CASE(a_pool_admits_n_tasks_and_a_holder_beyond_a_smaller_limit_blocks_it),
+          TEST_CASE(a_pool_runs_no_more_tasks_than_the_smallest_limit_among_them),
           TEST_CASE(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops),
           TEST_CASE(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks),
           TEST_CASE(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took),

@@ -33,24 +33,30 @@ static const char same_node[5][6] = {
 	/* X   */ "00000",
 };
 
-/* A `leaserun run` in the background that holds `lock` (PATH=MODE) until
- * stopped; returns once it holds it (its command touched a file). */
-static void hold_in_background(proc_bg *p, const char *lock, const char *ttl)
+/* A `leaserun run` in the background that holds what `opt` (--lock or
+ * --limit) names until stopped; returns once it holds it (its command
+ * touched a file). */
+static void hold_with(proc_bg *p, const char *opt, const char *what, const char *ttl)
 {
 	static int n;
 	char mark[600], script[700], log[600];
 	snprintf(mark, sizeof(mark), "%s/held-%d", cli_tmpdir, n);
 	snprintf(log, sizeof(log), "%s/bg-%d.log", cli_tmpdir, n++);
 	snprintf(script, sizeof(script), "touch %s; exec sleep 60", mark);
-	const char *args[] = { "run", "--lock", lock, "--ttl", ttl, "--", "sh", "-c", script,
-		               NULL };
+	const char *args[] = { "run", opt, what, "--ttl", ttl, "--", "sh", "-c", script, NULL };
 	cli_start(p, log, args);
 	int64_t t0 = lr_mono_ms();
 	while (access(mark, F_OK) != 0) {
 		if (!proc_alive(p) || lr_mono_ms() - t0 > 10000)
-			TEST_FAIL("leaserun run --lock %s never held it: %s", lock, proc_slurp(log));
+			TEST_FAIL("leaserun run %s %s never held it: %s", opt, what, proc_slurp(log));
 		lr_sleep_ms(5);
 	}
+}
+
+/* The same for a lock (PATH=MODE). */
+static void hold_in_background(proc_bg *p, const char *lock, const char *ttl)
+{
+	hold_with(p, "--lock", lock, ttl);
 }
 
 /* `leaserun run --lock lock -- true` in the background; returns once its
@@ -253,6 +259,31 @@ TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
 	}
 	printf("# 5 holders of a pool of 2: at most %d at once\n", most);
 	CHECK_INT(most, ==, 2);
+	lr_client_close(c);
+}
+
+/* Tasks that name different limits for one pool: each one's holds while
+ * it runs, so the smallest among the holders bounds the pool. */
+TEST(a_larger_limit_does_not_join_a_holder_of_a_smaller_one)
+{
+	lr_client *c = fixture_client("run_mixed");
+	cli_use_client(c);
+	proc_bg one;
+	hold_with(&one, "--limit", "api=1", "2");
+	proc_result r = RUN("run", "--limit", "api=3", "--wait", "0.3", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "pool api full: 1 held, and run ");
+	CHECK_HAS(r.err, "runs under a limit of 1");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, "limits/api/00001/"), ==, 1);
+	r = RUN("locks");
+	CHECK_HAS(r.out, "api[0] of 1");
+	proc_result_free(&r);
+	CHECK_INT(proc_stop(&one, SIGTERM, 5000), ==, 128 + SIGTERM);
+	r = RUN("run", "--limit", "api=3", "--wait", "5", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
 }
 
@@ -570,6 +601,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
+          TEST_CASE(a_larger_limit_does_not_join_a_holder_of_a_smaller_one),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
           TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),

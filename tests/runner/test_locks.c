@@ -280,6 +280,7 @@ TEST(a_random_workload_with_a_runner_killed_never_runs_conflicting_tasks_togethe
 	lr_lockset *sets[RANDOM_TASKS];
 	lr_lockset *locks_only[RANDOM_TASKS]; /* pools apart: two may share one */
 	char ids[RANDOM_TASKS][8];
+	int pool_n[RANDOM_TASKS]; /* the N a task names for the pool; 0: none */
 	static char texts[RANDOM_TASKS][256];
 	for (int i = 0; i < RANDOM_TASKS; i++) {
 		char locks[256] = "{", limits[64] = "";
@@ -295,8 +296,10 @@ TEST(a_random_workload_with_a_runner_killed_never_runs_conflicting_tasks_togethe
 			strcat(locks, one);
 		}
 		strcat(locks, "}");
-		if (rand() % 3 == 0)
-			snprintf(limits, sizeof(limits), "{\"pool\":2}");
+		/* One pool, with different limits for it. */
+		pool_n[i] = rand() % 3 == 0 ? 1 + rand() % 3 : 0;
+		if (pool_n[i] > 0)
+			snprintf(limits, sizeof(limits), "{\"pool\":%d}", pool_n[i]);
 		snprintf(ids[i], sizeof(ids[i]), "r%02d", i);
 		snprintf(texts[i], sizeof(texts[i]), "%s%s", locks, limits);
 		json_t *lj = json_loads(locks, 0, NULL);
@@ -340,15 +343,19 @@ TEST(a_random_workload_with_a_runner_killed_never_runs_conflicting_tasks_togethe
 				          (long long)(e[j].to / 1000000 % 100000));
 			compatible_together++;
 		}
-		/* The pool of 2: at most 2 of its tasks at once. */
-		int in_pool = 0;
-		for (size_t j = 0; sets[a]->n_limits > 0 && j < n; j++) {
+		/* The pool: when a task starts, no more of its tasks run than
+		 * the smallest limit among them allows. */
+		int in_pool = 0, smallest = LR_LIMIT_N_MAX;
+		for (size_t j = 0; pool_n[a] > 0 && j < n; j++) {
 			int b = atoi(e[j].task + 1);
-			in_pool += sets[b]->n_limits > 0 && e[j].from <= e[i].from &&
-			           e[i].from <= e[j].to;
+			if (pool_n[b] > 0 && e[j].from <= e[i].from && e[i].from <= e[j].to) {
+				in_pool++;
+				smallest = pool_n[b] < smallest ? pool_n[b] : smallest;
+			}
 		}
-		if (in_pool > 2)
-			TEST_FAIL("%d tasks of a pool of 2 ran at once", in_pool);
+		if (in_pool > smallest)
+			TEST_FAIL("%d tasks of the pool ran at once beside %s, one of them under "
+			          "a limit of %d", in_pool, e[i].task, smallest);
 	}
 	printf("# %zu executions, %d pairs of compatible ones side by side\n", n,
 	       compatible_together);
