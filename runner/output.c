@@ -442,6 +442,10 @@ void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_
 		const char *lock = str_of(e, "lock");
 		if (lock != NULL)
 			snprintf(what, sizeof(what), "%s", lock);
+		else if (json_integer_value(json_object_get(e, "limit")) > 0)
+			snprintf(what, sizeof(what), "%s[%lld] of %lld", str_of(e, "pool"),
+			         (long long)json_integer_value(json_object_get(e, "slot")),
+			         (long long)json_integer_value(json_object_get(e, "limit")));
 		else
 			snprintf(what, sizeof(what), "%s[%lld]", str_of(e, "pool"),
 			         (long long)json_integer_value(json_object_get(e, "slot")));

@@ -226,7 +226,7 @@ function renderRunners() {
   $('runners-empty').hidden = rows.length > 0;
 }
 
-// Locks and limits: what is held ({lock, mode} or {pool, slot}, with its
+// Locks and limits: what is held ({lock, mode} or {pool, slot, limit}, with its
 // holder), then the requests still waiting, oldest first, with what each
 // waits for. Holders are "task:<id>" or "run:<id>".
 function holderText(h) {
@@ -249,7 +249,8 @@ function renderLocks() {
   $('locks').hidden = none;
   if (none) return;
   const rows = held.map((l) => el('tr', null,
-    el('td', 'mono', l.lock !== undefined ? l.lock : l.pool + '[' + l.slot + ']'),
+    el('td', 'mono', l.lock !== undefined ? l.lock
+      : l.pool + '[' + l.slot + ']' + (l.limit !== undefined ? ' of ' + l.limit : '')),
     el('td', null, l.lock !== undefined ? l.mode : 'slot'),
     el('td', 'mono', holderText(l.holder) + (l.runner || l.host ? ' on ' + (l.runner || l.host) : '')),
     el('td', null, '')));
