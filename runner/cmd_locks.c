@@ -11,7 +11,7 @@
 static const char usage[] =
     "Usage: leaserun locks [--json]\n"
     "\n"
-    "Locks and slots held (path or pool[slot], mode, holder: a task or a\n"
+    "Locks and slots held (path or pool[slot] of N, mode, holder: a task or a\n"
     "`leaserun run`, its runner or host, since when), then the requests\n"
     "still waiting, oldest first, with what each waits for.\n"
     "\n"

@@ -347,7 +347,7 @@ LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t gra
                         int *wstatus, lr_err *err);
 /* Who holds and who waits, read at one revision: *doc is a new json_t *
  * {"held": [{"lock", "mode", "holder", "runner" or "host", "since"} and
- * {"pool", "slot", "holder", ...}], "waiting": [{"holder", "locks",
+ * {"pool", "slot", "limit", "holder", ...}], "waiting": [{"holder", "locks",
  * "limits", "since", "waiting_for"} oldest first], "revision"}, where
  * holder is "task:<id>" or "run:<id>" and waiting_for says what holds it
  * back (null: free now, about to be taken). */

@@ -479,7 +479,8 @@ static void choose_slots(const struct view *v, const int *given, size_t n_given,
 	lr_rng rng;
 	bool seeded = false;
 	for (size_t i = 0; i < n; i++) {
-		if (given != NULL && i < n_given && given[i] >= 0) {
+		if (given != NULL && i < n_given && given[i] >= 0 &&
+		    given[i] < v->locks->limits[i].n) { /* etcd checks no claimer's own */
 			slots[i] = given[i];
 			continue;
 		}

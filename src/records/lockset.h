@@ -24,7 +24,8 @@
 #define LR_LOCK_NODES_MAX (LR_LOCKS_MAX * LR_LOCK_DEPTH_MAX)
 /* Nodes a request may lock: each costs a compare and a write in the claim
  * txn, and etcd counts the ops of nested txns against one budget
- * (--max-txn-ops, 128 by default); 64 nodes and 8 pools leave 40 spare. */
+ * (--max-txn-ops, 128 by default); 64 nodes and 8 pools take 88 of it,
+ * the claim's own ops 5 more. */
 #define LR_LOCK_NODES_TXN 64
 
 /* The modes, in the order of their rank in keys: lock keys in etcd sort

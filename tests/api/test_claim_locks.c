@@ -127,11 +127,13 @@ TEST(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back)
 	CHECK_INT(slot_lease(c, "gpu", 2), ==, lease);
 	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 2);
 	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 1);
+	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 1);
 
 	CHECK_OK(lr_finish(&who, &h, LR_TASK_SUCCEEDED, NULL, NULL, &err), &err);
 	lr_claimed_task_clear(&h);
 	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
 	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
 	CHECK_INT(wants_count(c, "t1"), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
@@ -493,6 +495,7 @@ TEST(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks)
 	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, -1);
 	CHECK_INT(lock_lease(c, "doc", LR_LOCK_IX, "t1"), ==, -1);
 	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }

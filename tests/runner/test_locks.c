@@ -54,7 +54,8 @@ static int64_t count_keys(fleet *f, const char *kind)
 
 static bool nothing_held(fleet *f)
 {
-	return count_keys(f, LR_K_LOCKS) == 0 && count_keys(f, LR_K_SLOTS) == 0;
+	return count_keys(f, LR_K_LOCKS) == 0 && count_keys(f, LR_K_SLOTS) == 0 &&
+	       count_keys(f, LR_K_LIMITS) == 0;
 }
 
 /* Poll until nothing is held; the time it took in ms, -1 after timeout. */
