@@ -72,6 +72,7 @@ struct lr_stream {
 	int64_t reopen_at;
 	int64_t next_tick;
 	lr_backoff backoff;
+	bool auth_failed;  /* a token renewal failed: reopen with growing backoff */
 	struct sendq *q_head, *q_tail;
 	bool removed;
 	lr_stream *next;
@@ -319,9 +320,25 @@ void lr_stream_renew_token(lr_stream *s)
 		return;
 	int rc = st->auth.renew(st->auth.ctx, sc->token);
 	pthread_mutex_lock(&st->mu);
-	/* sc->stream is NULL once the owner removed the stream. */
-	if (rc == 0 && sc->stream != NULL && !sc->ended)
+	/* Reopened whether or not a token came: a stream left open would keep
+	 * its refused watchers waiting for good. After a failed renewal the
+	 * reopens back off until one works (lr_stream_healthy). sc->stream is
+	 * NULL once the owner removed the stream. */
+	if (sc->stream != NULL && !sc->ended) {
+		s->auth_failed = rc != 0;
 		grpc_call_cancel(sc->call, NULL);
+	}
+	pthread_mutex_unlock(&st->mu);
+}
+
+void lr_stream_healthy(lr_stream *s)
+{
+	lr_streams *st = s->st;
+	pthread_mutex_lock(&st->mu);
+	if (s->auth_failed) {
+		s->auth_failed = false;
+		lr_backoff_reset(&s->backoff);
+	}
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -397,7 +414,7 @@ static void on_event(lr_streams *st, struct tag *t, bool ok)
 			call_ended(st, s, sc);
 		break;
 	case TAG_START:
-		if (ok && current)
+		if (ok && current && !s->auth_failed)
 			lr_backoff_reset(&s->backoff);
 		break;
 	default: /* TAG_WAKE and TAG_UNARY are handled before */

@@ -83,9 +83,13 @@ void lr_stream_reset(lr_stream *s, const char *why);
 void lr_stream_kick(lr_stream *s);
 
 /* etcd refused the current call's token in a reply (the call stays open):
- * have the auth hooks renew it and start the call over. Only from s's own
- * `message` callback. */
+ * have the auth hooks renew it and start the call over, with a growing
+ * backoff while renewals fail. Only from s's own `message` callback. */
 void lr_stream_renew_token(lr_stream *s);
+/* The owner got what it asked for on s (a watch created): a backoff grown
+ * by failed renewals starts afresh. Any thread but under no owner lock
+ * that the stream thread takes. */
+void lr_stream_healthy(lr_stream *s);
 
 /* A request-to-reply round trip on s, timed by its owner, for the call
  * statistics. Any thread. */

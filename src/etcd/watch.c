@@ -236,7 +236,7 @@ static void w_message(void *owner, const uint8_t *data, size_t len)
 	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
 	if (r == NULL)
 		return;
-	bool refused = token_refused(r);
+	bool refused = token_refused(r), created = r->created && !r->canceled;
 	int64_t rev = r->header != NULL ? r->header->revision : 0;
 	lr_watch_event *ev = NULL;
 	char *keys = NULL;
@@ -287,6 +287,8 @@ out:
 	etcdserverpb__watch_response__free_unpacked(r, NULL);
 	if (refused)
 		lr_stream_renew_token(w->stream);
+	else if (created)
+		lr_stream_healthy(w->stream);
 }
 
 static const lr_stream_ops watch_ops = {

@@ -33,6 +33,7 @@
 #define RUNNER_PW "Xq7-runner-SECRET-5309"
 #define OUTSIDER_PW "outsider-Pw-8812"
 #define VIEWER_PW "viewer-Pw-2290"
+#define FLAKY_PW "flaky-Pw-7731"
 #define ROLE_PREFIX "/lr-auth/"
 
 static etcdh_cluster *cluster;
@@ -47,8 +48,9 @@ static void check_clean(const char *what, const char *text)
 		TEST_FAIL("the password shows in %s", what);
 }
 
-/* etcdctl with these arguments on the cluster; its exit status. */
-static int etcdctl(const char *const *args)
+/* etcdctl with these arguments on the cluster and input on its stdin
+ * (NULL: none); its exit status. */
+static int etcdctl_input(const char *const *args, const char *input)
 {
 	char ep[64];
 	char *argv[24];
@@ -61,10 +63,15 @@ static int etcdctl(const char *const *args)
 		argv[n++] = (char *)*args;
 	argv[n] = NULL;
 	const char *env[] = { "ETCDCTL_API=3", NULL };
-	proc_result r = proc_run(argv, env, NULL, 20000);
+	proc_result r = proc_run(argv, env, input, 20000);
 	int st = r.status;
 	proc_result_free(&r);
 	return st;
+}
+
+static int etcdctl(const char *const *args)
+{
+	return etcdctl_input(args, NULL);
 }
 
 /* The least-privilege recipe of docs/security.md, "Least privilege". */
@@ -503,6 +510,59 @@ TEST(a_keepalive_and_a_watch_outlive_several_token_expiries)
 	lr_client_close(c);
 }
 
+/* Etcd user `flaky`'s password, as root. */
+static void set_flaky_password(const char *pw)
+{
+	const char *const args[] = { "--user=root:" ROOT_PW, "user", "passwd", "flaky",
+		                     "--interactive=false", NULL };
+	char input[64];
+	snprintf(input, sizeof(input), "%s\n", pw);
+	CHECK_INT(etcdctl_input(args, input), ==, 0);
+}
+
+/* A watch whose token was refused while etcd also refused the password
+ * (changed meanwhile: its tokens are gone too) comes back once the
+ * password works again, instead of leaving its watchers waiting for good
+ * on a stream that stays open. */
+TEST(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again)
+{
+	const char *const add[] = { "--user=root:" ROOT_PW, "user", "add", "flaky",
+		                    "--new-user-password=" FLAKY_PW, NULL };
+	const char *const grant[] = { "--user=root:" ROOT_PW, "user", "grant-role", "flaky",
+		                      "leaserun-runner", NULL };
+	CHECK_INT(etcdctl(add), ==, 0);
+	CHECK_INT(etcdctl(grant), ==, 0);
+	lr_client *c = open_as("flaky", FLAKY_PW, ROLE_PREFIX "flaky/");
+	struct seen seen = { 0 };
+	lr_err err = { 0 };
+	lr_watch *w = NULL;
+	lr_watcher *first = NULL, *second = NULL;
+	CHECK_OK(lr_watch_new(lr_client_etcd(c), &w, &err), &err);
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "flaky/a/", LR_KEY_PREFIX, 0, on_watch, &seen,
+	                      &first, &err), &err);
+	CHECK(wait_for(&seen.created, 1, 5000));
+
+	set_flaky_password("flaky-Pw-other");
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "flaky/b/", LR_KEY_PREFIX, 0, on_watch, &seen,
+	                      &second, &err), &err);
+	lr_sleep_ms(1500);
+	CHECK_INT(atomic_load(&seen.created), ==, 1); /* refused meanwhile */
+	set_flaky_password(FLAKY_PW);
+	int64_t t0 = lr_mono_ms();
+	/* Both watchers created again on the reopened stream. */
+	if (!wait_for(&seen.created, 3, 8000))
+		TEST_FAIL("the watch never came back: %d creates", atomic_load(&seen.created));
+	fprintf(stderr, "   watch back %lld ms after the password works again\n",
+	        (long long)(lr_mono_ms() - t0));
+	put_as_root(ROLE_PREFIX "flaky/b/1");
+	CHECK(wait_for(&seen.events, 1, 5000));
+
+	lr_watcher_cancel(first);
+	lr_watcher_cancel(second);
+	lr_watch_free(w);
+	lr_client_close(c);
+}
+
 struct tally {
 	atomic_int done, lost;
 };
@@ -614,6 +674,7 @@ TEST_LIST(
 	TEST_CASE(a_user_without_the_role_is_denied_clearly_and_nothing_changes),
 	TEST_CASE(the_password_shows_in_no_output_log_step_or_etcd_value),
 	TEST_CASE(a_keepalive_and_a_watch_outlive_several_token_expiries),
+	TEST_CASE(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again),
 	TEST_CASE(a_runner_keeps_its_lease_and_dispatches_across_token_expiries),
 );
 
