@@ -310,6 +310,12 @@ static char *take_secret_env(const char *name)
  * it) and from the environment (so that no step inherits it). */
 static int credentials(const cli_common *o, char **user, char **password)
 {
+	/* LEASERUN_USER's password leaves the environment block even when
+	 * --user wins and nothing reads it. */
+	char *env_user = getenv("LEASERUN_USER");
+	char *env_colon = env_user != NULL && o->user != NULL ? strchr(env_user, ':') : NULL;
+	if (env_colon != NULL)
+		memset(env_colon + 1, '*', strlen(env_colon + 1));
 	const char *given = pick(o->user, "LEASERUN_USER");
 	char *from_env = take_secret_env("LEASERUN_PASSWORD");
 	const char *colon;

@@ -352,7 +352,7 @@ TEST(the_password_shows_in_no_output_log_step_or_etcd_value)
 {
 	struct env e;
 	const char *prefix = ROLE_PREFIX "secret/";
-	const char *const *env = env_of(&e, prefix, "LEASERUN_USER=runner",
+	const char *const *env = env_of(&e, prefix, "LEASERUN_USER=runner:" RUNNER_PW,
 	                                "LEASERUN_PASSWORD=" RUNNER_PW);
 	struct env e2;
 	const char *const *env_flag = env_of(&e2, prefix, NULL, NULL);
@@ -371,7 +371,8 @@ TEST(the_password_shows_in_no_output_log_step_or_etcd_value)
 		               "--exit-when-idle", "--user=runner:" RUNNER_PW, NULL };
 	char *argv[16];
 	proc_cli_argv(argv, 16, args);
-	/* The password both on the command line and in the environment. */
+	/* The password on the command line and twice in the environment,
+	 * where --user wins. */
 	proc_bg w;
 	proc_start(&w, argv, env, log);
 	CHECK_INT(proc_wait(&w, 30000), ==, 0);
