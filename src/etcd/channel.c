@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/readall.h"
+#include "etcd/pem.h"
 #include "etcd/rpc.h"
 
 #define LR_DIAL_POLL_MS 100   /* look at a failing channel's reason */
@@ -189,10 +190,11 @@ static const char *strip_scheme(const char *ep)
 	return ep;
 }
 
-/* Whether the options ask for TLS. */
+/* Whether the options ask for TLS (a server name to check is only
+ * meaningful with it). */
 static bool wants_tls(const lr_etcd_opts *o)
 {
-	return o->cacert != NULL || o->cert != NULL ||
+	return o->cacert != NULL || o->cert != NULL || o->tls_server_name != NULL ||
 	       strstr(o->endpoints, "https://") != NULL;
 }
 
@@ -340,6 +342,9 @@ static int make_credentials(const lr_etcd_opts *o, grpc_channel_credentials **ou
 	int rc = 0;
 	if (o->cacert != NULL && (ca = read_file(o->cacert, err, "lr_client_opts.cacert")) == NULL)
 		return err ? err->code : LR_EINVAL;
+	if (ca != NULL && (rc = lr__pem_check_certs(ca, "lr_client_opts.cacert", o->cacert,
+	                                            err)) != 0)
+		goto out;
 	if (o->cert != NULL) {
 		cert = read_file(o->cert, err, "lr_client_opts.cert");
 		key = cert != NULL ? read_file(o->key, err, "lr_client_opts.key") : NULL;
@@ -347,6 +352,9 @@ static int make_credentials(const lr_etcd_opts *o, grpc_channel_credentials **ou
 			rc = err ? err->code : LR_EINVAL;
 			goto out;
 		}
+		if ((rc = lr__pem_check_certs(cert, "lr_client_opts.cert", o->cert, err)) != 0 ||
+		    (rc = lr__pem_check_pair(cert, key, o->key, err)) != 0)
+			goto out;
 	}
 	grpc_ssl_pem_key_cert_pair pair = { key, cert };
 	*out = grpc_ssl_credentials_create(ca, cert != NULL ? &pair : NULL, NULL, NULL);

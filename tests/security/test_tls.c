@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "etcd_harness.h"
@@ -21,6 +22,8 @@ static etcdh_cluster *tls_cluster;
 /* Serves https with a certificate for etcd.test only, and requires client
  * certificates signed by the test CA. */
 static etcdh_cluster *mtls_cluster;
+/* Serves plain http. */
+static etcdh_cluster *plain_cluster;
 
 #define DIAL_S 2
 
@@ -275,6 +278,53 @@ TEST(the_command_refuses_half_a_client_certificate_and_unreadable_files)
 	proc_result_free(&r);
 }
 
+/* gRPC takes any text as a certificate and fails only at the handshake,
+ * which read as "no endpoint reachable" once the dial timeout ran out. */
+TEST(files_that_are_not_certificates_or_keys_exit_2_at_once_naming_them)
+{
+	const char *ep = etcdh_endpoint(tls_cluster, 0);
+	char junk[sizeof(certs.dir) + 20];
+	snprintf(junk, sizeof(junk), "%s/junk.pem", certs.dir);
+	FILE *f = fopen(junk, "w");
+	CHECK(f != NULL);
+	fputs("not a certificate\n", f);
+	fclose(f);
+	const char *cases[][7] = {
+		{ "--cacert", junk, NULL, NULL, NULL, NULL, "no PEM certificate" },
+		{ "--cacert", certs.ca, "--cert", junk, "--key", certs.client_key,
+		  "no PEM certificate" },
+		{ "--cacert", certs.ca, "--cert", certs.client, "--key", junk, "no unencrypted PEM" },
+		{ "--cacert", certs.ca, "--cert", certs.client, "--key", certs.server_key,
+		  "not the key of the certificate" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char **c = cases[i];
+		int64_t t0 = lr_mono_ms();
+		proc_result r = proc_cli(NULL, NULL, "status", "--endpoints", ep, c[0], c[1],
+		                         c[2], c[3], c[4], c[5], (char *)NULL);
+		int64_t took = lr_mono_ms() - t0;
+		if (r.status != 2 || strstr(r.err, c[6]) == NULL)
+			TEST_FAIL("case %zu: exit %d, expected 2 saying \"%s\": %s", i, r.status, c[6],
+			          r.err);
+		CHECK(strstr(r.err, junk) != NULL || i == 3);
+		CHECK(took < DIAL_S * 1000);
+		proc_result_free(&r);
+	}
+	unlink(junk);
+}
+
+/* A name to check means TLS, never a plain connection that checks
+ * nothing. */
+TEST(a_tls_server_name_alone_means_tls)
+{
+	proc_result r = proc_cli(NULL, NULL, "status", "--endpoints",
+	                         etcdh_endpoint(plain_cluster, 0), "--tls-server-name",
+	                         "etcd.test", "--dial-timeout", "2", (char *)NULL);
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "TLS");
+	proc_result_free(&r);
+}
+
 TEST(a_user_given_to_an_etcd_without_authentication_is_not_needed)
 {
 	/* As etcdctl does: etcd says authentication is not enabled, and the
@@ -298,6 +348,8 @@ TEST_LIST(
 	TEST_CASE(the_command_exits_1_with_the_tls_reason_and_the_endpoint),
 	TEST_CASE(a_tls_failure_exits_1_every_time_and_never_crashes_at_exit),
 	TEST_CASE(the_command_refuses_half_a_client_certificate_and_unreadable_files),
+	TEST_CASE(files_that_are_not_certificates_or_keys_exit_2_at_once_naming_them),
+	TEST_CASE(a_tls_server_name_alone_means_tls),
 	TEST_CASE(a_user_given_to_an_etcd_without_authentication_is_not_needed),
 );
 
@@ -311,8 +363,9 @@ static int setup(void)
 	etcdh_opts mtls = { .members = 1, .tls_cert = certs.named,
 		            .tls_key = certs.named_key, .client_ca = certs.ca,
 		            .ctl_cert = certs.client, .ctl_key = certs.client_key };
+	etcdh_opts plain = { .members = 1 };
 	if (etcdh_start(&tls, &tls_cluster) != 0 ||
-	    etcdh_start(&mtls, &mtls_cluster) != 0)
+	    etcdh_start(&mtls, &mtls_cluster) != 0 || etcdh_start(&plain, &plain_cluster) != 0)
 		return -1;
 	return 0;
 }
@@ -321,6 +374,7 @@ static void teardown(void)
 {
 	etcdh_destroy(tls_cluster);
 	etcdh_destroy(mtls_cluster);
+	etcdh_destroy(plain_cluster);
 	pki_remove(&certs);
 }
 
