@@ -80,12 +80,13 @@ typedef struct lr_client_opts {
 	                                "127.0.0.1:2379" */
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
 	                                missing trailing '/' is added) */
-	double dial_timeout_s;       /* default 5: an unreachable cluster is
-	                                reported within it */
-	double call_timeout_s;       /* default 5: deadline of one etcd call */
+	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
+	                                is reported within it; at most 86400 */
+	double call_timeout_s;       /* default 5 (0): deadline of one etcd
+	                                call; at most 86400 */
 	const char *cacert;          /* PEM file: TLS, verifying the server */
 	const char *cert, *key;      /* PEM files: client certificate (mTLS) */
-	const char *tls_server_name; /* name checked against the certificate */
+	const char *tls_server_name; /* name checked against the certificate; implies TLS */
 	const char *user;            /* etcd authentication; NULL for none */
 	const char *password;        /* never logged, never passed to steps */
 } lr_client_opts;

@@ -101,7 +101,26 @@ TEST(a_checkpoint_over_512_kib_is_too_large)
 	lr_client_close(c);
 }
 
+/* Timeouts that would not fit the clocks' milliseconds are refused. */
+TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
+{
+	const double bad[] = { -1, 86401, 1e300, 1.0 / 0.0, 0.0 / 0.0 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (int which = 0; which < 2; which++) {
+			lr_client_opts o = { .endpoints = "127.0.0.1:1" };
+			if (which == 0)
+				o.dial_timeout_s = bad[i];
+			else
+				o.call_timeout_s = bad[i];
+			lr_client *c = NULL;
+			CHECK_INT(lr_client_open(&o, &c, &err), ==, LR_EINVAL);
+			CHECK(c == NULL);
+			CHECK_HAS(err.msg, "expected seconds from 0");
+		}
+}
+
 TEST_LIST(
+	TEST_CASE(timeouts_beyond_a_day_or_not_numbers_are_refused),
 	TEST_CASE(client_calls_without_an_lr_err_return_the_real_code),
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
