@@ -60,8 +60,9 @@ int lr__authenticate(lr_etcd *c, lr_err *err)
 	grpc_slice bytes = lr__pack_slice(&req.base);
 	lr_call_slot *slot = lr__call_slot(c->stats, M_AUTHENTICATE, false);
 	struct lr_attempt r;
-	lr__unary_attempt(c, slot, M_AUTHENTICATE, bytes,
-	                  lr__deadline_in_ms(c->call_timeout_ms), NULL, &r);
+	/* Retried like a read: a paused member or an election refuses it for
+	 * a moment, and a failure here fails the call that needed a token. */
+	lr__unary_tokenless(c, slot, M_AUTHENTICATE, bytes, &r);
 	grpc_slice_unref(bytes);
 	int rc = 0;
 	if (r.status == GRPC_STATUS_FAILED_PRECONDITION &&

@@ -43,5 +43,10 @@ struct lr_attempt {
 void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
                        grpc_slice req, gpr_timespec deadline, const char *token,
                        struct lr_attempt *r);
+/* A call safe to repeat, without the client's token (Authenticate): its
+ * attempts within the call timeout, retried on UNAVAILABLE and
+ * DEADLINE_EXCEEDED as reads are; *r is the last one's. */
+void lr__unary_tokenless(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_slice req,
+                         struct lr_attempt *r);
 
 #endif

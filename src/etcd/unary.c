@@ -128,9 +128,11 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
  *  - UNAVAILABLE and DEADLINE_EXCEEDED are retried only for a call that
  *    is safe to repeat (!write), with backoff (none after a deadline, which
  *    took long enough), unless gRPC's text says TLS failed.
- * 0, or the error of a failed re-authentication (then *r holds no data). */
+ * Without `token`, the call goes without the client's token (Authenticate
+ * itself). 0, or the error of a failed re-authentication (then *r holds
+ * no data). */
 static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_slice req,
-                    bool write, struct lr_attempt *r, lr_err *err)
+                    bool write, bool token_sent, struct lr_attempt *r, lr_err *err)
 {
 	int64_t deadline_ms = lr_mono_ms() + c->call_timeout_ms;
 	lr_backoff bo;
@@ -145,14 +147,15 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 		attempt_ms = c->call_timeout_ms < LR_ATTEMPT_MIN_MS ? c->call_timeout_ms
 		                                                    : LR_ATTEMPT_MIN_MS;
 	for (;;) {
-		char *token = lr__token_copy(c);
+		char *token = token_sent ? lr__token_copy(c) : NULL;
 		int64_t now = lr_mono_ms();
 		int64_t attempt_end = now + attempt_ms < deadline_ms ? now + attempt_ms : deadline_ms;
 		lr__unary_attempt(c, slot, method, req, lr__mono_ms_to_timespec(attempt_end), token, r);
 		free(token);
 		if (r->status == GRPC_STATUS_OK)
 			return 0;
-		if (lr__token_expired(r->status, r->details) && !reauthed && c->user != NULL) {
+		if (token_sent && lr__token_expired(r->status, r->details) && !reauthed &&
+		    c->user != NULL) {
 			reauthed = true;
 			int rc = lr__authenticate(c, err);
 			if (rc != 0)
@@ -173,6 +176,12 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 		free(r->data);
 		lr_sleep_ms(wait);
 	}
+}
+
+void lr__unary_tokenless(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_slice req,
+                         struct lr_attempt *r)
+{
+	attempts(c, slot, method, req, false, false, r, NULL);
 }
 
 /* ---- the failure in words ----------------------------------------------- */
@@ -229,7 +238,7 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 	lr_call_slot *slot = lr__call_slot(c->stats, method, false);
 	grpc_slice bytes = lr__pack_slice(req);
 	struct lr_attempt r = { 0 };
-	int rc = attempts(c, slot, method, bytes, write, &r, err);
+	int rc = attempts(c, slot, method, bytes, write, true, &r, err);
 	grpc_slice_unref(bytes);
 	if (rc != 0)
 		goto out;
