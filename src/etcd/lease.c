@@ -38,6 +38,8 @@ struct lr_keepalive {
 	pthread_cond_t cond;
 	struct lease *leases;
 	int64_t delivering; /* id whose lost callback runs now, 0: none */
+	const char *endpoints; /* the client's, for messages */
+	char trouble[160];  /* what went wrong last since a renewal */
 };
 
 int lr_lease_grant(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_s,
@@ -173,12 +175,16 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 		lr_stream_count_round_trip(k->stream, lr_mono_us() - l->sent_us);
 	if (l != NULL) {
 		if (r->ttl <= 0) {
-			lose(k, l, "etcd answered TTL 0: the lease expired or was revoked");
+			char why[300];
+			snprintf(why, sizeof(why), "etcd %s answered TTL 0: the lease expired or "
+			         "was revoked", k->endpoints);
+			lose(k, l, why);
 		} else if (l->sent_at != 0) {
 			l->ttl_ms = r->ttl * 1000;
 			l->deadline = l->sent_at + l->ttl_ms;
 			l->next_send = now + l->ttl_ms / 3;
 			l->sent_at = 0;
+			k->trouble[0] = '\0';
 			renewed = l->renewed;
 			user = l->user;
 			deadline = l->deadline;
@@ -201,6 +207,10 @@ static void ka_closed(void *owner, int code, const char *why)
 {
 	lr_keepalive *k = owner;
 	pthread_mutex_lock(&k->mu);
+	(void)code;
+	/* Our own reset ends it as cancelled: what led to it says more. */
+	if (k->trouble[0] == '\0' || strcasestr(why, "cancel") == NULL)
+		snprintf(k->trouble, sizeof(k->trouble), "the stream ended: %s", why);
 	for (struct lease *l = k->leases; l != NULL; l = l->next)
 		l->sent_at = 0; /* resent as soon as the stream is back */
 	pthread_mutex_unlock(&k->mu);
@@ -215,9 +225,10 @@ static int64_t ka_tick(void *owner, int64_t now)
 restart:
 	for (struct lease *l = k->leases; l != NULL; l = l->next) {
 		if (now >= l->deadline) {
-			char why[128];
-			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds)",
-			         (long long)(l->ttl_ms / 1000));
+			char why[400];
+			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds) "
+			         "from etcd %s%s%s", (long long)(l->ttl_ms / 1000), k->endpoints,
+			         k->trouble[0] ? "; last: " : "", k->trouble);
 			lose(k, l, why);
 			goto restart; /* the table may have changed meanwhile */
 		}
@@ -233,6 +244,8 @@ restart:
 			/* No reply for a third of the TTL: the member may be cut
 			 * off. Reconnect (round robin moves to another member). */
 			reset = true;
+			snprintf(k->trouble, sizeof(k->trouble), "no reply for %lld ms",
+			         (long long)(now - l->sent_at));
 			l->sent_at = 0;
 			due = now + 50;
 		} else {
@@ -263,6 +276,7 @@ int lr_keepalive_new(lr_etcd *c, lr_keepalive **out, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "keepalive: out of memory");
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_cond_init(&k->cond, NULL);
+	k->endpoints = lr_etcd_endpoints(c);
 	int rc = lr_stream_add(lr_etcd_streams(c), "/etcdserverpb.Lease/LeaseKeepAlive", &ka_ops, k,
 	                       &k->stream, err);
 	if (rc != 0) {

@@ -32,7 +32,7 @@ static bool key_exists(lr_etcd *c, const char *k)
 struct lost {
 	atomic_int count;
 	atomic_llong at_ms;
-	char why[128];
+	char why[512];
 };
 
 static void on_lost(void *user, int64_t id, const char *why)
@@ -172,6 +172,10 @@ TEST(loss_is_reported_within_the_ttl_when_etcd_stops)
 	CHECK_INT(cpu, <, wall / 4);
 	CHECK_INT(lost.count, ==, 1);
 	CHECK_HAS(lost.why, "within the TTL");
+	/* It names the endpoint and what went wrong last. */
+	CHECK_HAS(lost.why, etcdh_endpoint(cluster, 0));
+	CHECK_HAS(lost.why, "; last: ");
+	printf("# %s\n", lost.why);
 	/* Reported at the deadline (last good renewal + TTL), never later
 	 * than TTL after the stop. */
 	CHECK_INT(lost.at_ms, >=, deadline);
