@@ -51,6 +51,7 @@ struct scall {
 	int outstanding;
 	bool send_busy;
 	bool ended;
+	bool answered;     /* a message came on it */
 	grpc_byte_buffer *send_buf;
 	grpc_byte_buffer *recv_buf;
 	grpc_metadata_array md_in, md_trail;
@@ -403,6 +404,11 @@ static void on_event(lr_streams *st, struct tag *t, bool ok)
 			sc->recv_buf = NULL;
 			if (current && !sc->ended)
 				arm_recv(sc);
+			/* A stream is back when etcd answers on it, not when its
+			 * headers come: a refusal (no leader) has headers too. */
+			if (urc == 0 && current && !sc->answered && !s->auth_failed)
+				lr_backoff_reset(&s->backoff);
+			sc->answered = true;
 			if (urc == 0 && current)
 				OWNER_CALL(st, s, s->ops->message(s->owner, data, len));
 			free(data);
@@ -414,8 +420,6 @@ static void on_event(lr_streams *st, struct tag *t, bool ok)
 			call_ended(st, s, sc);
 		break;
 	case TAG_START:
-		if (ok && current && !s->auth_failed)
-			lr_backoff_reset(&s->backoff);
 		break;
 	default: /* TAG_WAKE and TAG_UNARY are handled before */
 		break;

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "common.h"
 #include "etcd/lease.h"
+#include "etcd/watch.h"
 #include "test.h"
 
 static lr_err err;
@@ -81,10 +82,61 @@ TEST(a_client_on_one_dead_member_of_three_still_connects)
 	CHECK_INT(etcdh_restart(cluster, 0), ==, 0);
 }
 
+static void count_reopens(void *user, const lr_etcd_call_stat *st)
+{
+	if (st->stream)
+		*(uint64_t *)user += st->reopens;
+}
+
+static void ignore_batch(void *user, const lr_watch_batch *b)
+{
+	(void)user;
+	(void)b;
+}
+
+/* etcd refuses a stream at once while it has no leader ("hasleader"): the
+ * streams come back with a growing backoff, not every few milliseconds
+ * for as long as the quorum is gone. */
+TEST(without_a_quorum_streams_reopen_with_a_growing_backoff)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_keepalive *k;
+	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
+	int64_t id, granted, sent;
+	CHECK_OK(lr_lease_grant(c, 30, &id, &granted, &sent, &err), &err);
+	int lost = 0;
+	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
+	lr_watch *w;
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	CHECK_OK(lr_watch_add(w, "/failover/", LR_KEY_PREFIX, 0, ignore_batch, NULL, &wr, &err),
+	         &err);
+	lr_sleep_ms(500);
+	int leader = etcdh_leader(cluster);
+	CHECK(leader >= 0);
+	int other = (leader + 1) % 3;
+	CHECK_INT(etcdh_kill(cluster, leader), ==, 0);
+	CHECK_INT(etcdh_kill(cluster, other), ==, 0);
+	uint64_t before = 0, after = 0;
+	lr_etcd_call_stats(c, count_reopens, &before);
+	lr_sleep_ms(6000);
+	lr_etcd_call_stats(c, count_reopens, &after);
+	printf("# %llu stream reopens in 6 s without a quorum\n",
+	       (unsigned long long)(after - before));
+	CHECK_INT(after - before, <, 30);
+	CHECK_INT(etcdh_restart(cluster, leader), ==, 0);
+	CHECK_INT(etcdh_restart(cluster, other), ==, 0);
+	lr_watcher_cancel(wr);
+	lr_watch_free(w);
+	lr_keepalive_free(k);
+	lr_etcd_close(c);
+}
+
 static int setup(void) { return cluster_up(3, NULL); }
 
 TEST_LIST(
 	TEST_CASE(leader_killed_kv_calls_and_keepalive_carry_on),
 	TEST_CASE(a_client_on_one_dead_member_of_three_still_connects),
+	TEST_CASE(without_a_quorum_streams_reopen_with_a_growing_backoff),
 );
 TEST_MAIN(setup, cluster_down)
