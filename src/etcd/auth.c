@@ -89,11 +89,17 @@ int lr__authenticate(lr_etcd *c, lr_err *err)
 		                c->chan.endpoints);
 		goto out;
 	}
+	char *token = resp->token != NULL ? strdup(resp->token) : NULL;
+	etcdserverpb__authenticate_response__free_unpacked(resp, NULL);
+	if (token == NULL) {
+		rc = lr_err_set(err, LR_ENOMEM, "etcd %s (Auth/Authenticate): out of memory",
+		                c->chan.endpoints);
+		goto out;
+	}
 	pthread_mutex_lock(&c->mu);
 	free(c->token);
-	c->token = strdup(resp->token);
+	c->token = token;
 	pthread_mutex_unlock(&c->mu);
-	etcdserverpb__authenticate_response__free_unpacked(resp, NULL);
 out:
 	lr__call_count_result(slot, rc);
 	free(r.data);

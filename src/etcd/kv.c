@@ -66,7 +66,8 @@ static ProtobufCBinaryData bytes_of(const char *s)
 
 void lr_kv_view(lr_kv *out, const Mvccpb__KeyValue *kv, char *keybuf)
 {
-	memcpy(keybuf, kv->key.data, kv->key.len);
+	if (kv->key.len > 0) /* an empty key may come with no data at all */
+		memcpy(keybuf, kv->key.data, kv->key.len);
 	keybuf[kv->key.len] = '\0';
 	out->key = keybuf;
 	out->key_len = kv->key.len;
