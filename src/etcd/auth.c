@@ -106,6 +106,54 @@ out:
 	return rc;
 }
 
+/* ---- renewals for the streams ------------------------------------------------ */
+
+/* The stream thread must not wait for Authenticate: keepalive replies,
+ * watch events and every unary call's completion go through it, and an
+ * Authenticate that waits for a paused member or an election would hold
+ * them all, long enough to lose a short lease. */
+static void *renewer_main(void *p)
+{
+	lr_etcd *c = p;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->renew_wanted && !c->closing)
+			pthread_cond_wait(&c->renew_cond, &c->mu);
+		if (c->closing)
+			break;
+		c->renew_wanted = false;
+		pthread_mutex_unlock(&c->mu);
+		lr__authenticate(c, NULL);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* Have the renewer get a new token; never waits. */
+static void want_renewal(lr_etcd *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (!c->closing) {
+		c->renew_wanted = true;
+		if (!c->renewer_started)
+			c->renewer_started = pthread_create(&c->renewer, NULL, renewer_main, c) == 0;
+		pthread_cond_signal(&c->renew_cond);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+void lr__auth_stop(lr_etcd *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	pthread_cond_signal(&c->renew_cond);
+	bool started = c->renewer_started;
+	pthread_mutex_unlock(&c->mu);
+	if (started)
+		pthread_join(c->renewer, NULL);
+}
+
 /* ---- hooks for the stream thread ------------------------------------------ */
 
 static char *stream_token(void *ctx)
@@ -118,13 +166,14 @@ static void stream_call_ended(void *ctx, const char *sent, grpc_status_code st,
 {
 	lr_etcd *c = ctx;
 	if (c->user != NULL && lr__token_expired(st, details))
-		lr__authenticate(c, NULL);
+		want_renewal(c);
 }
 
 /* etcd 3.4 checks a Watch stream's token on every watch create, not when
  * the stream opens, and refuses a create with an expired token in a reply
- * while the stream stays open: get a new token, unless another call did
- * already. */
+ * while the stream stays open: 0 when another call got a new token
+ * already, else -1 and one is asked for (the stream reopens, backing off
+ * until it has it). */
 static int stream_renew(void *ctx, const char *sent)
 {
 	lr_etcd *c = ctx;
@@ -133,7 +182,10 @@ static int stream_renew(void *ctx, const char *sent)
 	pthread_mutex_lock(&c->mu);
 	bool same = sent == NULL || c->token == NULL || strcmp(sent, c->token) == 0;
 	pthread_mutex_unlock(&c->mu);
-	return same ? lr__authenticate(c, NULL) : 0;
+	if (!same)
+		return 0;
+	want_renewal(c);
+	return -1;
 }
 
 lr_stream_auth lr__stream_auth(lr_etcd *c)

@@ -27,5 +27,8 @@ char *lr__token_copy(lr_etcd *c);
 
 /* The hooks that let c's stream thread send and renew tokens. */
 lr_stream_auth lr__stream_auth(lr_etcd *c);
+/* Stop the thread that renews tokens for the streams, waiting for a
+ * renewal under way; before the stream thread stops. */
+void lr__auth_stop(lr_etcd *c);
 
 #endif

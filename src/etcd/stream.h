@@ -42,13 +42,14 @@ typedef struct lr_stream_auth {
 	 * none. Called with the streams' lock held: must not call back. */
 	char *(*token)(void *ctx);
 	/* A call that sent `sent` (may be NULL) ended with st and details:
-	 * if etcd refused the token, get a new one before the stream opens
-	 * again. Stream thread, no lock held; may block for a unary call. */
+	 * if etcd refused the token, have a new one got (the stream reopens
+	 * with a backoff meanwhile). Stream thread, no lock held; must not
+	 * wait for etcd, whose replies come on this thread. */
 	void (*call_ended)(void *ctx, const char *sent, grpc_status_code st,
 	                   const char *details);
-	/* The owner saw etcd refuse `sent` in a reply: get a new token unless
-	 * one replaced it already. 0 when the call should start over with
-	 * the current token. Stream thread, no lock held. */
+	/* The owner saw etcd refuse `sent` in a reply: 0 when a new token
+	 * replaced it already, else have one got and -1. Stream thread, no
+	 * lock held; must not wait for etcd. */
 	int (*renew)(void *ctx, const char *sent);
 } lr_stream_auth;
 

@@ -38,6 +38,7 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 	if (c == NULL)
 		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->renew_cond, NULL);
 	lr_rng_init(&c->rng, NULL);
 	c->call_timeout_ms = (int64_t)((o->call_timeout_s > 0 ? o->call_timeout_s : 5.0) * 1000);
 	if (o->user != NULL) {
@@ -72,6 +73,7 @@ void lr_etcd_close(lr_etcd *c)
 {
 	if (c == NULL)
 		return;
+	lr__auth_stop(c); /* its calls complete on the stream thread */
 	lr__streams_stop(c->streams);
 	lr__channel_close(&c->chan);
 	if (c->password != NULL) {
@@ -81,6 +83,7 @@ void lr_etcd_close(lr_etcd *c)
 	free(c->user);
 	free(c->token);
 	lr__call_stats_free(c->stats);
+	pthread_cond_destroy(&c->renew_cond);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	grpc_shutdown();

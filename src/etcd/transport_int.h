@@ -22,10 +22,15 @@ struct lr_etcd {
 	int64_t call_timeout_ms;
 	char *user, *password; /* etcd auth; user NULL for none */
 
-	pthread_mutex_t mu;    /* guards token and rng; taken after st->mu of
-	                        * the streams, never before */
+	pthread_mutex_t mu;    /* guards token, rng and the renewer; taken
+	                        * after st->mu of the streams, never before */
 	char *token;           /* auth token */
 	lr_rng rng;            /* unary retry jitter */
+	/* Tokens for the streams come from a thread of their own, so that the
+	 * stream thread never waits for etcd (auth.c). */
+	pthread_t renewer;
+	pthread_cond_t renew_cond;
+	bool renewer_started, renew_wanted, closing;
 };
 
 /* What one unary attempt left behind (unary.c). */
