@@ -71,8 +71,11 @@ private:
 	int rc_ = 0;
 };
 
-// A string argument or property, or "" for undefined/null; throws a
-// TypeError naming `what` for anything else.
+// A string argument or property; throws a TypeError naming `what` for
+// anything else, and for a string holding a NUL character (C would read
+// only what comes before it: "p1\0x" would name p1).
+std::string String(Napi::Value v, const char *what);
+// The same, or "" for undefined/null.
 std::string OptString(Napi::Value v, const char *what);
 
 // What the External argument info[0] carries: native objects are made by

@@ -53,13 +53,22 @@ void SetErrorClass(const Napi::CallbackInfo &info)
 	Data(info.Env()).errorClass = Napi::Persistent(info[0].As<Napi::Function>());
 }
 
+std::string String(Napi::Value v, const char *what)
+{
+	if (!v.IsString())
+		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a string");
+	std::string s = v.As<Napi::String>().Utf8Value();
+	if (s.find('\0') != std::string::npos)
+		throw Napi::TypeError::New(v.Env(), std::string(what) +
+		                                        ": a NUL character is not allowed");
+	return s;
+}
+
 std::string OptString(Napi::Value v, const char *what)
 {
 	if (v.IsUndefined() || v.IsNull())
 		return "";
-	if (!v.IsString())
-		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a string");
-	return v.As<Napi::String>().Utf8Value();
+	return String(v, what);
 }
 
 Job::Job(Napi::Env env, Work work, Result result)

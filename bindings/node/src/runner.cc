@@ -287,7 +287,7 @@ private:
 			throw MakeError(env, LR_EINVAL, "a runner runs once: make a new Runner");
 		Napi::Array names = info[0].As<Napi::Array>();
 		for (uint32_t i = 0; i < names.Length(); i++) {
-			std::string n = names.Get(i).As<Napi::String>().Utf8Value();
+			std::string n = String(names.Get(i), "step name");
 			if (lr_runner_handle(core_.r, n.c_str(), Bridge, &core_) != 0)
 				throw MakeError(env, LR_ENOMEM, "out of memory");
 		}

@@ -344,7 +344,7 @@ private:
 		                                                                : LR_STEP_RETRY;
 		r.has_text = info[1].IsString();
 		if (r.has_text)
-			r.text = info[1].As<Napi::String>().Utf8Value();
+			r.text = String(info[1], "state");
 		r.error = OptString(info[2], "error");
 		return Napi::Boolean::New(info.Env(), call_->Push(std::move(r)));
 	}

@@ -171,6 +171,34 @@ test("a step's shared writes are read back by the client", async (t) => {
 	assert.equal(await c.shared.delete('notes.', { prefix: true }), 2);
 });
 
+test('a NUL character in a name or id is refused, never cut short', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let refused;
+	startRunner(t, c, { name: 'nul' }, (r) => {
+		r.handle('put', async (step) => {
+			await step.sharedPut({ 'keep.a': 1, evil: 0 });
+			try {
+				await step.sharedPut({ 'evil\0/../x': 42 });
+			} catch (err) {
+				refused = err;
+			}
+		});
+	});
+	await c.submit(spec('n1', ['put']));
+	assert.equal((await waitDone(c, 'n1')).state, 'succeeded');
+	assert.ok(refused instanceof TypeError, `sharedPut gave ${refused}`);
+	assert.match(refused.message, /^name: .*NUL/);
+	assert.equal(await c.shared.get('evil'), 0);
+	const nul = (what) => ({ name: 'TypeError', message: new RegExp(`^${what}: .*NUL`) });
+	await assert.rejects(c.status('n1\0garbage'), nul('id'));
+	await assert.rejects(c.cancel('n1\0'), nul('id'));
+	await assert.rejects(c.submit(spec('n2', ['put']), { id: 'n2\0x' }), nul('id'));
+	await assert.rejects(c.shared.get('evil\0x'), nul('name'));
+	await assert.rejects(c.shared.list('\0'), nul('prefix'));
+	await assert.rejects(c.shared.delete('\0', { prefix: true }), nul('name'));
+	assert.deepEqual((await c.shared.list('')).map((e) => e.name), ['evil', 'keep.a']);
+});
+
 test('steps of several tasks run at once on the event loop', async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	let inside = 0;
