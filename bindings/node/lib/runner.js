@@ -20,9 +20,30 @@ function levelNumber(level, what) {
 	return n;
 }
 
+const NO_MESSAGE = 'the handler failed with a value that has no message';
+
+// What a handler threw, as the task's error text. Never throws: a value
+// without a string form (Object.create(null), a throwing message getter)
+// gets a fixed text, and a NUL (which the library refuses) is escaped.
 function message(err) {
-	if (err instanceof Error) return err.message || err.name;
-	return String(err);
+	let text;
+	try {
+		text = err instanceof Error ? err.message || err.name : err;
+		text = String(text);
+	} catch {
+		text = '';
+	}
+	return text === '' ? NO_MESSAGE : text.replaceAll('\0', '\\0');
+}
+
+// Whether a thrown value asks to fail the task at once (never throws:
+// instanceof runs a Proxy's traps).
+function isFail(err) {
+	try {
+		return err instanceof Fail;
+	} catch {
+		return false;
+	}
 }
 
 /** One attempt of one step, as a handler sees it. */
@@ -179,14 +200,22 @@ export class Runner extends EventEmitter {
 	async #dispatch(handle, info) {
 		const controller = new AbortController();
 		handle.onabort = (why) => controller.abort(new LeaseRunError(why, 'LR_ECANCELLED'));
-		let step;
+		// The step's worker waits for finish(): it is called whatever happens.
+		// Should finish itself throw, the rejected promise makes the addon
+		// give the attempt up (retried) instead.
+		let result = RESULT.retry;
+		let state = null;
+		let error = NO_MESSAGE;
 		try {
-			step = new Step(handle, info, controller.signal);
+			const step = new Step(handle, info, controller.signal);
 			const fn = this.#handlers.get(info.stepName) ?? this.#handlers.get(DEFAULT);
 			await fn(step);
-			handle.finish(RESULT.ok, JSON.stringify(step.state ?? null), null);
+			state = JSON.stringify(step.state ?? null);
+			[result, error] = [RESULT.ok, null];
 		} catch (err) {
-			handle.finish(err instanceof Fail ? RESULT.fail : RESULT.retry, null, message(err));
+			[result, error] = [isFail(err) ? RESULT.fail : RESULT.retry, message(err)];
+		} finally {
+			handle.finish(result, state, error);
 		}
 	}
 }

@@ -52,6 +52,7 @@ json_t *Load(const std::string &text, const char *what, lr_err *e)
 }
 
 const char kClosing[] = "the runner's JavaScript environment is closing";
+const char kDispatchFailed[] = "the step's handler could not report its result";
 
 } // namespace
 
@@ -382,10 +383,21 @@ void Dispatch(Napi::Env env, RunnerCore *core, const StepCallPtr &call)
 	Napi::Object h = Data(env).stepClass.New({ Napi::External<StepCallPtr>::New(
 	    env, new StepCallPtr(call), [](Napi::Env, StepCallPtr *p) { delete p; }) });
 	core->handles[call.get()] = { Napi::Persistent(h), StepHandle::Unwrap(h) };
+	// The handler's promise settles after finish(); should it reject
+	// instead, nothing will finish the step: give the attempt up (retried)
+	// rather than leave the worker waiting (Abandon is a no-op once
+	// finished).
 	try {
-		core->dispatch.Call({ h, StepInfo(env, *call) });
-	} catch (const Napi::Error &e) {
-		call->Abandon(e.Message().c_str());
+		Napi::Value p = core->dispatch.Call({ h, StepInfo(env, *call) });
+		if (p.IsPromise()) {
+			Napi::Function then = p.As<Napi::Object>().Get("then").As<Napi::Function>();
+			then.Call(p, { env.Undefined(),
+			               Napi::Function::New(env, [call](const Napi::CallbackInfo &) {
+				               call->Abandon(kDispatchFailed);
+			               }) });
+		}
+	} catch (const Napi::Error &) {
+		call->Abandon(kDispatchFailed);
 	}
 }
 

@@ -70,6 +70,40 @@ test('a handler that throws is retried; LeaseRun.Fail ends the task failed at on
 	assert.ok(new Fail('x') instanceof Error);
 });
 
+test('a thrown value with no string form still ends the attempt, with a fixed text', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const { runner, done } = startRunner(t, c, { name: 'odd-throws' }, (r) => {
+		r.handle('bare', async () => {
+			throw Object.create(null);
+		});
+		r.handle('getter', async () => {
+			const err = new Error('unseen');
+			Object.defineProperty(err, 'message', {
+				get() {
+					throw new Error('no message for you');
+				},
+			});
+			throw err;
+		});
+		r.handle('nul', async () => {
+			throw new Error('a\0b');
+		});
+	});
+	for (const name of ['bare', 'getter', 'nul']) await c.submit(spec(name, [name], { max_attempts: 1 }));
+	const errors = {};
+	for (const name of ['bare', 'getter', 'nul']) {
+		const st = await waitDone(c, name, 8000);
+		assert.equal(st.state, 'failed', name);
+		errors[name] = st.error;
+	}
+	assert.match(errors.bare, /no message/);
+	assert.match(errors.getter, /no message/);
+	assert.match(errors.nul, /a\\0b/);
+	// Nothing is left running: the runner stops at once.
+	runner.stop();
+	await done;
+});
+
 test('a retried attempt starts from the last checkpoint, not from what followed it', async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	const starts = [];
