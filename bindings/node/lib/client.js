@@ -131,8 +131,9 @@ export class Client {
 	/**
 	 * Hold locks ({PATH: MODE}, see docs/locks.md) and slots ({limits:
 	 * {KEY: N}}) while fn runs: taken all at once on a lease of their own,
-	 * waiting first come first served (up to `wait` seconds; forever when
-	 * absent: then a LeaseRunError with code LR_EBUSY naming a holder),
+	 * waiting first come first served (up to `wait` seconds, 0 to a year,
+	 * then a LeaseRunError with code LR_EBUSY naming a holder; forever when
+	 * absent or Infinity; `ttl` 1 to 3600 seconds, default 10),
 	 * kept alive while fn runs, given back when it settles. fn gets the
 	 * hold's fence (pass it to what you write, so that a stale holder is
 	 * refused), an AbortSignal fired if the lease is lost, and the slots
@@ -147,7 +148,7 @@ export class Client {
 			locks && Object.keys(locks).length ? JSON.stringify(locks) : null,
 			limits && Object.keys(limits).length ? JSON.stringify(limits) : null,
 			ttl,
-			wait === undefined || wait === null ? -1 : Math.round(wait * 1000),
+			wait,
 		);
 		const lost = new AbortController();
 		native.holdWatch(held.handle, () =>

@@ -237,12 +237,14 @@ public:
 		name_ = OptString(o.Get("name"), "name");
 		lr_runner_opts ro = {};
 		ro.name = name_.empty() ? nullptr : name_.c_str();
-		ro.concurrency = Int(o.Get("concurrency"), 0);
-		ro.ttl_s = Int(o.Get("ttl"), 0);
-		int grace = Int(o.Get("grace"), -2);
+		// The bounds of `leaserun worker` (concurrency: the library's).
+		ro.concurrency = static_cast<int>(OptNumber(o.Get("concurrency"), "concurrency", 0, 1, 1024, true));
+		ro.ttl_s = static_cast<int>(OptNumber(o.Get("ttl"), "ttl", 0, 1, 86400, true));
+		int grace = static_cast<int>(OptNumber(o.Get("grace"), "grace", -2, 0, 86400, true));
 		ro.grace_s = grace == -2 ? 0 : grace == 0 ? -1 : grace;
 		ro.exit_when_idle = o.Get("exitWhenIdle").ToBoolean() ? 1 : 0;
-		ro.log_level = static_cast<lr_log_level>(Int(o.Get("logLevel"), LR_LOG_DEBUG));
+		ro.log_level = static_cast<lr_log_level>(
+		    OptNumber(o.Get("logLevel"), "logLevel", LR_LOG_DEBUG, LR_LOG_DEBUG, LR_LOG_ERROR, true));
 		core_.dispatch = Napi::Persistent(hooks.Get("dispatch").As<Napi::Function>());
 		if (hooks.Get("event").IsFunction())
 			core_.on_event = Napi::Persistent(hooks.Get("event").As<Napi::Function>());
@@ -272,11 +274,6 @@ public:
 	}
 
 private:
-	static int Int(Napi::Value v, int dflt)
-	{
-		return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : dflt;
-	}
-
 	// run(stepNames, withDefault), once: a stopped lr_runner stays stopped.
 	Napi::Value Run(const Napi::CallbackInfo &info)
 	{

@@ -56,6 +56,25 @@ test('a wait that runs out rejects with LR_EBUSY naming the holder', async (t) =
 	assert.equal(await c.withLocks({ 'agents/support/tools': 'IX' }, { wait: 1 }, () => 'ok'), 'ok');
 });
 
+test('wait: Infinity waits for the holder; waits and TTLs C cannot take are refused', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-wait/');
+	let release;
+	const held = c.withLocks({ w: 'X' }, () => new Promise((r) => (release = r)));
+	await sleep(200);
+	const waiter = c.withLocks({ w: 'X' }, { wait: Infinity }, () => 'waited');
+	await sleep(300);
+	release();
+	await held;
+	assert.equal(await waiter, 'waited');
+	const range = (what) => ({ name: 'RangeError', message: new RegExp(`^${what}: `) });
+	for (const wait of [NaN, -1, -Infinity, 1e300, 31536001])
+		await assert.rejects(c.withLocks({ w: 'X' }, { wait }, () => 'taken'), range('wait'), `wait ${wait}`);
+	for (const ttl of [0.5, 0, NaN, Infinity, 3601])
+		await assert.rejects(c.withLocks({ w: 'X' }, { ttl }, () => 'taken'), range('ttl'), `ttl ${ttl}`);
+	await assert.rejects(c.withLocks({ w: 'X' }, { wait: '1' }, () => 'taken'), { name: 'TypeError' });
+});
+
 test('limits give slots, bad input is refused, and a throwing fn still releases', async (t) => {
 	const m = await startEtcd(t);
 	const c = await connect(t, m, '/node-locks-limit/');
