@@ -137,7 +137,9 @@ export class Client {
 	 * kept alive while fn runs, given back when it settles. fn gets the
 	 * hold's fence (pass it to what you write, so that a stale holder is
 	 * refused), an AbortSignal fired if the lease is lost, and the slots
-	 * taken ({gpu: 2}). Resolves to what fn resolves to.
+	 * taken ({gpu: 2}). Settles as fn settles: should giving them back
+	 * fail (the lease then expires within ttl), that LeaseRunError is
+	 * emitted as a process warning instead.
 	 */
 	async withLocks(locks, options, fn) {
 		if (typeof options === 'function') [fn, options] = [options, {}];
@@ -156,7 +158,9 @@ export class Client {
 		try {
 			return await fn(held.fence, lost.signal, JSON.parse(held.slots));
 		} finally {
-			await native.holdRelease(held.handle);
+			// fn's result or error stands: a failed release (the locks go
+			// when the lease expires) is a process warning.
+			await native.holdRelease(held.handle).catch((err) => process.emitWarning(err));
 		}
 	}
 

@@ -2,12 +2,13 @@
 // sharing by mode, the fence, a wait that runs out naming the holder,
 // limits, bad input, release when fn throws, and the abort on lease loss.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { LeaseRunError } from '../lib/index.js';
+import { Client, LeaseRunError } from '../lib/index.js';
 import { startEtcd } from './etcd.js';
-import { connect } from './helpers.js';
+import { connect, onEnd } from './helpers.js';
 
 test('writers take turns, readers share, and each holder gets a newer fence', async (t) => {
 	const m = await startEtcd(t);
@@ -110,4 +111,33 @@ test('the signal aborts when the lease is lost', async (t) => {
 		return signal.reason;
 	});
 	assert.equal(reason.code, 'LR_ELEASE');
+});
+
+test("a failed release is a warning: fn's result or error stands", async (t) => {
+	const m = await startEtcd(t);
+	const c = await Client.connect({ endpoints: m.endpoint, prefix: '/node-locks-rel/', callTimeout: 0.5 });
+	onEnd(t, () => c.close());
+	onEnd(t, () => m.resume());
+	const warning = async (warned) => {
+		const [w] = await warned;
+		m.resume();
+		assert.ok(w instanceof LeaseRunError, `${w}`);
+		assert.match(w.message, /release hold .*expires on its own/);
+	};
+	let warned = once(process, 'warning');
+	const result = await c.withLocks({ one: 'X' }, async () => {
+		m.pause(); // the release cannot reach etcd
+		return 'the result';
+	});
+	assert.equal(result, 'the result');
+	await warning(warned);
+	warned = once(process, 'warning');
+	await assert.rejects(
+		c.withLocks({ two: 'X' }, async () => {
+			m.pause();
+			throw new Error('the error');
+		}),
+		/the error/,
+	);
+	await warning(warned);
 });
