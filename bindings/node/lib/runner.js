@@ -159,13 +159,10 @@ export class Runner extends EventEmitter {
 			grace: o.grace,
 			exitWhenIdle: o.exitWhenIdle,
 			logLevel: levelNumber(o.logLevel, 'logLevel'),
+			log: typeof o.log === 'function',
+			events: true,
 		};
-		const hooks = {
-			dispatch: (handle, info) => this.#dispatch(handle, info),
-			event: (name, data) => this.emit(name, data),
-			log: typeof o.log === 'function' ? o.log : undefined,
-		};
-		this.#native = new native.NativeRunner(this.#client._native, opts, hooks);
+		this.#native = new native.NativeRunner(this.#client._native, opts);
 		return this.#native;
 	}
 
@@ -175,7 +172,14 @@ export class Runner extends EventEmitter {
 	async run() {
 		const n = this.#nativeRunner();
 		const names = [...this.#handlers.keys()].filter((k) => k !== DEFAULT);
-		const done = n.run(names, this.#handlers.has(DEFAULT));
+		// Held by the native runner while it runs only: their closures
+		// hold this object.
+		const hooks = {
+			dispatch: (handle, info) => this.#dispatch(handle, info),
+			event: (name, data) => this.emit(name, data),
+			log: typeof this.#options.log === 'function' ? this.#options.log : undefined,
+		};
+		const done = n.run(names, this.#handlers.has(DEFAULT), hooks);
 		this.#started = true;
 		const stop = () => this.stop();
 		const signals = this.#options.stopOnSignals === false ? [] : ['SIGTERM', 'SIGINT'];

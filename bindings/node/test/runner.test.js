@@ -333,3 +333,20 @@ test('a runner name held by a live runner is refused; a runner runs once', async
 	await c.submit(spec('again', ['any']));
 	assert.equal((await waitDone(c, 'again')).state, 'succeeded');
 });
+
+test('a runner that stopped, and one that never ran, are garbage collected', async (t) => {
+	const m = await startEtcd(t);
+	const child = spawn(process.execPath, [
+		'--expose-gc',
+		fileURLToPath(new URL('./fixtures/collected-runners.js', import.meta.url)),
+		m.endpoint,
+		'/collected/',
+		'3',
+	], { stdio: ['ignore', 'pipe', 'inherit'] });
+	onEnd(t, () => child.kill('SIGKILL'));
+	let out = '';
+	child.stdout.on('data', (d) => (out += d));
+	const [code] = await once(child, 'exit');
+	assert.equal(code, 0);
+	assert.deepEqual(JSON.parse(out), { collected: 4, made: 4 });
+});
