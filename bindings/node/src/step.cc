@@ -80,18 +80,26 @@ StepCall::~StepCall()
 
 bool StepCall::Push(Request r)
 {
-	{
-		std::lock_guard<std::mutex> lock(mu_);
-		if (over_)
-			return false;
-		if (r.kind == Request::FINISH)
-			over_ = true;
-		q_.push_back(std::move(r));
-	}
+	std::lock_guard<std::mutex> lock(mu_);
+	if (over_)
+		return false;
+	if (r.kind == Request::FINISH)
+		over_ = true;
+	q_.push_back(std::move(r));
+	// Under the mutex: Close cannot take the descriptor from under us.
 	uint64_t one = 1;
 	ssize_t n = write(efd_, &one, sizeof(one));
 	(void)n; // the counter cannot overflow: it is drained at every wake-up
 	return true;
+}
+
+void StepCall::Close()
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	over_ = true;
+	if (efd_ >= 0)
+		close(efd_);
+	efd_ = -1;
 }
 
 void StepCall::Abandon(const char *why)
@@ -244,6 +252,8 @@ lr_step_result Bridge(lr_step *s, void *user)
 	if (!core->Post(m))
 		call->Abandon(kClosing);
 	lr_step_result res = call->Serve(core);
+	// The handle lives until JavaScript collects it: the descriptor goes now.
+	call->Close();
 	core->Leave(call);
 	Msg *closed = new Msg(Msg::CLOSED);
 	closed->call = call;

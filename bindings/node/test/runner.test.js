@@ -4,8 +4,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import LeaseRun, { Fail, Runner } from '../lib/index.js';
@@ -349,4 +351,29 @@ test('a runner that stopped, and one that never ran, are garbage collected', asy
 	const [code] = await once(child, 'exit');
 	assert.equal(code, 0);
 	assert.deepEqual(JSON.parse(out), { collected: 4, made: 4 });
+});
+
+test("a step's eventfd is closed when the step ends, not when it is collected", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const eventfds = () => readdirSync('/proc/self/fd').filter((fd) => {
+		try {
+			return readlinkSync(`/proc/self/fd/${fd}`) === 'anon_inode:[eventfd]';
+		} catch {
+			return false; // the directory's own descriptor, gone by now
+		}
+	}).length;
+	const handles = []; // kept: nothing is collected
+	startRunner(t, c, { name: 'fds', concurrency: 4 }, (r) => {
+		r.handle('noop', async (step) => {
+			handles.push(step);
+		});
+	});
+	await c.submit(spec('fd-0', ['noop']));
+	await waitDone(c, 'fd-0');
+	const before = eventfds();
+	for (let i = 1; i <= 20; i++) await c.submit(spec(`fd-${i}`, ['noop']));
+	for (let i = 1; i <= 20; i++) await waitDone(c, `fd-${i}`);
+	await sleep(100); // the last steps' worker threads let go
+	assert.equal(handles.length, 21);
+	assert.ok(eventfds() - before < 4, `${eventfds() - before} more eventfds after 20 steps`);
 });
