@@ -14,6 +14,15 @@ import LeaseRun, { Fail, Runner } from '../lib/index.js';
 import { startEtcd } from './etcd.js';
 import { connect, onEnd, quietLog, spec, startRunner, waitDone, waitFor } from './helpers.js';
 
+// A process running test/fixtures/name with args (node flags first),
+// its stdout piped; killed when test t ends.
+function fixture(t, name, args, flags = []) {
+	const file = fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+	const child = spawn(process.execPath, [...flags, file, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+	onEnd(t, () => child.kill('SIGKILL'));
+	return child;
+}
+
 test('each step sees the state the previous one committed, and its own context', async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	const seen = [];
@@ -280,13 +289,7 @@ test('a step with no handler fails its task, naming the step; handle() is refuse
 test('SIGTERM stops a runner process gracefully: the step is aborted and released at once', async (t) => {
 	const m = await startEtcd(t);
 	const c = await connect(t, m, '/sigterm/');
-	const child = spawn(process.execPath, [
-		fileURLToPath(new URL('./fixtures/waiting-runner.js', import.meta.url)),
-		m.endpoint,
-		'/sigterm/',
-		'first',
-	], { stdio: ['ignore', 'pipe', 'inherit'] });
-	onEnd(t, () => child.kill('SIGKILL'));
+	const child = fixture(t, 'waiting-runner.js', [m.endpoint, '/sigterm/', 'first']);
 	const lines = [];
 	createInterface({ input: child.stdout }).on('line', (l) => lines.push(JSON.parse(l)));
 	await c.submit(spec('g1', ['wait']));
@@ -338,14 +341,7 @@ test('a runner name held by a live runner is refused; a runner runs once', async
 
 test('a runner that stopped, and one that never ran, are garbage collected', async (t) => {
 	const m = await startEtcd(t);
-	const child = spawn(process.execPath, [
-		'--expose-gc',
-		fileURLToPath(new URL('./fixtures/collected-runners.js', import.meta.url)),
-		m.endpoint,
-		'/collected/',
-		'3',
-	], { stdio: ['ignore', 'pipe', 'inherit'] });
-	onEnd(t, () => child.kill('SIGKILL'));
+	const child = fixture(t, 'collected-runners.js', [m.endpoint, '/collected/', '3'], ['--expose-gc']);
 	let out = '';
 	child.stdout.on('data', (d) => (out += d));
 	const [code] = await once(child, 'exit');
