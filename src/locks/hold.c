@@ -261,7 +261,10 @@ static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_
 {
 	lr_watch *w = NULL;
 	char *value = lr_lock_value(h->holder, NULL, who);
-	int64_t until = o->wait_ms >= 0 ? lr_mono_ms() + o->wait_ms : INT64_MAX;
+	int64_t start = lr_mono_ms();
+	/* A wait too long to add to the clock is as good as forever. */
+	int64_t until = o->wait_ms >= 0 && o->wait_ms < INT64_MAX - start ? start + o->wait_ms
+	                                                                  : INT64_MAX;
 	int rc = value != NULL ? load_and_watch(h, &w, err)
 	                       : lr_err_set(err, LR_ENOMEM, "out of memory");
 	char why[600] = "";

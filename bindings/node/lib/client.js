@@ -131,12 +131,15 @@ export class Client {
 	/**
 	 * Hold locks ({PATH: MODE}, see docs/locks.md) and slots ({limits:
 	 * {KEY: N}}) while fn runs: taken all at once on a lease of their own,
-	 * waiting first come first served (up to `wait` seconds; forever when
-	 * absent: then a LeaseRunError with code LR_EBUSY naming a holder),
+	 * waiting first come first served (up to `wait` seconds, 0 to a year,
+	 * then a LeaseRunError with code LR_EBUSY naming a holder; forever when
+	 * absent or Infinity; `ttl` 1 to 3600 seconds, default 10),
 	 * kept alive while fn runs, given back when it settles. fn gets the
 	 * hold's fence (pass it to what you write, so that a stale holder is
 	 * refused), an AbortSignal fired if the lease is lost, and the slots
-	 * taken ({gpu: 2}). Resolves to what fn resolves to.
+	 * taken ({gpu: 2}). Settles as fn settles: should giving them back
+	 * fail (the lease then expires within ttl), that LeaseRunError is
+	 * emitted as a process warning instead.
 	 */
 	async withLocks(locks, options, fn) {
 		if (typeof options === 'function') [fn, options] = [options, {}];
@@ -147,7 +150,7 @@ export class Client {
 			locks && Object.keys(locks).length ? JSON.stringify(locks) : null,
 			limits && Object.keys(limits).length ? JSON.stringify(limits) : null,
 			ttl,
-			wait === undefined || wait === null ? -1 : Math.round(wait * 1000),
+			wait,
 		);
 		const lost = new AbortController();
 		native.holdWatch(held.handle, () =>
@@ -155,7 +158,9 @@ export class Client {
 		try {
 			return await fn(held.fence, lost.signal, JSON.parse(held.slots));
 		} finally {
-			await native.holdRelease(held.handle);
+			// fn's result or error stands: a failed release (the locks go
+			// when the lease expires) is a process warning.
+			await native.holdRelease(held.handle).catch((err) => process.emitWarning(err));
 		}
 	}
 

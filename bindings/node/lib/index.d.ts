@@ -8,9 +8,10 @@ export type LockMode = 'IS' | 'IX' | 'S' | 'SIX' | 'X';
 export interface WithLocksOptions {
 	/** Slot pools: at most N holders of KEY at once. */
 	limits?: Record<string, number>;
-	/** The lease's TTL in seconds (default 10). */
+	/** The lease's TTL in whole seconds, 1 to 3600 (default 10). */
 	ttl?: number;
-	/** Give up after this many seconds (default: wait forever). */
+	/** Give up after this many seconds, 0 to a year (0: try once;
+	 * default or Infinity: wait forever). */
 	wait?: number;
 }
 
@@ -107,9 +108,10 @@ export interface ConnectOptions {
 	/** etcd user: "name" or "name:password". */
 	user?: string;
 	password?: string;
-	/** Seconds: an unreachable cluster is reported within it (default 5). */
+	/** Seconds, 0.001 to 3600: an unreachable cluster is reported within
+	 * it (default 5). */
 	dialTimeout?: number;
-	/** Seconds: the deadline of one etcd call (default 5). */
+	/** Seconds, 0.001 to 3600: the deadline of one etcd call (default 5). */
 	callTimeout?: number;
 }
 
@@ -181,11 +183,11 @@ export interface LogRecord {
 export interface RunnerOptions {
 	/** Default "<hostname>-<pid>"; a live runner's name cannot be taken. */
 	name?: string;
-	/** Tasks run at once (default 1). */
+	/** Tasks run at once, 1 to 1024 (default 1). */
 	concurrency?: number;
-	/** Lease TTL in seconds (default 10). */
+	/** Lease TTL in whole seconds, 1 to 86400 (default 10). */
 	ttl?: number;
-	/** Seconds a graceful stop gives running steps (default 10). */
+	/** Whole seconds, 0 to 86400, a graceful stop gives running steps (default 10). */
 	grace?: number;
 	/** Stop once no task is pending or claimed. */
 	exitWhenIdle?: boolean;

@@ -90,3 +90,5 @@ export function serveGraph(
 /** The task id of run seq of a thread, and the thread's part of names. */
 export function runId(threadId: string, seq: number): string;
 export function threadKey(threadId: string): string;
+/** The lock path ("lg/<threadKey>") each run of the thread holds in X. */
+export function threadLock(threadId: string): string;

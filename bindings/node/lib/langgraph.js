@@ -3,4 +3,4 @@
 // leaserun tasks, one run per thread at a time.
 export { LeaseRunSaver, withThread } from './langgraph/saver.js';
 export { ThreadBusyError, currentRun, serveGraph, submitRun, waitRun } from './langgraph/runs.js';
-export { runId, threadKey } from './langgraph/names.js';
+export { runId, threadKey, threadLock } from './langgraph/names.js';

@@ -20,9 +20,30 @@ function levelNumber(level, what) {
 	return n;
 }
 
+const NO_MESSAGE = 'the handler failed with a value that has no message';
+
+// What a handler threw, as the task's error text. Never throws: a value
+// without a string form (Object.create(null), a throwing message getter)
+// gets a fixed text, and a NUL (which the library refuses) is escaped.
 function message(err) {
-	if (err instanceof Error) return err.message || err.name;
-	return String(err);
+	let text;
+	try {
+		text = err instanceof Error ? err.message || err.name : err;
+		text = String(text);
+	} catch {
+		text = '';
+	}
+	return text === '' ? NO_MESSAGE : text.replaceAll('\0', '\\0');
+}
+
+// Whether a thrown value asks to fail the task at once (never throws:
+// instanceof runs a Proxy's traps).
+function isFail(err) {
+	try {
+		return err instanceof Fail;
+	} catch {
+		return false;
+	}
 }
 
 /** One attempt of one step, as a handler sees it. */
@@ -138,13 +159,10 @@ export class Runner extends EventEmitter {
 			grace: o.grace,
 			exitWhenIdle: o.exitWhenIdle,
 			logLevel: levelNumber(o.logLevel, 'logLevel'),
+			log: typeof o.log === 'function',
+			events: true,
 		};
-		const hooks = {
-			dispatch: (handle, info) => this.#dispatch(handle, info),
-			event: (name, data) => this.emit(name, data),
-			log: typeof o.log === 'function' ? o.log : undefined,
-		};
-		this.#native = new native.NativeRunner(this.#client._native, opts, hooks);
+		this.#native = new native.NativeRunner(this.#client._native, opts);
 		return this.#native;
 	}
 
@@ -154,7 +172,14 @@ export class Runner extends EventEmitter {
 	async run() {
 		const n = this.#nativeRunner();
 		const names = [...this.#handlers.keys()].filter((k) => k !== DEFAULT);
-		const done = n.run(names, this.#handlers.has(DEFAULT));
+		// Held by the native runner while it runs only: their closures
+		// hold this object.
+		const hooks = {
+			dispatch: (handle, info) => this.#dispatch(handle, info),
+			event: (name, data) => this.emit(name, data),
+			log: typeof this.#options.log === 'function' ? this.#options.log : undefined,
+		};
+		const done = n.run(names, this.#handlers.has(DEFAULT), hooks);
 		this.#started = true;
 		const stop = () => this.stop();
 		const signals = this.#options.stopOnSignals === false ? [] : ['SIGTERM', 'SIGINT'];
@@ -179,14 +204,22 @@ export class Runner extends EventEmitter {
 	async #dispatch(handle, info) {
 		const controller = new AbortController();
 		handle.onabort = (why) => controller.abort(new LeaseRunError(why, 'LR_ECANCELLED'));
-		let step;
+		// The step's worker waits for finish(): it is called whatever happens.
+		// Should finish itself throw, the rejected promise makes the addon
+		// give the attempt up (retried) instead.
+		let result = RESULT.retry;
+		let state = null;
+		let error = NO_MESSAGE;
 		try {
-			step = new Step(handle, info, controller.signal);
+			const step = new Step(handle, info, controller.signal);
 			const fn = this.#handlers.get(info.stepName) ?? this.#handlers.get(DEFAULT);
 			await fn(step);
-			handle.finish(RESULT.ok, JSON.stringify(step.state ?? null), null);
+			state = JSON.stringify(step.state ?? null);
+			[result, error] = [RESULT.ok, null];
 		} catch (err) {
-			handle.finish(err instanceof Fail ? RESULT.fail : RESULT.retry, null, message(err));
+			[result, error] = [isFail(err) ? RESULT.fail : RESULT.retry, message(err)];
+		} finally {
+			handle.finish(result, state, error);
 		}
 	}
 }

@@ -71,9 +71,19 @@ private:
 	int rc_ = 0;
 };
 
-// A string argument or property, or "" for undefined/null; throws a
-// TypeError naming `what` for anything else.
+// A string argument or property; throws a TypeError naming `what` for
+// anything else, and for a string holding a NUL character (C would read
+// only what comes before it: "p1\0x" would name p1).
+std::string String(Napi::Value v, const char *what);
+// The same, or "" for undefined/null.
 std::string OptString(Napi::Value v, const char *what);
+
+// A number option: dflt for undefined/null; else a number from lo to hi
+// (whole when `whole`). A TypeError naming `what` for anything but a
+// number, a RangeError naming it and the range for NaN, infinities, a
+// number out of range or a fraction where a whole number is meant: C
+// must never see a value it cannot convert.
+double OptNumber(Napi::Value v, const char *what, double dflt, double lo, double hi, bool whole);
 
 // What the External argument info[0] carries: native objects are made by
 // the addon only, with their state in an External (misuse: the message

@@ -63,6 +63,9 @@ public:
 	void Abandon(const char *why);
 	// Worker thread: serve requests until the result comes.
 	lr_step_result Serve(RunnerCore *core);
+	// Worker thread, once Serve returned: the call is over; give its
+	// eventfd back (later requests are refused).
+	void Close();
 	bool ok() const { return efd_ >= 0; }
 
 private:
@@ -73,7 +76,7 @@ private:
 	void Wait(bool watch_cancel);
 
 	lr_step *s_;
-	int efd_;          // eventfd: a request was pushed
+	int efd_;          // eventfd: a request was pushed; -1 once closed (mu_)
 	std::mutex mu_;
 	std::deque<Request> q_;
 	bool over_ = false;

@@ -26,14 +26,8 @@ const char *OrNull(const std::string &s)
 	return s.empty() ? nullptr : s.c_str();
 }
 
-double OptSeconds(Napi::Value v, const char *what)
-{
-	if (v.IsUndefined() || v.IsNull())
-		return 0;
-	if (!v.IsNumber() || !(v.As<Napi::Number>().DoubleValue() > 0))
-		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected seconds above 0");
-	return v.As<Napi::Number>().DoubleValue();
-}
+// The command's bounds for --dial-timeout (seconds), and the call timeout.
+const double kMinTimeoutS = 0.001, kMaxTimeoutS = 3600;
 
 // A JSON value as compact text (malloc'd by jansson); "" for NULL.
 std::string JsonText(const void *v)
@@ -321,8 +315,10 @@ Napi::Value OpenClient(const Napi::CallbackInfo &info)
 	opts->tls_server_name = OptString(o.Get("tlsServerName"), "tlsServerName");
 	opts->user = OptString(o.Get("user"), "user");
 	opts->password = OptString(o.Get("password"), "password");
-	opts->dial_timeout_s = OptSeconds(o.Get("dialTimeout"), "dialTimeout");
-	opts->call_timeout_s = OptSeconds(o.Get("callTimeout"), "callTimeout");
+	opts->dial_timeout_s =
+	    OptNumber(o.Get("dialTimeout"), "dialTimeout", 0, kMinTimeoutS, kMaxTimeoutS, false);
+	opts->call_timeout_s =
+	    OptNumber(o.Get("callTimeout"), "callTimeout", 0, kMinTimeoutS, kMaxTimeoutS, false);
 	auto conn = std::make_shared<ConnPtr>();
 	return Job::Start(
 	    env,

@@ -1,6 +1,9 @@
 // errors.cc - the library's error codes as JavaScript errors, and promises
 // settled from libuv's thread pool (Job).
 // JavaScript thread, except Job::Execute (a pool thread).
+#include <cmath>
+#include <cstdio>
+
 #include "addon.h"
 
 namespace lrnode {
@@ -53,13 +56,38 @@ void SetErrorClass(const Napi::CallbackInfo &info)
 	Data(info.Env()).errorClass = Napi::Persistent(info[0].As<Napi::Function>());
 }
 
+std::string String(Napi::Value v, const char *what)
+{
+	if (!v.IsString())
+		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a string");
+	std::string s = v.As<Napi::String>().Utf8Value();
+	if (s.find('\0') != std::string::npos)
+		throw Napi::TypeError::New(v.Env(), std::string(what) +
+		                                        ": a NUL character is not allowed");
+	return s;
+}
+
 std::string OptString(Napi::Value v, const char *what)
 {
 	if (v.IsUndefined() || v.IsNull())
 		return "";
-	if (!v.IsString())
-		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a string");
-	return v.As<Napi::String>().Utf8Value();
+	return String(v, what);
+}
+
+double OptNumber(Napi::Value v, const char *what, double dflt, double lo, double hi, bool whole)
+{
+	if (v.IsUndefined() || v.IsNull())
+		return dflt;
+	if (!v.IsNumber())
+		throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a number");
+	double d = v.As<Napi::Number>().DoubleValue();
+	if (!(d >= lo && d <= hi) || (whole && d != std::trunc(d))) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "%s: expected %s from %g to %g, got %g", what,
+		         whole ? "a whole number" : "a number", lo, hi, d);
+		throw Napi::RangeError::New(v.Env(), msg);
+	}
+	return d;
 }
 
 Job::Job(Napi::Env env, Work work, Result result)

@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <thread>
 
@@ -17,6 +18,8 @@
 namespace lrnode {
 
 namespace {
+
+const double kMaxWaitS = 31536000; // a year, as `leaserun run --wait`
 
 struct HoldState {
 	ConnPtr conn;
@@ -51,15 +54,19 @@ json_t *ParseOrNull(const std::string &text)
 	return text.empty() ? nullptr : json_loads(text.c_str(), 0, nullptr);
 }
 
-// holdAcquire(client, locksJson, limitsJson, ttlSeconds, waitMs) ->
+// holdAcquire(client, locksJson, limitsJson, ttlSeconds, waitSeconds) ->
 // Promise<{handle, fence, id, slots}>
 Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 {
 	Napi::Env env = info.Env();
 	ConnPtr conn = ClientConn(info[0]);
 	std::string locks = OptString(info[1], "locks"), limits = OptString(info[2], "limits");
-	int64_t ttl = info[3].IsNumber() ? info[3].As<Napi::Number>().Int64Value() : 0;
-	int64_t wait = info[4].IsNumber() ? info[4].As<Napi::Number>().Int64Value() : -1;
+	// The bounds of `leaserun run --ttl/--wait`; no wait, or an infinite
+	// one, is forever.
+	int64_t ttl = static_cast<int64_t>(OptNumber(info[3], "ttl", 0, 1, 3600, true));
+	bool forever = info[4].IsNumber() && info[4].As<Napi::Number>().DoubleValue() == INFINITY;
+	double wait_s = forever ? -1 : OptNumber(info[4], "wait", -1, 0, kMaxWaitS, false);
+	int64_t wait = wait_s < 0 ? -1 : std::llround(wait_s * 1000);
 	auto st = std::make_shared<HoldState>();
 	st->conn = conn;
 	return Job::Start(

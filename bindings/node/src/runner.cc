@@ -140,6 +140,8 @@ void DeliverEvent(Napi::Env env, RunnerCore *core, const Msg &m)
 
 void DeliverLog(Napi::Env env, RunnerCore *core, const Msg &m)
 {
+	if (core->on_log.IsEmpty())
+		return;
 	Napi::Object o = Napi::Object::New(env);
 	int level = static_cast<int>(m.n[0]);
 	o.Set("level", kLevels[level >= 0 && level <= 3 ? level : 1]);
@@ -210,6 +212,12 @@ void FinalizeRun(napi_env raw, void *, void *hint)
 		else
 			done->Reject(MakeError(env, core->run_rc, core->run_err.msg).Value());
 	}
+	// The hooks' closures hold the JavaScript Runner, which holds this
+	// object: kept past the run, they would keep both (and the client's
+	// connection) alive for good.
+	core->dispatch.Reset();
+	core->on_event.Reset();
+	core->on_log.Reset();
 	core->self.Reset();
 }
 
@@ -227,34 +235,32 @@ public:
 		                     InstanceMethod<&Runner::Stats>("stats") });
 	}
 
-	// new NativeRunner(client, opts, hooks)
+	// new NativeRunner(client, opts): opts.log and opts.events say
+	// whether run() will be given those hooks.
 	explicit Runner(const Napi::CallbackInfo &info) : Napi::ObjectWrap<Runner>(info)
 	{
 		Napi::Env env = info.Env();
 		core_.conn = ClientConn(info[0]);
 		Napi::Object o = info[1].IsObject() ? info[1].As<Napi::Object>() : Napi::Object::New(env);
-		Napi::Object hooks = info[2].As<Napi::Object>();
 		name_ = OptString(o.Get("name"), "name");
 		lr_runner_opts ro = {};
 		ro.name = name_.empty() ? nullptr : name_.c_str();
-		ro.concurrency = Int(o.Get("concurrency"), 0);
-		ro.ttl_s = Int(o.Get("ttl"), 0);
-		int grace = Int(o.Get("grace"), -2);
+		// The bounds of `leaserun worker` (concurrency: the library's).
+		ro.concurrency = static_cast<int>(OptNumber(o.Get("concurrency"), "concurrency", 0, 1, 1024, true));
+		ro.ttl_s = static_cast<int>(OptNumber(o.Get("ttl"), "ttl", 0, 1, 86400, true));
+		int grace = static_cast<int>(OptNumber(o.Get("grace"), "grace", -2, 0, 86400, true));
 		ro.grace_s = grace == -2 ? 0 : grace == 0 ? -1 : grace;
 		ro.exit_when_idle = o.Get("exitWhenIdle").ToBoolean() ? 1 : 0;
-		ro.log_level = static_cast<lr_log_level>(Int(o.Get("logLevel"), LR_LOG_DEBUG));
-		core_.dispatch = Napi::Persistent(hooks.Get("dispatch").As<Napi::Function>());
-		if (hooks.Get("event").IsFunction())
-			core_.on_event = Napi::Persistent(hooks.Get("event").As<Napi::Function>());
-		if (hooks.Get("log").IsFunction()) {
-			core_.on_log = Napi::Persistent(hooks.Get("log").As<Napi::Function>());
+		ro.log_level = static_cast<lr_log_level>(
+		    OptNumber(o.Get("logLevel"), "logLevel", LR_LOG_DEBUG, LR_LOG_DEBUG, LR_LOG_ERROR, true));
+		if (o.Get("log").ToBoolean()) {
 			ro.log = LogSink;
 			ro.log_user = &core_;
 		}
 		lr_err err = {};
 		if (lr_runner_new(core_.conn->get(), &ro, &core_.r, &err) != 0)
 			throw MakeError(env, err);
-		if (!core_.on_event.IsEmpty()) {
+		if (o.Get("events").ToBoolean()) {
 			lr_runner_callbacks cb = {};
 			cb.claimed = OnClaimed;
 			cb.step_committed = OnCommitted;
@@ -272,12 +278,8 @@ public:
 	}
 
 private:
-	static int Int(Napi::Value v, int dflt)
-	{
-		return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : dflt;
-	}
-
-	// run(stepNames, withDefault), once: a stopped lr_runner stays stopped.
+	// run(stepNames, withDefault, {dispatch, event, log}), once: a stopped
+	// lr_runner stays stopped. The hooks are held while it runs only.
 	Napi::Value Run(const Napi::CallbackInfo &info)
 	{
 		Napi::Env env = info.Env();
@@ -285,15 +287,23 @@ private:
 			throw MakeError(env, LR_EINVAL, "the runner is running already");
 		if (ran_)
 			throw MakeError(env, LR_EINVAL, "a runner runs once: make a new Runner");
+		if (!info[2].IsObject() || !info[2].As<Napi::Object>().Get("dispatch").IsFunction())
+			throw Napi::TypeError::New(env, "run: expected hooks with a dispatch function");
 		Napi::Array names = info[0].As<Napi::Array>();
 		for (uint32_t i = 0; i < names.Length(); i++) {
-			std::string n = names.Get(i).As<Napi::String>().Utf8Value();
+			std::string n = String(names.Get(i), "step name");
 			if (lr_runner_handle(core_.r, n.c_str(), Bridge, &core_) != 0)
 				throw MakeError(env, LR_ENOMEM, "out of memory");
 		}
 		if (info[1].ToBoolean() && lr_runner_handle(core_.r, nullptr, Bridge, &core_) != 0)
 			throw MakeError(env, LR_ENOMEM, "out of memory");
 		ran_ = true;
+		Napi::Object hooks = info[2].As<Napi::Object>();
+		core_.dispatch = Napi::Persistent(hooks.Get("dispatch").As<Napi::Function>());
+		if (hooks.Get("event").IsFunction())
+			core_.on_event = Napi::Persistent(hooks.Get("event").As<Napi::Function>());
+		if (hooks.Get("log").IsFunction())
+			core_.on_log = Napi::Persistent(hooks.Get("log").As<Napi::Function>());
 		napi_threadsafe_function f = nullptr;
 		napi_status st = napi_create_threadsafe_function(
 		    env, nullptr, nullptr, Napi::String::New(env, "leaserun runner"), 0, 1, nullptr,

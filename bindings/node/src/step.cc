@@ -52,6 +52,7 @@ json_t *Load(const std::string &text, const char *what, lr_err *e)
 }
 
 const char kClosing[] = "the runner's JavaScript environment is closing";
+const char kDispatchFailed[] = "the step's handler could not report its result";
 
 } // namespace
 
@@ -79,18 +80,26 @@ StepCall::~StepCall()
 
 bool StepCall::Push(Request r)
 {
-	{
-		std::lock_guard<std::mutex> lock(mu_);
-		if (over_)
-			return false;
-		if (r.kind == Request::FINISH)
-			over_ = true;
-		q_.push_back(std::move(r));
-	}
+	std::lock_guard<std::mutex> lock(mu_);
+	if (over_)
+		return false;
+	if (r.kind == Request::FINISH)
+		over_ = true;
+	q_.push_back(std::move(r));
+	// Under the mutex: Close cannot take the descriptor from under us.
 	uint64_t one = 1;
 	ssize_t n = write(efd_, &one, sizeof(one));
 	(void)n; // the counter cannot overflow: it is drained at every wake-up
 	return true;
+}
+
+void StepCall::Close()
+{
+	std::lock_guard<std::mutex> lock(mu_);
+	over_ = true;
+	if (efd_ >= 0)
+		close(efd_);
+	efd_ = -1;
 }
 
 void StepCall::Abandon(const char *why)
@@ -243,6 +252,8 @@ lr_step_result Bridge(lr_step *s, void *user)
 	if (!core->Post(m))
 		call->Abandon(kClosing);
 	lr_step_result res = call->Serve(core);
+	// The handle lives until JavaScript collects it: the descriptor goes now.
+	call->Close();
 	core->Leave(call);
 	Msg *closed = new Msg(Msg::CLOSED);
 	closed->call = call;
@@ -344,7 +355,7 @@ private:
 		                                                                : LR_STEP_RETRY;
 		r.has_text = info[1].IsString();
 		if (r.has_text)
-			r.text = info[1].As<Napi::String>().Utf8Value();
+			r.text = String(info[1], "state");
 		r.error = OptString(info[2], "error");
 		return Napi::Boolean::New(info.Env(), call_->Push(std::move(r)));
 	}
@@ -382,10 +393,21 @@ void Dispatch(Napi::Env env, RunnerCore *core, const StepCallPtr &call)
 	Napi::Object h = Data(env).stepClass.New({ Napi::External<StepCallPtr>::New(
 	    env, new StepCallPtr(call), [](Napi::Env, StepCallPtr *p) { delete p; }) });
 	core->handles[call.get()] = { Napi::Persistent(h), StepHandle::Unwrap(h) };
+	// The handler's promise settles after finish(); should it reject
+	// instead, nothing will finish the step: give the attempt up (retried)
+	// rather than leave the worker waiting (Abandon is a no-op once
+	// finished).
 	try {
-		core->dispatch.Call({ h, StepInfo(env, *call) });
-	} catch (const Napi::Error &e) {
-		call->Abandon(e.Message().c_str());
+		Napi::Value p = core->dispatch.Call({ h, StepInfo(env, *call) });
+		if (p.IsPromise()) {
+			Napi::Function then = p.As<Napi::Object>().Get("then").As<Napi::Function>();
+			then.Call(p, { env.Undefined(),
+			               Napi::Function::New(env, [call](const Napi::CallbackInfo &) {
+				               call->Abandon(kDispatchFailed);
+			               }) });
+		}
+	} catch (const Napi::Error &) {
+		call->Abandon(kDispatchFailed);
 	}
 }
 

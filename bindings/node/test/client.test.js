@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Client, LeaseRunError } from '../lib/index.js';
+import { Client, LeaseRunError, Runner } from '../lib/index.js';
 import { startEtcd } from './etcd.js';
 import { connect, onEnd, spec } from './helpers.js';
 
@@ -19,11 +19,34 @@ test('an unreachable cluster is reported within the dial timeout, naming the end
 });
 
 test('bad options are refused before anything is sent', async () => {
-	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', dialTimeout: -1 }), TypeError);
+	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', dialTimeout: -1 }), RangeError);
 	await assert.rejects(Client.connect({ endpoints: 5 }), TypeError);
 	await assert.rejects(Client.connect({ endpoints: '127.0.0.1:1', prefix: 'p'.repeat(201) }), {
 		code: 'LR_EINVAL',
 	});
+});
+
+test('numbers C cannot take are refused, naming the option', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m);
+	const refused = (name, v) => ({
+		name: typeof v === 'number' ? 'RangeError' : 'TypeError',
+		message: new RegExp(`^${name}: `),
+	});
+	for (const v of [Infinity, 1e300, NaN, 0, 3601, '4'])
+		await assert.rejects(Client.connect({ endpoints: m.endpoint, dialTimeout: v }), refused('dialTimeout', v));
+	for (const v of [-Infinity, 1e300])
+		await assert.rejects(Client.connect({ endpoints: m.endpoint, callTimeout: v }), refused('callTimeout', v));
+	const bad = {
+		concurrency: [2 ** 32 + 2, NaN, 0, 1025, 1.5, '4'],
+		ttl: [0.5, 0, Infinity, 86401],
+		grace: [-5, 0.5, NaN],
+	};
+	for (const [name, values] of Object.entries(bad))
+		for (const v of values)
+			assert.throws(() => new Runner(c, { [name]: v }).stats(), refused(name, v), `${name} ${v}`);
+	const fine = new Runner(c, { concurrency: 1024, ttl: 1, grace: 0 });
+	assert.equal(fine.stats().claimsWon, 0);
 });
 
 test('options missing from the call come from LEASERUN_* variables', async (t) => {

@@ -2,13 +2,18 @@
 // a second one rejected (ThreadBusyError), consecutive run ids, racing
 // submitters getting exactly one run, and a failed run freeing the thread.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
 
-import { LeaseRunSaver, ThreadBusyError, currentRun, runId, serveGraph, submitRun, threadKey, waitRun } from '../lib/langgraph.js';
+import { LeaseRunSaver, ThreadBusyError, currentRun, runId, serveGraph, submitRun, threadKey, threadLock, waitRun } from '../lib/langgraph.js';
 import { startEtcd } from './etcd.js';
-import { connect, startRunner } from './helpers.js';
+import { connect, startRunner, waitFor } from './helpers.js';
 
 const State = Annotation.Root({ n: Annotation() });
 
@@ -93,4 +98,45 @@ test('thread ids of any text map to valid run ids and names', async (t) => {
 		assert.equal(snap.config.configurable.thread_id, thread);
 	}
 	assert.throws(() => threadKey(''), TypeError);
+});
+
+// The command, as meson builds it (LEASERUN_CLI), else in build/.
+const CLI = process.env.LEASERUN_CLI ??
+	join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'build', 'runner', 'leaserun');
+
+test('an older run retried by hand waits for the newer run of its thread', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/retry/');
+	let failFirst = true;
+	const inside = new Set();
+	const overlaps = [];
+	let release;
+	const gate = new Promise((resolve) => (release = resolve));
+	const graph = new StateGraph(State)
+		.addNode('work', async (s) => {
+			if (s.n === 1 && failFirst) throw new Error('the first run fails');
+			inside.add(s.n);
+			if (inside.size > 1) overlaps.push([...inside]);
+			await gate;
+			inside.delete(s.n);
+			return { n: s.n };
+		})
+		.addEdge(START, 'work')
+		.addEdge('work', END)
+		.compile({ checkpointer: new LeaseRunSaver(c) });
+	startRunner(t, c, { name: 'retrier', concurrency: 2 }, (r) => serveGraph(r, 'g', graph));
+	const older = await submitRun(c, 'g', 'T', { input: { n: 1 }, maxAttempts: 1 });
+	assert.equal((await waitRun(c, older.id, { timeoutMs: 20000 })).state, 'failed');
+	const newer = await submitRun(c, 'g', 'T', { input: { n: 2 } });
+	await waitFor(() => inside.has(2), 10000, 'the newer run to start');
+	failFirst = false;
+	await promisify(execFile)(CLI, ['--endpoints', m.endpoint, '--prefix', '/retry/', 'retry', older.id]);
+	await sleep(1500); // a free runner slot: the retried run would start at once
+	const whileNewer = (await c.status(older.id)).state;
+	release();
+	assert.equal((await waitRun(c, newer.id, { timeoutMs: 20000 })).state, 'succeeded');
+	assert.equal((await waitRun(c, older.id, { timeoutMs: 20000 })).state, 'succeeded');
+	assert.deepEqual(overlaps, []);
+	assert.equal(whileNewer, 'pending');
+	assert.equal(threadLock('T'), 'lg/T');
 });

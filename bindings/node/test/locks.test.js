@@ -2,12 +2,13 @@
 // sharing by mode, the fence, a wait that runs out naming the holder,
 // limits, bad input, release when fn throws, and the abort on lease loss.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { LeaseRunError } from '../lib/index.js';
+import { Client, LeaseRunError } from '../lib/index.js';
 import { startEtcd } from './etcd.js';
-import { connect } from './helpers.js';
+import { connect, onEnd } from './helpers.js';
 
 test('writers take turns, readers share, and each holder gets a newer fence', async (t) => {
 	const m = await startEtcd(t);
@@ -56,6 +57,25 @@ test('a wait that runs out rejects with LR_EBUSY naming the holder', async (t) =
 	assert.equal(await c.withLocks({ 'agents/support/tools': 'IX' }, { wait: 1 }, () => 'ok'), 'ok');
 });
 
+test('wait: Infinity waits for the holder; waits and TTLs C cannot take are refused', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-wait/');
+	let release;
+	const held = c.withLocks({ w: 'X' }, () => new Promise((r) => (release = r)));
+	await sleep(200);
+	const waiter = c.withLocks({ w: 'X' }, { wait: Infinity }, () => 'waited');
+	await sleep(300);
+	release();
+	await held;
+	assert.equal(await waiter, 'waited');
+	const range = (what) => ({ name: 'RangeError', message: new RegExp(`^${what}: `) });
+	for (const wait of [NaN, -1, -Infinity, 1e300, 31536001])
+		await assert.rejects(c.withLocks({ w: 'X' }, { wait }, () => 'taken'), range('wait'), `wait ${wait}`);
+	for (const ttl of [0.5, 0, NaN, Infinity, 3601])
+		await assert.rejects(c.withLocks({ w: 'X' }, { ttl }, () => 'taken'), range('ttl'), `ttl ${ttl}`);
+	await assert.rejects(c.withLocks({ w: 'X' }, { wait: '1' }, () => 'taken'), { name: 'TypeError' });
+});
+
 test('limits give slots, bad input is refused, and a throwing fn still releases', async (t) => {
 	const m = await startEtcd(t);
 	const c = await connect(t, m, '/node-locks-limit/');
@@ -91,4 +111,33 @@ test('the signal aborts when the lease is lost', async (t) => {
 		return signal.reason;
 	});
 	assert.equal(reason.code, 'LR_ELEASE');
+});
+
+test("a failed release is a warning: fn's result or error stands", async (t) => {
+	const m = await startEtcd(t);
+	const c = await Client.connect({ endpoints: m.endpoint, prefix: '/node-locks-rel/', callTimeout: 0.5 });
+	onEnd(t, () => c.close());
+	onEnd(t, () => m.resume());
+	const warning = async (warned) => {
+		const [w] = await warned;
+		m.resume();
+		assert.ok(w instanceof LeaseRunError, `${w}`);
+		assert.match(w.message, /release hold .*expires on its own/);
+	};
+	let warned = once(process, 'warning');
+	const result = await c.withLocks({ one: 'X' }, async () => {
+		m.pause(); // the release cannot reach etcd
+		return 'the result';
+	});
+	assert.equal(result, 'the result');
+	await warning(warned);
+	warned = once(process, 'warning');
+	await assert.rejects(
+		c.withLocks({ two: 'X' }, async () => {
+			m.pause();
+			throw new Error('the error');
+		}),
+		/the error/,
+	);
+	await warning(warned);
 });

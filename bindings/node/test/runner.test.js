@@ -4,13 +4,24 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import LeaseRun, { Fail, Runner } from '../lib/index.js';
 import { startEtcd } from './etcd.js';
 import { connect, onEnd, quietLog, spec, startRunner, waitDone, waitFor } from './helpers.js';
+
+// A process running test/fixtures/name with args (node flags first),
+// its stdout piped; killed when test t ends.
+function fixture(t, name, args, flags = []) {
+	const file = fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+	const child = spawn(process.execPath, [...flags, file, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+	onEnd(t, () => child.kill('SIGKILL'));
+	return child;
+}
 
 test('each step sees the state the previous one committed, and its own context', async (t) => {
 	const c = await connect(t, await startEtcd(t));
@@ -70,6 +81,40 @@ test('a handler that throws is retried; LeaseRun.Fail ends the task failed at on
 	assert.ok(new Fail('x') instanceof Error);
 });
 
+test('a thrown value with no string form still ends the attempt, with a fixed text', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const { runner, done } = startRunner(t, c, { name: 'odd-throws' }, (r) => {
+		r.handle('bare', async () => {
+			throw Object.create(null);
+		});
+		r.handle('getter', async () => {
+			const err = new Error('unseen');
+			Object.defineProperty(err, 'message', {
+				get() {
+					throw new Error('no message for you');
+				},
+			});
+			throw err;
+		});
+		r.handle('nul', async () => {
+			throw new Error('a\0b');
+		});
+	});
+	for (const name of ['bare', 'getter', 'nul']) await c.submit(spec(name, [name], { max_attempts: 1 }));
+	const errors = {};
+	for (const name of ['bare', 'getter', 'nul']) {
+		const st = await waitDone(c, name, 8000);
+		assert.equal(st.state, 'failed', name);
+		errors[name] = st.error;
+	}
+	assert.match(errors.bare, /no message/);
+	assert.match(errors.getter, /no message/);
+	assert.match(errors.nul, /a\\0b/);
+	// Nothing is left running: the runner stops at once.
+	runner.stop();
+	await done;
+});
+
 test('a retried attempt starts from the last checkpoint, not from what followed it', async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	const starts = [];
@@ -108,13 +153,15 @@ test('cancel fires step.signal at once and ends the task cancelled', async (t) =
 	let started = false;
 	let abortedAfter = -1;
 	let t0 = 0;
+	let reason;
+	let checkpointed;
 	startRunner(t, c, { name: 'cancel' }, (r) => {
 		r.handle('wait', async (step) => {
 			started = true;
 			await new Promise((resolve) => step.signal.addEventListener('abort', resolve));
 			abortedAfter = Date.now() - t0;
-			assert.equal(step.signal.reason.code, 'LR_ECANCELLED');
-			await assert.rejects(step.checkpoint(), { code: 'LR_ECANCELLED' });
+			reason = step.signal.reason;
+			checkpointed = await step.checkpoint().then(() => 'committed', (err) => err);
 		});
 	});
 	await c.submit(spec('long', ['wait']));
@@ -122,6 +169,10 @@ test('cancel fires step.signal at once and ends the task cancelled', async (t) =
 	t0 = Date.now();
 	await c.cancel('long');
 	assert.equal((await waitDone(c, 'long')).state, 'cancelled');
+	// Checked here: a failed assertion in the handler would only retry it.
+	await waitFor(() => checkpointed, 5000, 'the handler to end');
+	assert.equal(reason.code, 'LR_ECANCELLED');
+	assert.equal(checkpointed.code, 'LR_ECANCELLED');
 	t.diagnostic(`the handler saw the cancel ${abortedAfter} ms after the request`);
 	assert.ok(abortedAfter >= 0 && abortedAfter < 1000, `aborted after ${abortedAfter} ms`);
 });
@@ -155,20 +206,50 @@ test('events, statistics and log records come from the runner', async (t) => {
 
 test("a step's shared writes are read back by the client", async (t) => {
 	const c = await connect(t, await startEtcd(t));
+	let badName;
 	startRunner(t, c, { name: 'sharer' }, (r) => {
 		r.handle('share', async (step) => {
 			await step.sharedPut({ 'notes.a': { fence: step.fence }, 'notes.b': [1, 'two'] });
-			await assert.rejects(step.sharedPut({ 'bad/name': 1 }), { code: 'LR_EINVAL' });
+			badName = await step.sharedPut({ 'bad/name': 1 }).then(() => 'stored', (err) => err);
 		});
 	});
 	await c.submit(spec('s1', ['share']));
 	assert.equal((await waitDone(c, 's1')).state, 'succeeded');
+	assert.equal(badName.code, 'LR_EINVAL');
 	assert.deepEqual(await c.shared.get('notes.b'), [1, 'two']);
 	const list = await c.shared.list('notes.');
 	assert.deepEqual(list.map((e) => e.name), ['notes.a', 'notes.b']);
 	assert.equal(list[0].modRevision, list[1].modRevision); // one txn
 	assert.ok(list[0].value.fence > 0);
 	assert.equal(await c.shared.delete('notes.', { prefix: true }), 2);
+});
+
+test('a NUL character in a name or id is refused, never cut short', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let refused;
+	startRunner(t, c, { name: 'nul' }, (r) => {
+		r.handle('put', async (step) => {
+			await step.sharedPut({ 'keep.a': 1, evil: 0 });
+			try {
+				await step.sharedPut({ 'evil\0/../x': 42 });
+			} catch (err) {
+				refused = err;
+			}
+		});
+	});
+	await c.submit(spec('n1', ['put']));
+	assert.equal((await waitDone(c, 'n1')).state, 'succeeded');
+	assert.ok(refused instanceof TypeError, `sharedPut gave ${refused}`);
+	assert.match(refused.message, /^name: .*NUL/);
+	assert.equal(await c.shared.get('evil'), 0);
+	const nul = (what) => ({ name: 'TypeError', message: new RegExp(`^${what}: .*NUL`) });
+	await assert.rejects(c.status('n1\0garbage'), nul('id'));
+	await assert.rejects(c.cancel('n1\0'), nul('id'));
+	await assert.rejects(c.submit(spec('n2', ['put']), { id: 'n2\0x' }), nul('id'));
+	await assert.rejects(c.shared.get('evil\0x'), nul('name'));
+	await assert.rejects(c.shared.list('\0'), nul('prefix'));
+	await assert.rejects(c.shared.delete('\0', { prefix: true }), nul('name'));
+	assert.deepEqual((await c.shared.list('')).map((e) => e.name), ['evil', 'keep.a']);
 });
 
 test('steps of several tasks run at once on the event loop', async (t) => {
@@ -208,13 +289,7 @@ test('a step with no handler fails its task, naming the step; handle() is refuse
 test('SIGTERM stops a runner process gracefully: the step is aborted and released at once', async (t) => {
 	const m = await startEtcd(t);
 	const c = await connect(t, m, '/sigterm/');
-	const child = spawn(process.execPath, [
-		fileURLToPath(new URL('./fixtures/waiting-runner.js', import.meta.url)),
-		m.endpoint,
-		'/sigterm/',
-		'first',
-	], { stdio: ['ignore', 'pipe', 'inherit'] });
-	onEnd(t, () => child.kill('SIGKILL'));
+	const child = fixture(t, 'waiting-runner.js', [m.endpoint, '/sigterm/', 'first']);
 	const lines = [];
 	createInterface({ input: child.stdout }).on('line', (l) => lines.push(JSON.parse(l)));
 	await c.submit(spec('g1', ['wait']));
@@ -262,4 +337,39 @@ test('a runner name held by a live runner is refused; a runner runs once', async
 	});
 	await c.submit(spec('again', ['any']));
 	assert.equal((await waitDone(c, 'again')).state, 'succeeded');
+});
+
+test('a runner that stopped, and one that never ran, are garbage collected', async (t) => {
+	const m = await startEtcd(t);
+	const child = fixture(t, 'collected-runners.js', [m.endpoint, '/collected/', '3'], ['--expose-gc']);
+	let out = '';
+	child.stdout.on('data', (d) => (out += d));
+	const [code] = await once(child, 'exit');
+	assert.equal(code, 0);
+	assert.deepEqual(JSON.parse(out), { collected: 4, made: 4 });
+});
+
+test("a step's eventfd is closed when the step ends, not when it is collected", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const eventfds = () => readdirSync('/proc/self/fd').filter((fd) => {
+		try {
+			return readlinkSync(`/proc/self/fd/${fd}`) === 'anon_inode:[eventfd]';
+		} catch {
+			return false; // the directory's own descriptor, gone by now
+		}
+	}).length;
+	const handles = []; // kept: nothing is collected
+	startRunner(t, c, { name: 'fds', concurrency: 4 }, (r) => {
+		r.handle('noop', async (step) => {
+			handles.push(step);
+		});
+	});
+	await c.submit(spec('fd-0', ['noop']));
+	await waitDone(c, 'fd-0');
+	const before = eventfds();
+	for (let i = 1; i <= 20; i++) await c.submit(spec(`fd-${i}`, ['noop']));
+	for (let i = 1; i <= 20; i++) await waitDone(c, `fd-${i}`);
+	await sleep(100); // the last steps' worker threads let go
+	assert.equal(handles.length, 21);
+	assert.ok(eventfds() - before < 4, `${eventfds() - before} more eventfds after 20 steps`);
 });

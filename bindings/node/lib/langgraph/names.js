@@ -82,6 +82,13 @@ export function runHintName(threadId) {
 	return `lgrun.${threadKey(threadId)}`;
 }
 
+/** The lock every run of the thread holds exclusively (docs/locks.md):
+ * "lg/" + threadKey, whose at most 61 characters of A-Z a-z 0-9 _ - :
+ * always make a valid path segment. */
+export function threadLock(threadId) {
+	return `lg/${threadKey(threadId)}`;
+}
+
 /** The task id of run `seq` of the thread. */
 export function runId(threadId, seq) {
 	return checked(`lg.${threadKey(threadId)}.${seq}`);

@@ -7,11 +7,14 @@
 // racing for the same slot get one run, and the other an error. A run
 // that finished is final (done/<id> is written once), and its claim went
 // with that write, so every write of run k is refused once run k+1 can
-// start. See docs/embedding.md, "LangGraph".
+// start. Each run also holds the thread's lock exclusively (threadLock),
+// so an older run retried by hand waits for the newer one to finish
+// instead of forking the thread's checkpoints. See docs/embedding.md,
+// "LangGraph".
 import { Command } from '@langchain/langgraph';
 
 import { LeaseRunError } from '../errors.js';
-import { graphStep, runHintName, runId } from './names.js';
+import { graphStep, runHintName, runId, threadLock } from './names.js';
 import { LeaseRunSaver, withThread } from './saver.js';
 
 const ACTIVE = new Set(['pending', 'running']);
@@ -55,6 +58,9 @@ function runSpec(graph, threadId, seq, options) {
 			},
 		],
 		state: { thread_id: threadId, graph, seq, input, ...(command ? { command } : {}) },
+		// Runs of a thread never overlap, even one retried by hand
+		// (`leaserun retry`) while a newer one runs: it waits in line.
+		locks: { [threadLock(threadId)]: 'X' },
 	};
 	if (maxAttempts !== undefined) spec.max_attempts = maxAttempts;
 	if (retryBackoffMs !== undefined) spec.retry_backoff_ms = retryBackoffMs;
