@@ -86,7 +86,7 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 		                       "(1 to %d of A-Z a-z 0-9 . _ : -)",
 		                       f->name, LR_ID_SIZE - 1);
 	if (f->concurrency != NULL)
-		rc = cli_int("--concurrency", f->concurrency, 1, 4096, &conc);
+		rc = cli_int("--concurrency", f->concurrency, 1, LR_CONCURRENCY_MAX, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)
 		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
 	if (rc == CLI_CONTINUE && f->grace != NULL)

@@ -628,9 +628,12 @@ LR_API lr_step_result lr_shell_step(lr_step *step, void *user);
  * *removed (may be NULL) gets the count. */
 LR_API int lr_shell_step_sweep(const char *dir, size_t *removed, lr_err *err);
 
+/* Workers a runner may have (lr_runner_opts.concurrency). */
+#define LR_CONCURRENCY_MAX 1024
+
 typedef struct lr_runner_opts {
 	const char *name;        /* default "<hostname>-<pid>" */
-	int concurrency;         /* default 1 */
+	int concurrency;         /* default 1; at most LR_CONCURRENCY_MAX */
 	int ttl_s;               /* lease TTL asked for; default 10 */
 	int grace_s;             /* default 10; -1 for 0 */
 	int exit_when_idle;      /* stop once no task is pending or claimed */

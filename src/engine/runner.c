@@ -84,8 +84,9 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 		return lr_err_set(err, LR_EINVAL,
 		                  "runner name \"%s\": use 1 to %d of A-Z a-z 0-9 . _ : -", name,
 		                  LR_ID_SIZE - 1);
-	if (o->concurrency < 0 || o->concurrency > 1024)
-		return lr_err_set(err, LR_EINVAL, "concurrency %d: must be 1..1024", o->concurrency);
+	if (o->concurrency < 0 || o->concurrency > LR_CONCURRENCY_MAX)
+		return lr_err_set(err, LR_EINVAL, "concurrency %d: must be 1..%d", o->concurrency,
+		                  LR_CONCURRENCY_MAX);
 	if (o->ttl_s < 0)
 		return lr_err_set(err, LR_EINVAL, "ttl %d: must be at least 1 second", o->ttl_s);
 	lr_runner *r = calloc(1, sizeof(*r));

@@ -413,6 +413,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 		{ "status", "--limit" },
 		{ "cancel" },
 		{ "worker", "--concurrency", "0" },
+		{ "worker", "--concurrency", "1025" }, /* more than a runner can have */
 		{ "worker", "--ttl", "0" },
 		{ "worker", "--grace", "-1" },
 		{ "worker", "--name", "bad name" },
