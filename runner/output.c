@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/utf8.h"
 
 #define MAX_COLS 8
 #define BAR_WIDTH 10
@@ -277,7 +278,7 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 
 static json_t *str_or_null(const char *s)
 {
-	return s != NULL ? json_string(s) : json_null();
+	return s != NULL ? lr_json_string_lossy(s) : json_null();
 }
 
 static json_t *status_fields(const lr_task_status *s);

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/utf8.h"
 #include "leaserun.h"
 
 /* The one process-wide setting of the library: stderr itself is one per
@@ -86,69 +87,6 @@ static void line_addf(struct line *l, const char *fmt, ...)
 		line_add(l, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
-/* ---- UTF-8 ---- */
-
-/* Length of the valid UTF-8 character at s (n bytes available), 0 when the
- * bytes there are not one (overlong forms and surrogates included). */
-static size_t utf8_char_len(const unsigned char *s, size_t n)
-{
-	unsigned int c = s[0], cp, min;
-	size_t len;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2;
-		min = 0x80;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		min = 0x800;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	cp = c & (0x3Fu >> (len - 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3F);
-	}
-	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return len;
-}
-
-/* A JSON string for s. Step output is not always UTF-8 and jansson refuses
- * anything else, so invalid bytes become U+FFFD rather than losing the
- * line. New reference; NULL when out of memory. */
-static json_t *json_string_lossy(const char *s)
-{
-	json_t *j = json_string(s);
-	struct line l = { 0 };
-	size_t n = strlen(s);
-
-	if (j != NULL)
-		return j;
-	for (size_t i = 0; i < n;) {
-		size_t k = utf8_char_len((const unsigned char *)s + i, n - i);
-		if (k == 0) {
-			line_str(&l, "\xEF\xBF\xBD");
-			i++;
-			continue;
-		}
-		line_add(&l, s + i, k);
-		i += k;
-	}
-	if (!l.oom)
-		j = json_stringn(l.p != NULL ? l.p : "", l.len);
-	free(l.p);
-	return j;
-}
-
 /* ---- formats ---- */
 
 static const char *level_name(lr_log_level level, int upper)
@@ -180,16 +118,16 @@ static void format_json(struct line *l, const lr_log_record *r,
 	if (rc == 0)
 		rc = json_put(o, "level", json_string(level_name(r->level, 0)));
 	if (rc == 0 && r->runner != NULL)
-		rc = json_put(o, "runner", json_string_lossy(r->runner));
+		rc = json_put(o, "runner", lr_json_string_lossy(r->runner));
 	if (rc == 0 && r->task != NULL)
-		rc = json_put(o, "task", json_string_lossy(r->task));
+		rc = json_put(o, "task", lr_json_string_lossy(r->task));
 	if (rc == 0 && r->step != NULL)
-		rc = json_put(o, "step", json_string_lossy(r->step));
+		rc = json_put(o, "step", lr_json_string_lossy(r->step));
 	if (rc == 0 && r->step_index >= 0)
 		rc = json_put(o, "step_index", json_integer(r->step_index));
 	if (rc == 0)
 		rc = json_put(o, "msg",
-		              json_string_lossy(r->msg != NULL ? r->msg : ""));
+		              lr_json_string_lossy(r->msg != NULL ? r->msg : ""));
 	/* Into our own buffer: no reliance on jansson's allocator. */
 	size_t n = rc == 0 ? json_dumpb(o, NULL, 0, JSON_COMPACT) : 0;
 	char *buf = n > 0 ? malloc(n) : NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "records/spec.h"
 
 #define ENCODE_FLAGS (JSON_COMPACT | JSON_SORT_KEYS)
@@ -198,9 +199,14 @@ static const char *const done_statuses[] = { "succeeded", "failed",
 
 char *lr_done_encode(const lr_done_rec *d)
 {
-	return encode_new(json_pack("{s:s, s:I, s:s?, s:O?, s:s}", "status",
+	/* An error quotes a step's stderr, or a name cut short: whatever its
+	 * bytes, the record is written. */
+	json_t *error = d->error != NULL ? lr_json_string_lossy(d->error) : NULL;
+	if (d->error != NULL && error == NULL)
+		return NULL;
+	return encode_new(json_pack("{s:s, s:I, s:o?, s:O?, s:s}", "status",
 	                            d->status, "attempts",
-	                            (json_int_t)d->attempts, "error", d->error,
+	                            (json_int_t)d->attempts, "error", error,
 	                            "state", d->state, "finished_at",
 	                            d->finished_at));
 }

@@ -158,14 +158,15 @@ TEST(a_step_that_always_fails_ends_failed_after_max_attempts)
 	fleet_init(&f, etcdh_endpoints(cluster), "failing");
 	fleet_start(&f, 0, NULL);
 	fleet_submit(&f, "f1", "{\"id\":\"%s\",\"max_attempts\":3,\"retry_backoff_ms\":10,"
-	                       "\"steps\":[" STEP("flaky", MARK "; echo oops >&2; exit 3") "]}");
+	                       "\"steps\":[" STEP("flaky", MARK "; printf 'oops \\\\377\\\\n' >&2; exit 3")
+	                       "]}");
 	CHECK(fleet_wait_state(&f, "f1", -1, 20000) >= 0);
 	lr_task_status st;
 	CHECK_OK(lr_task_get(f.client, "f1", &st, &err), &err);
 	CHECK_INT(st.state, ==, LR_TASK_FAILED);
 	CHECK_HAS(st.error, "step flaky");
 	CHECK_HAS(st.error, "exit status 3");
-	CHECK_HAS(st.error, "oops");
+	CHECK_HAS(st.error, "oops \xEF\xBF\xBD"); /* a byte that is no UTF-8 */
 	CHECK_HAS(st.error, "3 attempts");
 	lr_task_status_clear(&st);
 	CHECK_INT(fleet_count_marks(&f, "run f1 0 "), ==, 3);

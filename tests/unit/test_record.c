@@ -130,6 +130,24 @@ TEST(done_round_trips_with_error_and_state)
 	free(text);
 }
 
+/* An error quotes a step's stderr (any bytes) or a name cut short in the
+ * middle of a character: the record is written all the same, each stray
+ * byte as U+FFFD. */
+TEST(done_with_an_error_that_is_not_utf8_is_written_with_replacements)
+{
+	lr_done_rec in = { .status = "failed", .attempts = 1, .finished_at = "t" };
+	lr_done_rec out = { .error = NULL };
+	lr_err err = { 0 };
+	in.error = strdup("step s exited with status 3; stderr: \377 boom \xC3");
+	char *text = lr_done_encode(&in);
+	CHECK(text != NULL);
+	CHECK_OK(lr_done_decode(text, strlen(text), &out, &err), &err);
+	CHECK_STR(out.error, "step s exited with status 3; stderr: \xEF\xBF\xBD boom \xEF\xBF\xBD");
+	lr_done_rec_clear(&out);
+	lr_done_rec_clear(&in);
+	free(text);
+}
+
 TEST(done_without_error_or_state_encodes_them_as_null)
 {
 	lr_done_rec in = { .status = "cancelled", .attempts = 0, .finished_at = "t" };
@@ -470,6 +488,7 @@ TEST_LIST(
 	TEST_CASE(checkpoint_round_trips_with_its_state),
 	TEST_CASE(checkpoint_state_may_be_any_json_value),
 	TEST_CASE(done_round_trips_with_error_and_state),
+	TEST_CASE(done_with_an_error_that_is_not_utf8_is_written_with_replacements),
 	TEST_CASE(done_without_error_or_state_encodes_them_as_null),
 	TEST_CASE(runner_round_trips),
 	TEST_CASE(cancel_round_trips),

@@ -1,0 +1,65 @@
+/* utf8.c - text made fit for JSON (see utf8.h). Pure; any thread. */
+#include "base/utf8.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t lr_utf8_char_len(const unsigned char *s, size_t n)
+{
+	unsigned int c = s[0], cp, min;
+	size_t len;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF) {
+		len = 2;
+		min = 0x80;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		len = 3;
+		min = 0x800;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		len = 4;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	cp = c & (0x3Fu >> (len - 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3F);
+	}
+	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return len;
+}
+
+json_t *lr_json_string_lossy(const char *s)
+{
+	json_t *j = json_string(s);
+	if (j != NULL)
+		return j;
+	size_t n = strlen(s);
+	/* U+FFFD is 3 bytes: at most three times as long. */
+	char *buf = n < ((size_t)-1) / 3 ? malloc(3 * n + 1) : NULL;
+	if (buf == NULL)
+		return NULL;
+	size_t out = 0;
+	for (size_t i = 0; i < n;) {
+		size_t k = lr_utf8_char_len((const unsigned char *)s + i, n - i);
+		if (k == 0) {
+			memcpy(buf + out, "\xEF\xBF\xBD", 3);
+			out += 3;
+			i++;
+			continue;
+		}
+		memcpy(buf + out, s + i, k);
+		out += k;
+		i += k;
+	}
+	j = json_stringn(buf, out);
+	free(buf);
+	return j;
+}

@@ -1,0 +1,18 @@
+/* utf8.h - text from outside (a step's stderr, a name cut short by a
+ * format) made fit for JSON, which holds only valid UTF-8. Pure; any
+ * thread. */
+#ifndef LR_BASE_UTF8_H
+#define LR_BASE_UTF8_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/* Length of the valid UTF-8 character at s (n bytes available), 0 when the
+ * bytes there are not one (overlong forms and surrogates included). */
+size_t lr_utf8_char_len(const unsigned char *s, size_t n);
+/* A JSON string of s, each byte that is not part of a valid character
+ * replaced by U+FFFD. NULL when out of memory. */
+json_t *lr_json_string_lossy(const char *s);
+
+#endif
