@@ -59,11 +59,13 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	if (rc != 0)
 		return rc;
 	rc = lr_task_waits(c, v, n, err);
-	if (rc == 0 && q->json && out_status_json(f, v, n, q->id != NULL) != 0)
-		rc = lr_err_set(err, LR_ENOMEM, "status --json: out of memory");
-	else if (rc == 0)
+	if (rc == 0 && q->json) {
+		if (out_status_json(f, v, n, q->id != NULL) != 0)
+			rc = lr_err_set(err, LR_ENOMEM, "status --json: out of memory");
+	} else if (rc == 0) {
 		out_status_table(f, v, n, q->limit > 0 && n >= q->limit, st,
 		                 lr_wall_ms());
+	}
 	if (rc == 0 && !q->json && q->id != NULL)
 		out_status_history(f, &one);
 	if (q->id != NULL)
