@@ -2,9 +2,10 @@
  * one when etcd refuses it, for unary calls (unary.c) and streams (through
  * the hooks stream.c calls). One of the three parts of the client handle,
  * with unary.c and transport.c (transport_int.h).
- * Threads: any; a token renewed for a stream is fetched on the stream
- * thread. c->mu guards the token; it is taken after the streams' lock
- * (the `token` hook runs under it), never before, and never held across a
+ * Threads: any; a token renewed for a stream is fetched by a renewer
+ * thread of the client's, never on the stream thread. c->mu guards the
+ * token and the renewer's flags; it is taken after the streams' lock (the
+ * `token` hook runs under it), never before, and never held across a
  * call. */
 #include "etcd/auth.h"
 
@@ -122,19 +123,25 @@ static void *renewer_main(void *p)
 		if (c->closing)
 			break;
 		c->renew_wanted = false;
+		c->renewing = true;
 		pthread_mutex_unlock(&c->mu);
-		lr__authenticate(c, NULL);
+		bool renewed = lr__authenticate(c, NULL) == 0;
+		if (renewed)
+			lr__streams_token_renewed(c->streams);
 		pthread_mutex_lock(&c->mu);
+		c->renewing = false;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }
 
-/* Have the renewer get a new token; never waits. */
-static void want_renewal(lr_etcd *c)
+/* Have the renewer get a token newer than `sent` (NULL: any); never waits.
+ * Nothing to do while it is at work already or once the token changed. */
+static void want_renewal(lr_etcd *c, const char *sent)
 {
 	pthread_mutex_lock(&c->mu);
-	if (!c->closing) {
+	bool replaced = sent != NULL && c->token != NULL && strcmp(sent, c->token) != 0;
+	if (!c->closing && !c->renewing && !replaced) {
 		c->renew_wanted = true;
 		if (!c->renewer_started)
 			c->renewer_started = pthread_create(&c->renewer, NULL, renewer_main, c) == 0;
@@ -166,7 +173,7 @@ static void stream_call_ended(void *ctx, const char *sent, grpc_status_code st,
 {
 	lr_etcd *c = ctx;
 	if (c->user != NULL && lr__token_expired(st, details))
-		want_renewal(c);
+		want_renewal(c, sent);
 }
 
 /* etcd 3.4 checks a Watch stream's token on every watch create, not when
@@ -184,7 +191,7 @@ static int stream_renew(void *ctx, const char *sent)
 	pthread_mutex_unlock(&c->mu);
 	if (!same)
 		return 0;
-	want_renewal(c);
+	want_renewal(c, sent);
 	return -1;
 }
 

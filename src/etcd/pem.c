@@ -14,7 +14,8 @@
 static X509 *first_cert(const char *text)
 {
 	BIO *b = BIO_new_mem_buf(text, (int)strlen(text));
-	X509 *x = b != NULL ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+	/* _AUX, as gRPC reads them: "TRUSTED CERTIFICATE" blocks too. */
+	X509 *x = b != NULL ? PEM_read_bio_X509_AUX(b, NULL, NULL, NULL) : NULL;
 	BIO_free(b);
 	return x;
 }
@@ -31,6 +32,8 @@ int lr__pem_check_certs(const char *text, const char *what, const char *path, lr
 
 int lr__pem_check_pair(const char *cert, const char *key, const char *key_path, lr_err *err)
 {
+	if (strncmp(key, "engine:", 7) == 0)
+		return 0; /* a key in an OpenSSL engine (an HSM): gRPC loads it */
 	BIO *b = BIO_new_mem_buf(key, (int)strlen(key));
 	/* No passphrase callback: an encrypted key is refused, not prompted. */
 	EVP_PKEY *k = b != NULL ? PEM_read_bio_PrivateKey(b, NULL, NULL, (void *)"") : NULL;

@@ -244,6 +244,17 @@ static void wake(lr_streams *st)
 	pthread_mutex_unlock(&st->mu);
 }
 
+void lr__streams_token_renewed(lr_streams *st)
+{
+	pthread_mutex_lock(&st->mu);
+	int64_t now = lr_mono_ms();
+	for (lr_stream *s = st->streams; s != NULL; s = s->next)
+		if (s->cur == NULL && s->auth_failed && s->reopen_at > now)
+			s->reopen_at = now;
+	wake_locked(st);
+	pthread_mutex_unlock(&st->mu);
+}
+
 int lr_stream_send(lr_stream *s, const ProtobufCMessage *msg)
 {
 	lr_streams *st = s->st;

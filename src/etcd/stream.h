@@ -60,6 +60,10 @@ int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
 /* Cancel every call, stop the thread (no stream callback runs after it
  * returns) and free the streams left. NULL is a no-op. */
 void lr__streams_stop(lr_streams *st);
+/* A new token came: the streams down for want of one reopen now rather
+ * than at the end of their backoff. Any thread that holds no lock of a
+ * stream's owner; takes the streams' lock. */
+void lr__streams_token_renewed(lr_streams *st);
 
 /* Register a stream; it opens at once and reopens after every failure
  * until lr_stream_remove. The owner must outlive the stream. `method` is

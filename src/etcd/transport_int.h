@@ -30,7 +30,7 @@ struct lr_etcd {
 	 * stream thread never waits for etcd (auth.c). */
 	pthread_t renewer;
 	pthread_cond_t renew_cond;
-	bool renewer_started, renew_wanted, closing;
+	bool renewer_started, renew_wanted, renewing, closing;
 };
 
 /* What one unary attempt left behind (unary.c). */

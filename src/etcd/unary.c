@@ -5,10 +5,11 @@
  * (their shared struct is in transport_int.h).
  *
  * Threads: any number of threads call at once. An attempt completes on the
- * stream thread's queue, which wakes its caller (stream.h); only attempts
- * made on the stream thread itself (a token renewed for a stream) block on
- * a queue of their own. c->mu guards the token and the retry jitter, and
- * is held only to read or draw them. Every attempt and call is counted in
+ * stream thread's queue, which wakes its caller (stream.h); an attempt
+ * made on the stream thread itself would block on a queue of its own (none
+ * is: tokens for streams come from the renewer thread, auth.c). c->mu
+ * guards the token, the retry jitter and the closing flag, and is held
+ * only to read or draw them. Every attempt and call is counted in
  * c->stats.
  *
  * Balancing: round_robin over every endpoint (channel.c), so a retried call
@@ -168,7 +169,10 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 			return 0;
 		pthread_mutex_lock(&c->mu);
 		int64_t wait = lr_backoff_next(&bo, &c->rng);
+		bool closing = c->closing; /* the renewer, stopped by a close */
 		pthread_mutex_unlock(&c->mu);
+		if (closing)
+			return 0;
 		if (r->status == GRPC_STATUS_DEADLINE_EXCEEDED)
 			wait = 0;
 		if (lr_mono_ms() + wait >= deadline_ms)
