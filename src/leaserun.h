@@ -81,9 +81,9 @@ typedef struct lr_client_opts {
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
 	                                missing trailing '/' is added) */
 	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
-	                                is reported within it; at most 86400 */
+	                                is reported within it; 0.001..86400 */
 	double call_timeout_s;       /* default 5 (0): deadline of one etcd
-	                                call; at most 86400 */
+	                                call; 0.001..86400 */
 	const char *cacert;          /* PEM file: TLS, verifying the server */
 	const char *cert, *key;      /* PEM files: client certificate (mTLS) */
 	const char *tls_server_name; /* name checked against the certificate; implies TLS */

@@ -48,11 +48,12 @@ int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err)
 	int rc;
 
 	*out = NULL;
-	/* A day at most: beyond, milliseconds would not fit the clocks. */
-	if (!(o->dial_timeout_s >= 0 && o->dial_timeout_s <= 86400) ||
-	    !(o->call_timeout_s >= 0 && o->call_timeout_s <= 86400))
+	/* A millisecond to a day: beyond, milliseconds would not fit the
+	 * clocks; below, every call would fail at once. */
+	if (!(o->dial_timeout_s == 0 || (o->dial_timeout_s >= 0.001 && o->dial_timeout_s <= 86400)) ||
+	    !(o->call_timeout_s == 0 || (o->call_timeout_s >= 0.001 && o->call_timeout_s <= 86400)))
 		return lr_err_set(err, LR_EINVAL, "lr_client_opts: dial_timeout_s %g, call_timeout_s "
-		                  "%g: expected seconds from 0 (the default) to 86400",
+		                  "%g: expected seconds from 0.001 to 86400, or 0 for the default",
 		                  o->dial_timeout_s, o->call_timeout_s);
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)

@@ -104,7 +104,7 @@ TEST(a_checkpoint_over_512_kib_is_too_large)
 /* Timeouts that would not fit the clocks' milliseconds are refused. */
 TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 {
-	const double bad[] = { -1, 86401, 1e300, 1.0 / 0.0, 0.0 / 0.0 };
+	const double bad[] = { -1, 0.0001, 86401, 1e300, 1.0 / 0.0, 0.0 / 0.0 };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		for (int which = 0; which < 2; which++) {
 			lr_client_opts o = { .endpoints = "127.0.0.1:1" };
@@ -115,7 +115,7 @@ TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 			lr_client *c = NULL;
 			CHECK_INT(lr_client_open(&o, &c, &err), ==, LR_EINVAL);
 			CHECK(c == NULL);
-			CHECK_HAS(err.msg, "expected seconds from 0");
+			CHECK_HAS(err.msg, "expected seconds from 0.001 to 86400");
 		}
 }
 
