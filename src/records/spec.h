@@ -12,6 +12,9 @@
 
 #define LR_SPEC_MAX_BYTES (1 << 20)       /* spec text, and its stored form */
 #define LR_STATE_MAX_BYTES (512 * 1024)   /* state, JSON_COMPACT-encoded */
+/* Arrays and objects nested in a state: records hold it a level or two
+ * down, and jansson parses 2048 levels at most. */
+#define LR_STATE_MAX_DEPTH 1000
 #define LR_MAX_STEPS 1000
 #define LR_MAX_ATTEMPTS 1000              /* upper bound of max_attempts */
 /* A step timeout is a guard against a hung step, not a schedule: a week is
@@ -105,8 +108,9 @@ int lr_json_int(const json_t *v, int64_t lo, int64_t hi, const char *path,
 int lr_json_string(const json_t *v, size_t min_len, size_t max_len,
                    const char *path, const char **out, lr_err *err);
 
-/* v encodes (JSON_COMPACT) to at most LR_STATE_MAX_BYTES: LR_ETOOLARGE when
- * it is larger, LR_EINVAL when it cannot be encoded. */
+/* v encodes (JSON_COMPACT) to at most LR_STATE_MAX_BYTES and nests at
+ * most LR_STATE_MAX_DEPTH deep: LR_ETOOLARGE when it is larger, LR_EINVAL
+ * when it is deeper or cannot be encoded. */
 int lr_json_check_state(const json_t *v, const char *path, lr_err *err);
 
 #endif

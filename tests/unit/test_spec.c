@@ -375,6 +375,32 @@ TEST(spec_accepts_state_of_exactly_512_kib)
 	free(b.p);
 }
 
+/* A state of `depth` nested arrays. */
+static void deep_state_spec(struct buf *b, int depth)
+{
+	buf_str(b, "{" ONE_STEP ",\"state\":");
+	for (int i = 0; i < depth; i++)
+		buf_str(b, "[");
+	for (int i = 0; i < depth; i++)
+		buf_str(b, "]");
+	buf_str(b, "}");
+}
+
+/* Records hold the state a level or two down, and jansson parses 2048
+ * levels at most: a state nested near that would be stored and then
+ * be unreadable. */
+TEST(spec_rejects_state_nested_over_1000_deep)
+{
+	struct buf b = { 0 };
+	deep_state_spec(&b, LR_STATE_MAX_DEPTH + 1);
+	parse_fails_exactly(b.p, "state: arrays and objects nested over 1000 deep");
+	free(b.p);
+	struct buf ok = { 0 };
+	deep_state_spec(&ok, LR_STATE_MAX_DEPTH);
+	json_decref(parse_ok(ok.p));
+	free(ok.p);
+}
+
 TEST(spec_rejects_text_over_1_mib_before_parsing)
 {
 	/* Not JSON at all: only a check before parsing can name the size. */
@@ -640,6 +666,7 @@ TEST_LIST(
 	TEST_CASE(spec_state_may_be_any_json_value),
 	TEST_CASE(spec_rejects_state_over_512_kib_naming_state),
 	TEST_CASE(spec_accepts_state_of_exactly_512_kib),
+	TEST_CASE(spec_rejects_state_nested_over_1000_deep),
 	TEST_CASE(spec_rejects_text_over_1_mib_before_parsing),
 	TEST_CASE(spec_rejects_spec_over_1_mib_once_defaults_are_filled),
 	TEST_CASE(spec_id_given_apart_fills_a_missing_id),
