@@ -53,6 +53,33 @@ static void table_init(struct table *t, const char *const *head, size_t cols)
 
 /* Append a row; cells are copied. A row that cannot be stored (out of
  * memory) is left out rather than failing the whole display. */
+/* Text for a terminal on one line: step errors carry the last lines of
+ * stderr, and a spec's names or a step's output may hold control
+ * characters (escape sequences that would move the cursor, clear the
+ * screen or set the title): blanks for line breaks and tabs, '?' for the
+ * other C0 and C1 controls and DEL. New string; NULL when out of memory. */
+static char *one_line(const char *s)
+{
+	char *copy = strdup(s != NULL ? s : "");
+	size_t o = 0;
+	for (size_t i = 0; copy != NULL && copy[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)copy[i];
+		if (c == '\n' || c == '\r' || c == '\t')
+			c = ' ';
+		else if (c < 0x20 || c == 0x7f)
+			c = '?';
+		else if (c == 0xC2 && (unsigned char)copy[i + 1] >= 0x80 &&
+		         (unsigned char)copy[i + 1] <= 0x9F) {
+			c = '?'; /* U+0080..U+009F */
+			i++;
+		}
+		copy[o++] = (char)c;
+	}
+	if (copy != NULL)
+		copy[o] = '\0';
+	return copy;
+}
+
 static void table_add(struct table *t, char *const *cells)
 {
 	if (t->rows == t->cap) {
@@ -65,7 +92,7 @@ static void table_add(struct table *t, char *const *cells)
 	}
 	char **row = &t->cells[t->rows * t->cols];
 	for (size_t c = 0; c < t->cols; c++) {
-		row[c] = strdup(cells[c] != NULL ? cells[c] : "");
+		row[c] = one_line(cells[c]);
 		if (row[c] == NULL)
 			row[c] = strdup("");
 		size_t w = row[c] != NULL ? strlen(row[c]) : 0;
@@ -189,17 +216,6 @@ static void attempt_of(const lr_task_status *s, char *buf, size_t n)
 		         s->max_attempts);
 	else
 		snprintf(buf, n, "%" PRId64, s->attempt);
-}
-
-/* An error on one line: step errors carry the last lines of stderr. */
-static char *one_line(const char *s)
-{
-	char *copy = strdup(s != NULL ? s : "");
-
-	for (char *p = copy; p != NULL && *p != '\0'; p++)
-		if (*p == '\n' || *p == '\r' || *p == '\t')
-			*p = ' ';
-	return copy;
 }
 
 /* "1042 tasks: 4 running, 30 pending, 1 failed, 1007 succeeded", for a
@@ -332,11 +348,15 @@ void out_status_history(FILE *f, const lr_task_status *s)
 		const char *err = json_string_value(json_object_get(e, "error"));
 		const char *runner = json_string_value(json_object_get(e, "runner"));
 		const char *at = json_string_value(json_object_get(e, "finished_at"));
+		char *err_shown = err != NULL ? one_line(err) : NULL;
+		char *runner_shown = runner != NULL ? one_line(runner) : NULL;
 		fprintf(f, "  %s  %s after %lld attempt(s)%s%s%s%s\n", at != NULL ? at : "-",
 		        json_string_value(json_object_get(e, "status")),
 		        (long long)json_integer_value(json_object_get(e, "attempts")),
-		        runner != NULL ? " on " : "", runner != NULL ? runner : "",
-		        err != NULL ? ": " : "", err != NULL ? err : "");
+		        runner_shown != NULL ? " on " : "", runner_shown != NULL ? runner_shown : "",
+		        err_shown != NULL ? ": " : "", err_shown != NULL ? err_shown : "");
+		free(err_shown);
+		free(runner_shown);
 	}
 	json_decref(h);
 }

@@ -274,6 +274,26 @@ TEST(status_table_names_each_column)
 	lr_client_close(c);
 }
 
+/* A step name with escape sequences (clear the screen, set the title) is
+ * shown with its control characters replaced, never sent raw to the
+ * operator's terminal. */
+TEST(status_shows_no_control_characters_of_a_spec)
+{
+	lr_client *c = fixture_client("cli_ctl");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"ctl\",\"steps\":[{\"name\":"
+	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\",\"run\":\"true\"}]}",
+	                          "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b");
+	CHECK(strchr(r.out, '\033') == NULL && strchr(r.out, '\007') == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(status_on_a_terminal_adds_progress_bars_and_totals)
 {
 	lr_client *c = fixture_client("cli_tty");
@@ -557,6 +577,7 @@ TEST_LIST(
 	TEST_CASE(submit_of_an_unreadable_file_exits_2_naming_it),
 	TEST_CASE(status_json_has_the_documented_shape),
 	TEST_CASE(status_table_names_each_column),
+	TEST_CASE(status_shows_no_control_characters_of_a_spec),
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
