@@ -59,12 +59,20 @@ static int read_spec(const char *path, char **text, size_t *len)
 		        strerror(errno));
 		return EXIT_USAGE;
 	}
-	rc = lr_read_all(f, text, len);
+	rc = lr_read_all(f, LR_SPEC_MAX_BYTES, text, len);
 	if (rc != 0)
 		fprintf(stderr, "leaserun: cannot read %s: %s\n",
 		        use_stdin ? "standard input" : path, strerror(errno));
 	if (!use_stdin)
 		fclose(f);
+	if (rc == 0 && *len > LR_SPEC_MAX_BYTES) {
+		/* Not read to its end: its size is not known. */
+		fprintf(stderr, "leaserun: %s: invalid spec: more than the 1 MiB limit\n",
+		        use_stdin ? "<stdin>" : path);
+		free(*text);
+		*text = NULL;
+		return EXIT_USAGE;
+	}
 	return rc != 0 ? EXIT_USAGE : CLI_CONTINUE;
 }
 

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int lr_read_all(FILE *f, char **text, size_t *len)
+int lr_read_all(FILE *f, size_t max, char **text, size_t *len)
 {
 	size_t cap = 16 * 1024, n = 0;
 	char *buf = malloc(cap + 1);
@@ -14,8 +14,12 @@ int lr_read_all(FILE *f, char **text, size_t *len)
 		return -1;
 	}
 	for (;;) {
-		n += fread(buf + n, 1, cap - n, f);
-		if (ferror(f) || n < cap)
+		size_t want = cap - n;
+		if (want > max + 1 - n)
+			want = max + 1 - n;
+		size_t got = fread(buf + n, 1, want, f);
+		n += got;
+		if (ferror(f) || got < want || n > max)
 			break;
 		char *bigger = realloc(buf, cap * 2 + 1);
 		if (bigger == NULL) {

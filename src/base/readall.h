@@ -6,9 +6,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Everything left in f. *text is malloc'd (the caller frees it) and holds
- * *len bytes plus a NUL. -1 with errno set when reading fails or memory
- * runs out; then *text is untouched. */
-int lr_read_all(FILE *f, char **text, size_t *len);
+/* Everything left in f, up to max + 1 bytes: a longer input stops there,
+ * so that the caller refuses it by its size without reading it all (or
+ * running out of memory on /dev/zero). *text is malloc'd (the caller
+ * frees it) and holds *len bytes plus a NUL. -1 with errno set when
+ * reading fails or memory runs out; then *text is untouched. */
+int lr_read_all(FILE *f, size_t max, char **text, size_t *len);
 
 #endif

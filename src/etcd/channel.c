@@ -318,7 +318,8 @@ static char *read_file(const char *path, lr_err *err, const char *what)
 	FILE *f = fopen(path, "rb");
 	char *text = NULL;
 	size_t len;
-	int rc = f != NULL ? lr_read_all(f, &text, &len) : -1;
+	/* Certificates and keys; a CA bundle is a few hundred KiB. */
+	int rc = f != NULL ? lr_read_all(f, 16u << 20, &text, &len) : -1;
 	int e = errno;
 	if (f != NULL)
 		fclose(f);

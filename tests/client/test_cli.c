@@ -190,6 +190,11 @@ TEST(submit_rejects_a_spec_over_1_mib_and_over_1000_steps)
 	char *many = fixture_spec("many", 1001);
 	check_rejected(c, many, "steps");
 	free(many);
+	/* An endless input is refused once past the limit, not read whole. */
+	proc_result r = RUN("submit", "/dev/zero");
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, "/dev/zero: invalid spec: more than the 1 MiB limit");
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 

@@ -18,7 +18,7 @@ static int replay_file(const char *path)
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t len = 0;
-	if (f == NULL || lr_read_all(f, &buf, &len) != 0) {
+	if (f == NULL || lr_read_all(f, SIZE_MAX - 1, &buf, &len) != 0) {
 		perror(path);
 		if (f != NULL)
 			fclose(f);
