@@ -105,8 +105,8 @@ static int read_one(lr_spec_reader *r)
 
 static bool blank(const lr_spec_reader *r)
 {
-	for (size_t i = 0; i < r->len; i++)
-		if (strchr(" \t\r\n", r->text[i]) == NULL)
+	for (size_t i = 0; i < r->len; i++) /* strchr would match a NUL */
+		if (r->text[i] == '\0' || strchr(" \t\r\n", r->text[i]) == NULL)
 			return false;
 	return r->size == r->len;
 }

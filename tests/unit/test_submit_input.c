@@ -91,6 +91,22 @@ TEST(jsonl_skips_blank_lines_but_counts_them)
 	close_mem(&m);
 }
 
+/* A line of NUL bytes is no blank line: it is handed on, to be refused
+ * as the invalid spec it is. */
+TEST(jsonl_line_of_nul_bytes_is_an_item_not_a_blank)
+{
+	static const char in[] = "\0\0\n{\"a\":1}\n";
+	struct mem_input m;
+	open_mem(&m, in, sizeof(in) - 1, LR_SPEC_LINES);
+	lr_submit_item item;
+	CHECK_INT(lr_spec_reader_next(&m.r, &item), ==, 1);
+	CHECK_STR(item.origin, "in.jsonl:1");
+	CHECK_INT(item.len, ==, 2);
+	expect_text(&m, "in.jsonl:2", "{\"a\":1}");
+	expect_end(&m);
+	close_mem(&m);
+}
+
 TEST(jsonl_reads_a_last_line_without_newline_and_keeps_a_carriage_return)
 {
 	static const char in[] = "{\"a\":1}\r\n{\"b\":2}";
@@ -321,6 +337,7 @@ TEST_LIST(
 	TEST_CASE(a_start_time_added_to_a_spec_is_validated_with_it),
 	TEST_CASE(jsonl_gives_one_item_a_line_named_by_its_line_number),
 	TEST_CASE(jsonl_skips_blank_lines_but_counts_them),
+	TEST_CASE(jsonl_line_of_nul_bytes_is_an_item_not_a_blank),
 	TEST_CASE(jsonl_reads_a_last_line_without_newline_and_keeps_a_carriage_return),
 	TEST_CASE(jsonl_of_nothing_or_only_blank_lines_has_no_item),
 	TEST_CASE(jsonl_lines_across_read_chunks_come_back_exact),
