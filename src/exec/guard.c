@@ -139,6 +139,22 @@ static bool arrange_fds(const struct guard_args *a)
 	return true;
 }
 
+/* Why execve failed, on the step's stderr, so that it shows in the step's
+ * error with exit status 127: write(2) only, as befits a forked child. */
+static void exec_failed(const char *path, int e)
+{
+	const char *why = e == E2BIG    ? "its arguments or environment are too long"
+	                  : e == ENOENT ? "no such file"
+	                  : e == EACCES ? "permission denied"
+	                  : e == ENOEXEC ? "not an executable"
+	                  : e == ENOMEM ? "out of memory"
+	                  : "execve failed";
+	const char *parts[] = { "leaserun: cannot run ", path, ": ", why, "\n" };
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		if (write(2, parts[i], strlen(parts[i])) < 0)
+			return;
+}
+
 static void exec_shell(const lr_guard_spec *spec, pid_t guard)
 {
 	(void)setpgid(0, 0);
@@ -160,7 +176,9 @@ static void exec_shell(const lr_guard_spec *spec, pid_t guard)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execve(spec->path != NULL ? spec->path : "/bin/sh", spec->argv, spec->envp);
+	const char *path = spec->path != NULL ? spec->path : "/bin/sh";
+	execve(path, spec->argv, spec->envp);
+	exec_failed(path, errno);
 	_exit(127);
 }
 

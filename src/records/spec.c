@@ -498,7 +498,7 @@ static int normalise_step(json_t *steps, size_t i, json_t *out, json_t *seen,
 	if (rc != 0)
 		return rc;
 
-	rc = lr_json_string(json_object_get(in, "name"), 1, SIZE_MAX,
+	rc = lr_json_string(json_object_get(in, "name"), 1, LR_STEP_NAME_MAX_BYTES,
 	                    step_path(path, i, "name"), &name, err);
 	if (rc != 0)
 		return rc;
@@ -514,7 +514,7 @@ static int normalise_step(json_t *steps, size_t i, json_t *out, json_t *seen,
 	if (rc != 0)
 		return rc;
 
-	rc = lr_json_string(json_object_get(in, "run"), 1, SIZE_MAX,
+	rc = lr_json_string(json_object_get(in, "run"), 1, LR_EXEC_STRING_MAX_BYTES,
 	                    step_path(path, i, "run"), &run, err);
 	if (rc != 0)
 		return rc;
@@ -628,8 +628,12 @@ static int check_env_entry(const char *name, json_t *value, lr_err *err)
 		return lr_err_set(err, LR_EINVAL,
 		                  "env: %s is reserved: LEASERUN_ variables are set by the runner",
 		                  shown);
+	if (strlen(name) > LR_STEP_NAME_MAX_BYTES)
+		return lr_err_set(err, LR_EINVAL, "env: %s: a name over %d bytes", shown,
+		                  LR_STEP_NAME_MAX_BYTES);
 	snprintf(path, sizeof(path), "env.%.200s", name);
-	return lr_json_string(value, 0, SIZE_MAX, path, &s, err);
+	size_t room = LR_EXEC_STRING_MAX_BYTES - strlen(name) - 1; /* NAME=value */
+	return lr_json_string(value, 0, room, path, &s, err);
 }
 
 static int normalise_env(json_t *spec, json_t *norm, lr_err *err)

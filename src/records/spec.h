@@ -16,6 +16,13 @@
  * down, and jansson parses 2048 levels at most. */
 #define LR_STATE_MAX_DEPTH 1000
 #define LR_MAX_STEPS 1000
+/* A step's name: it names the step in records, errors and
+ * LEASERUN_STEP_NAME. */
+#define LR_STEP_NAME_MAX_BYTES 1024
+/* A step's `run` and an env entry ("NAME=value"): the longest single
+ * argument or environment string Linux's execve takes (MAX_ARG_STRLEN,
+ * 128 KiB with its NUL). */
+#define LR_EXEC_STRING_MAX_BYTES (128 * 1024 - 1)
 #define LR_MAX_ATTEMPTS 1000              /* upper bound of max_attempts */
 /* A step timeout is a guard against a hung step, not a schedule: a week is
  * longer than any step we expect, and the bound keeps timeout_s * 1000 far

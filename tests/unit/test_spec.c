@@ -401,6 +401,30 @@ TEST(spec_rejects_state_nested_over_1000_deep)
 	free(ok.p);
 }
 
+/* What a step's shell gets is bounded by what execve takes: a longer run
+ * or env entry would fail each attempt with exit status 127. */
+TEST(spec_bounds_step_names_runs_and_env_entries)
+{
+	struct buf b = { 0 };
+	buf_str(&b, "{\"steps\":[{\"name\":\"");
+	buf_fill(&b, 'n', LR_STEP_NAME_MAX_BYTES + 1);
+	buf_str(&b, "\",\"run\":\"true\"}]}");
+	parse_fails_exactly(b.p, "steps[0].name: 1025 bytes, over the limit of 1024");
+	free(b.p);
+	struct buf r = { 0 };
+	buf_str(&r, "{\"steps\":[{\"name\":\"a\",\"run\":\"");
+	buf_fill(&r, 'r', LR_EXEC_STRING_MAX_BYTES + 1);
+	buf_str(&r, "\"}]}");
+	parse_fails_exactly(r.p, "steps[0].run: 131072 bytes, over the limit of 131071");
+	free(r.p);
+	struct buf e = { 0 };
+	buf_str(&e, "{" ONE_STEP ",\"env\":{\"BIG\":\"");
+	buf_fill(&e, 'v', LR_EXEC_STRING_MAX_BYTES - 3); /* BIG= and that: one too many */
+	buf_str(&e, "\"}}");
+	parse_fails_exactly(e.p, "env.BIG: 131068 bytes, over the limit of 131067");
+	free(e.p);
+}
+
 TEST(spec_rejects_text_over_1_mib_before_parsing)
 {
 	/* Not JSON at all: only a check before parsing can name the size. */
@@ -423,9 +447,17 @@ TEST(spec_rejects_spec_over_1_mib_once_defaults_are_filled)
 	struct buf b = { 0 };
 	steps_spec(&b, 1000);
 	b.len -= 1; /* reopen the object */
-	buf_str(&b, ",\"env\":{\"PAD\":\"");
-	buf_fill(&b, 'p', LR_SPEC_MAX_BYTES - 100 - b.len);
-	buf_str(&b, "\"}}");
+	buf_str(&b, ",\"env\":{");
+	/* In entries of 100000 bytes: an entry has a limit of its own. */
+	for (int k = 0; b.len + 120 < LR_SPEC_MAX_BYTES; k++) {
+		size_t left = LR_SPEC_MAX_BYTES - 100 - b.len - 20;
+		char name[32];
+		snprintf(name, sizeof(name), "%s\"PAD%d\":\"", k > 0 ? "," : "", k);
+		buf_str(&b, name);
+		buf_fill(&b, 'p', left < 100000 ? left : 100000);
+		buf_str(&b, "\"");
+	}
+	buf_str(&b, "}}");
 	CHECK_INT(b.len, <=, LR_SPEC_MAX_BYTES);
 	parse_fails(b.p, "once normalised, over the 1 MiB limit");
 	free(b.p);
@@ -667,6 +699,7 @@ TEST_LIST(
 	TEST_CASE(spec_rejects_state_over_512_kib_naming_state),
 	TEST_CASE(spec_accepts_state_of_exactly_512_kib),
 	TEST_CASE(spec_rejects_state_nested_over_1000_deep),
+	TEST_CASE(spec_bounds_step_names_runs_and_env_entries),
 	TEST_CASE(spec_rejects_text_over_1_mib_before_parsing),
 	TEST_CASE(spec_rejects_spec_over_1_mib_once_defaults_are_filled),
 	TEST_CASE(spec_id_given_apart_fills_a_missing_id),

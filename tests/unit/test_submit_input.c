@@ -287,6 +287,26 @@ TEST(outcomes_rank_etcd_errors_then_invalid_then_taken_id_then_ok)
 	CHECK_INT(lr_submit_worse(LR_EPERM, LR_ETIMEDOUT), ==, LR_EPERM);
 }
 
+/* Spec "b" of n steps whose runs are runs[k] bytes of 'x'. New string. */
+static char *steps_of_runs(const size_t *runs, int n)
+{
+	size_t size = 64;
+	for (int k = 0; k < n; k++)
+		size += runs[k] + 48;
+	char *s = malloc(size);
+	CHECK(s != NULL);
+	size_t at = (size_t)snprintf(s, size, "{\"id\":\"b\",\"steps\":[");
+	for (int k = 0; k < n; k++) {
+		at += (size_t)snprintf(s + at, size - at, "%s{\"name\":\"s%d\",\"run\":\"",
+		                       k > 0 ? "," : "", k);
+		memset(s + at, 'x', runs[k]);
+		at += runs[k];
+		at += (size_t)snprintf(s + at, size - at, "\"}");
+	}
+	snprintf(s + at, size - at, "]}");
+	return s;
+}
+
 /* A start time added to a valid spec (submit --in) is checked as stored:
  * one past the year 9999, or a spec the addition takes over 1 MiB, is an
  * invalid spec, and nothing is made to store. */
@@ -308,21 +328,25 @@ TEST(a_start_time_added_to_a_spec_is_validated_with_it)
 	CHECK(value == NULL);
 	CHECK_HAS(err.msg, "not_before");
 	/* Its stored form 10 bytes under 1 MiB, over it with the start time:
-	 * the stored form is the run string's length plus a fixed part. */
-	static const char head[] = "{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"";
-	static const char tail[] = "\"}]}";
-	char small[128];
-	snprintf(small, sizeof(small), "%sx%s", head, tail);
+	 * the stored form is the run strings' lengths plus a fixed part (in
+	 * STEPS steps, a run having a limit of its own). */
+	enum { STEPS = 11 };
+	size_t runs[STEPS];
+	for (int k = 0; k < STEPS; k++)
+		runs[k] = 1;
+	char *small = steps_of_runs(runs, STEPS);
 	err = (lr_err){ 0 };
 	CHECK_OK(lr_submit_prepare_at(small, strlen(small), NULL, 0, id, &value, &err), &err);
-	size_t run_len = LR_SPEC_MAX_BYTES - 10 - (strlen(value) - 1);
+	free(small);
+	size_t left = LR_SPEC_MAX_BYTES - 10 - (strlen(value) - STEPS);
 	free(value);
 	value = NULL;
-	char *big = malloc(sizeof(head) + run_len + sizeof(tail));
-	CHECK(big != NULL);
-	memcpy(big, head, sizeof(head) - 1);
-	memset(big + sizeof(head) - 1, 'x', run_len);
-	memcpy(big + sizeof(head) - 1 + run_len, tail, sizeof(tail));
+	for (int k = 0; k < STEPS; k++) {
+		runs[k] = left < 100000 ? left : 100000;
+		left -= runs[k];
+	}
+	CHECK_INT(left, ==, 0);
+	char *big = steps_of_runs(runs, STEPS);
 	CHECK_OK(lr_submit_prepare_at(big, strlen(big), NULL, 0, id, &value, &err), &err);
 	CHECK_INT(strlen(value), ==, LR_SPEC_MAX_BYTES - 10);
 	free(value);
