@@ -77,6 +77,16 @@ static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	return 0;
 }
 
+/* A queue record that is no schedule (changed by hand): the task is
+ * dispatched in submit order, and its claim checks its spec's start time
+ * and dependencies all the same. Said once, not left pending unseen. */
+static void unreadable_queue(lr_runner *r, const char *id)
+{
+	lr_runner_log(r, LR_LOG_WARN, id, NULL, -1,
+	              "its queue record is unreadable: dispatched in submit order, its spec's "
+	              "not_before and after still hold");
+}
+
 static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
@@ -87,8 +97,10 @@ static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	}
 	/* When it may start, known before it enters the dispatch order. */
 	lr_sched sc;
-	if (lr_sched_from_json(rec, &sc) == 0 && lr_id_valid(id))
+	if (lr_sched_from_json(rec, &sc) == 0)
 		lr_taskset_add_sched(&l->r->set, id, kv->create_rev, LR_ENTRY_PENDING, &sc);
+	else if (loaded_entry(l, id, true, kv->create_rev) != NULL)
+		unreadable_queue(l->r, id);
 	lr_sched_clear(&sc);
 	return 0;
 }
@@ -428,9 +440,16 @@ static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	json_t *rec = json_loadb(m->u.watch.value, m->u.watch.len, 0, NULL);
 	json_int_t task_rev = json_integer_value(json_object_get(rec, "task_rev"));
 	lr_sched sc;
-	if (task_rev > 0 && e == NULL && lr_sched_from_json(rec, &sc) == 0) {
-		e = lr_taskset_add_sched(&r->set, m->u.watch.id, (int64_t)task_rev,
-		                         LR_ENTRY_PENDING, &sc);
+	if (task_rev > 0 && e == NULL) {
+		if (lr_sched_from_json(rec, &sc) == 0) {
+			e = lr_taskset_add_sched(&r->set, m->u.watch.id, (int64_t)task_rev,
+			                         LR_ENTRY_PENDING, &sc);
+		} else {
+			e = lr_taskset_add(&r->set, m->u.watch.id, (int64_t)task_rev,
+			                   LR_ENTRY_PENDING);
+			if (e != NULL)
+				unreadable_queue(r, m->u.watch.id);
+		}
 		lr_sched_clear(&sc);
 		if (e != NULL)
 			e->retry_rev = m->u.watch.mod_rev;

@@ -136,6 +136,23 @@ TEST(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner)
 	fleet_destroy(&f);
 }
 
+/* A queue record changed by hand into something that is no schedule:
+ * the task is dispatched all the same, not left pending unseen. */
+TEST(a_task_whose_queue_record_was_spoiled_still_runs)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-spoiled");
+	fleet_submit(&f, "spoiled", "{\"id\":\"%s\",\"priority\":5,\"steps\":[" MARKED "]}");
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_QUEUE, "spoiled", key);
+	static const char junk[] = "{\"priority\":\"x\",\"not_before\":\"nope\"}";
+	CHECK_OK(lr_kv_put(lr_client_etcd(f.client), key, junk, sizeof(junk) - 1, 0, NULL, NULL,
+	                   &err), &err);
+	fleet_start(&f, 0, NULL);
+	CHECK(fleet_wait_state(&f, "spoiled", LR_TASK_SUCCEEDED, 5000) >= 0);
+	fleet_destroy(&f);
+}
+
 /* ---- dependencies ---------------------------------------------------------- */
 
 TEST(a_diamond_of_dependencies_runs_in_a_valid_order)
@@ -398,6 +415,7 @@ TEST_LIST(
 	TEST_CASE(a_dependency_finished_elsewhere_wakes_an_idle_runner),
 	TEST_CASE(priorities_order_a_backlog),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
+	TEST_CASE(a_task_whose_queue_record_was_spoiled_still_runs),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
 	TEST_CASE(a_failed_dependency_fails_its_dependents_naming_it),
 	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history),
