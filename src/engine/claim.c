@@ -568,7 +568,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		int depth;
 		lr_txn *t = claim_txn(who, &k, &v, chosen, why, vals, &depth);
 		rc = t != NULL ? holder_txn(who, t, &r, err)
-		               : lr_err_set(err, LR_ENOMEM, "claim %s: out of memory", id);
+		               : lr_err_set(err, LR_ENOMEM, "out of memory");
 		lr_txn_free(t);
 		bool ending = v.cancel_rev != 0 || why[0] != '\0';
 		/* An end sent again after a lost reply finds its own record: it
