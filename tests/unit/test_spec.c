@@ -401,28 +401,28 @@ TEST(spec_rejects_state_nested_over_1000_deep)
 	free(ok.p);
 }
 
+/* A spec of head, n bytes of 'x' and tail must fail with exactly want. */
+static void filled_fails(const char *head, size_t n, const char *tail, const char *want)
+{
+	struct buf b = { 0 };
+	buf_str(&b, head);
+	buf_fill(&b, 'x', n);
+	buf_str(&b, tail);
+	parse_fails_exactly(b.p, want);
+	free(b.p);
+}
+
 /* What a step's shell gets is bounded by what execve takes: a longer run
  * or env entry would fail each attempt with exit status 127. */
 TEST(spec_bounds_step_names_runs_and_env_entries)
 {
-	struct buf b = { 0 };
-	buf_str(&b, "{\"steps\":[{\"name\":\"");
-	buf_fill(&b, 'n', LR_STEP_NAME_MAX_BYTES + 1);
-	buf_str(&b, "\",\"run\":\"true\"}]}");
-	parse_fails_exactly(b.p, "steps[0].name: 1025 bytes, over the limit of 1024");
-	free(b.p);
-	struct buf r = { 0 };
-	buf_str(&r, "{\"steps\":[{\"name\":\"a\",\"run\":\"");
-	buf_fill(&r, 'r', LR_EXEC_STRING_MAX_BYTES + 1);
-	buf_str(&r, "\"}]}");
-	parse_fails_exactly(r.p, "steps[0].run: 131072 bytes, over the limit of 131071");
-	free(r.p);
-	struct buf e = { 0 };
-	buf_str(&e, "{" ONE_STEP ",\"env\":{\"BIG\":\"");
-	buf_fill(&e, 'v', LR_EXEC_STRING_MAX_BYTES - 3); /* BIG= and that: one too many */
-	buf_str(&e, "\"}}");
-	parse_fails_exactly(e.p, "env.BIG: 131068 bytes, over the limit of 131067");
-	free(e.p);
+	filled_fails("{\"steps\":[{\"name\":\"", LR_STEP_NAME_MAX_BYTES + 1,
+	             "\",\"run\":\"true\"}]}", "steps[0].name: 1025 bytes, over the limit of 1024");
+	filled_fails("{\"steps\":[{\"name\":\"a\",\"run\":\"", LR_EXEC_STRING_MAX_BYTES + 1,
+	             "\"}]}", "steps[0].run: 131072 bytes, over the limit of 131071");
+	/* BIG= and the value: one byte too many. */
+	filled_fails("{" ONE_STEP ",\"env\":{\"BIG\":\"", LR_EXEC_STRING_MAX_BYTES - 3, "\"}}",
+	             "env.BIG: 131068 bytes, over the limit of 131067");
 }
 
 TEST(spec_rejects_text_over_1_mib_before_parsing)
