@@ -33,7 +33,16 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 
 /** Run fn with step holding the thread: the saver's writes for it go
  * through the step. The step's task must be a run of the thread. */
-export function withThread<T>(step: Step, threadId: string, fn: () => T): T;
+export function withThread<T>(
+	step: Step,
+	threadId: string,
+	fn: () => T,
+	options?: {
+		/** The create revision of the step's task (client.status(id).createRevision),
+		 * stamped on its checkpoints as metadata leaserun_task_revision. */
+		taskRevision?: number;
+	},
+): T;
 
 /** Another run of the thread is pending or running. */
 export class ThreadBusyError extends Error {

@@ -95,8 +95,11 @@ export async function submitRun(client, graph, threadId, options = {}) {
 			throw new ThreadBusyError(threadId, spec.id, st.state);
 		}
 		// Finished: the next slot. A purged run leaves a hole, and the run
-		// after it may exist still.
-		if (st !== null || (await statusOrNull(client, runId(threadId, seq + 1))) !== null) {
+		// after it may exist still. The run the hint names started once:
+		// purged, its id is not taken again (its checkpoints and hint
+		// outlive it).
+		if (st !== null || seq === hint?.seq ||
+			(await statusOrNull(client, runId(threadId, seq + 1))) !== null) {
 			seq += 1;
 			continue;
 		}
@@ -132,7 +135,8 @@ export async function waitRun(client, id, { timeoutMs = 0, intervalMs = 100 } = 
  * (recursionLimit, configurable, ...).
  *
  * A run resumed after its runner died continues from the thread's last
- * checkpoint written by this run (nodes of checkpointed super-steps, and
+ * checkpoint written by this run, this very task, not an earlier one of
+ * the same id that was purged (nodes of checkpointed super-steps, and
  * tasks whose writes were saved, do not run again); a run that never
  * wrote a checkpoint starts from its input.
  */
@@ -143,10 +147,19 @@ export function serveGraph(runner, name, graph, options = {}) {
 	const base = options.config ?? {};
 	runner.handle(graphStep(name), async (step) => {
 		const { thread_id: threadId, seq, input, command } = step.state;
+		// This incarnation of the run's task: tasks/<id> is created once,
+		// never changed, and cannot be purged while claimed; a purged run's
+		// id submitted again is a new key with a newer create revision,
+		// while claims after a crash and `leaserun retry` keep it.
+		const { createRevision } = await saver._client.status(step.taskId);
 		await withThread(step, threadId, async () => {
 			await step.sharedPut({ [runHintName(threadId)]: { seq, run: step.taskId } });
 			const latest = await saver.getTuple({ configurable: { thread_id: threadId } });
-			const resuming = latest?.metadata?.leaserun_run === step.taskId;
+			// Its own checkpoints only: an earlier task of the same id
+			// (purged) left the thread's, which this run must not take for
+			// its own.
+			const resuming = latest?.metadata?.leaserun_run === step.taskId &&
+				latest?.metadata?.leaserun_task_revision === createRevision;
 			if (resuming) step.log(`resuming from checkpoint ${latest.config.configurable.checkpoint_id}`);
 			const graphInput = resuming ? null : command ? new Command(command) : input;
 			const config = {
@@ -158,7 +171,7 @@ export function serveGraph(runner, name, graph, options = {}) {
 			const last = await saver.getTuple({ configurable: { thread_id: threadId } });
 			step.state.checkpoint_id = last?.config.configurable.checkpoint_id ?? null;
 			step.state.interrupted = Array.isArray(result?.__interrupt__) && result.__interrupt__.length > 0;
-		});
+		}, { taskRevision: createRevision });
 	});
 	return runner;
 }
