@@ -27,7 +27,8 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 		newVersions: ChannelVersions,
 	): Promise<RunnableConfig>;
 	putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
-	/** Not fenced; refused while the thread's last run is pending or running. */
+	/** Not fenced; refused while a run of the thread is pending (submitted,
+	 * not yet started) or running, or when etcd cannot say. */
 	deleteThread(threadId: string): Promise<void>;
 }
 

@@ -16,8 +16,8 @@ import { Command } from '@langchain/langgraph';
 import { LeaseRunError } from '../errors.js';
 import { graphStep, runHintName, runId, threadLock } from './names.js';
 import { LeaseRunSaver, withThread } from './saver.js';
+import { nullOn, runSlot, statusOrNull } from './slots.js';
 
-const ACTIVE = new Set(['pending', 'running']);
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 /** A run was asked for on a thread that has one pending or running. */
@@ -29,20 +29,6 @@ export class ThreadBusyError extends Error {
 		this.threadId = threadId;
 		this.runId = runId;
 	}
-}
-
-// What promise resolves to, or null when it fails with error code `code`.
-async function nullOn(code, promise) {
-	try {
-		return await promise;
-	} catch (err) {
-		if (err.code === code) return null;
-		throw err;
-	}
-}
-
-function statusOrNull(client, id) {
-	return nullOn('LR_ENOTFOUND', client.status(id));
 }
 
 function runSpec(graph, threadId, seq, options) {
@@ -84,28 +70,13 @@ function trySubmit(client, spec) {
  * retried.
  */
 export async function submitRun(client, graph, threadId, options = {}) {
-	const hint = await client.shared.get(runHintName(threadId));
-	let seq = Math.max(hint?.seq ?? 1, 1);
 	for (;;) {
+		const { seq, status } = await runSlot(client, threadId);
 		const spec = runSpec(graph, threadId, seq, options);
-		const st = await statusOrNull(client, spec.id);
-		if (st !== null && ACTIVE.has(st.state)) {
-			const same = await trySubmit(client, spec);
-			if (same !== null) return { id: spec.id, seq, created: same.created };
-			throw new ThreadBusyError(threadId, spec.id, st.state);
-		}
-		// Finished: the next slot. A purged run leaves a hole, and the run
-		// after it may exist still. The run the hint names started once:
-		// purged, its id is not taken again (its checkpoints and hint
-		// outlive it).
-		if (st !== null || seq === hint?.seq ||
-			(await statusOrNull(client, runId(threadId, seq + 1))) !== null) {
-			seq += 1;
-			continue;
-		}
-		const done = await trySubmit(client, spec);
-		if (done !== null) return { id: spec.id, seq, created: done.created };
-		// Another submitter took this slot first: look at it again.
+		const stored = await trySubmit(client, spec);
+		if (stored !== null) return { id: spec.id, seq, created: stored.created };
+		if (status !== null) throw new ThreadBusyError(threadId, spec.id, status.state);
+		// Another submitter took this free slot first: look again.
 	}
 }
 

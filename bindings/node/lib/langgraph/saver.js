@@ -21,15 +21,16 @@ import {
 	checkpointPrefix,
 	nameKind,
 	nsKey,
-	runHintName,
 	runId,
 	threadKey,
 	threadPrefix,
 	writeName,
 	writesPrefix,
 } from './names.js';
+import { runSlot } from './slots.js';
 
-// The run holding a thread in this async context: {step, threadId}.
+// The run holding a thread in this async context: {step, threadId,
+// taskRevision}.
 const holding = new AsyncLocalStorage();
 
 // etcd takes a limited number of operations per txn (LR_SHARED_PUT_MAX).
@@ -241,15 +242,13 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 
 	/** Delete the thread's checkpoints and writes. Not fenced (an
 	 * operator's clean-up); refused while a run of the thread is pending
-	 * or running. */
+	 * (submitted, not yet started) or running, and when that cannot be
+	 * known (etcd unreachable: the error is passed on). */
 	async deleteThread(threadId) {
-		const hint = await this.#client.shared.get(runHintName(threadId));
-		if (hint !== undefined) {
-			const st = await this.#client.status(hint.run).catch(() => undefined);
-			if (st && (st.state === 'pending' || st.state === 'running'))
-				throw new LeaseRunError(`thread ${threadId}: run ${hint.run} is ${st.state}`, 'LR_EINVAL');
-		}
 		threadKey(threadId); // validates
+		const { seq, status } = await runSlot(this.#client, threadId);
+		if (status !== null)
+			throw new LeaseRunError(`thread ${threadId}: run ${runId(threadId, seq)} is ${status.state}`, 'LR_EINVAL');
 		await this.#client.shared.delete(threadPrefix(threadId), { prefix: true });
 	}
 }
