@@ -1,6 +1,7 @@
 // client.js - Client: a connection to the etcd cluster, and the task and
 // shared-value operations. Every call is a promise settled by libleaserun
-// on libuv's thread pool; none blocks the event loop.
+// on libuv's thread pool (withLocks: on threads of its own, its waits
+// would fill the pool); none blocks the event loop.
 import native from './native.js';
 import { LeaseRunError } from './errors.js';
 
@@ -134,8 +135,11 @@ export class Client {
 	 * waiting first come first served (up to `wait` seconds, 0 to a year,
 	 * then a LeaseRunError with code LR_EBUSY naming a holder; forever when
 	 * absent or Infinity; `ttl` 1 to 3600 seconds, default 10),
-	 * kept alive while fn runs, given back when it settles. fn gets the
-	 * hold's fence (pass it to what you write, so that a stale holder is
+	 * kept alive while fn runs, given back when it settles. An AbortSignal
+	 * `signal` ends the wait: withLocks then rejects with an error named
+	 * AbortError (code LR_ECANCELLED) naming the locks, and leaves nothing
+	 * queued; once they are held it does not stop fn. fn gets the hold's
+	 * fence (pass it to what you write, so that a stale holder is
 	 * refused), an AbortSignal fired if the lease is lost, and the slots
 	 * taken ({gpu: 2}). Settles as fn settles: should giving them back
 	 * fail (the lease then expires within ttl), that LeaseRunError is
@@ -144,14 +148,38 @@ export class Client {
 	async withLocks(locks, options, fn) {
 		if (typeof options === 'function') [fn, options] = [options, {}];
 		if (typeof fn !== 'function') throw new TypeError('withLocks: expected a function');
-		const { limits, ttl = 10, wait } = options ?? {};
-		const held = await native.holdAcquire(
+		const { limits, ttl = 10, wait, signal } = options ?? {};
+		if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal))
+			throw new TypeError('withLocks: signal: expected an AbortSignal');
+		const aborted = () => {
+			const what = JSON.stringify({ ...locks, ...(limits ? { limits } : {}) });
+			const err = new LeaseRunError(`withLocks ${what}: the wait was aborted`, 'LR_ECANCELLED');
+			err.name = 'AbortError';
+			err.cause = signal.reason;
+			return err;
+		};
+		if (signal?.aborted) throw aborted();
+		const acquire = native.holdAcquire(
 			this.#native,
 			locks && Object.keys(locks).length ? JSON.stringify(locks) : null,
 			limits && Object.keys(limits).length ? JSON.stringify(limits) : null,
 			ttl,
 			wait,
 		);
+		signal?.addEventListener('abort', acquire.cancel, { once: true });
+		let held;
+		try {
+			held = await acquire.promise;
+		} catch (err) {
+			throw err.code === 'LR_ECANCELLED' && signal?.aborted ? aborted() : err;
+		} finally {
+			signal?.removeEventListener('abort', acquire.cancel);
+		}
+		if (signal?.aborted) {
+			// Taken just as the wait was aborted: given back, fn not run.
+			await native.holdRelease(held.handle).catch((err) => process.emitWarning(err));
+			throw aborted();
+		}
 		const lost = new AbortController();
 		native.holdWatch(held.handle, () =>
 			lost.abort(new LeaseRunError(`hold ${held.id}: its lease was lost`, 'LR_ELEASE')));

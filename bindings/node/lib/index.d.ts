@@ -13,6 +13,10 @@ export interface WithLocksOptions {
 	/** Give up after this many seconds, 0 to a year (0: try once;
 	 * default or Infinity: wait forever). */
 	wait?: number;
+	/** Ends the wait: withLocks rejects with a LeaseRunError named
+	 * AbortError (code LR_ECANCELLED) and nothing stays queued. Once the
+	 * locks are held it does not stop fn. */
+	signal?: AbortSignal;
 }
 
 export type ErrorCode =

@@ -27,13 +27,23 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 		newVersions: ChannelVersions,
 	): Promise<RunnableConfig>;
 	putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
-	/** Not fenced; refused while the thread's last run is pending or running. */
+	/** Not fenced; refused while a run of the thread is pending (submitted,
+	 * not yet started) or running, or when etcd cannot say. */
 	deleteThread(threadId: string): Promise<void>;
 }
 
 /** Run fn with step holding the thread: the saver's writes for it go
  * through the step. The step's task must be a run of the thread. */
-export function withThread<T>(step: Step, threadId: string, fn: () => T): T;
+export function withThread<T>(
+	step: Step,
+	threadId: string,
+	fn: () => T,
+	options?: {
+		/** The create revision of the step's task (client.status(id).createRevision),
+		 * stamped on its checkpoints as metadata leaserun_task_revision. */
+		taskRevision?: number;
+	},
+): T;
 
 /** Another run of the thread is pending or running. */
 export class ThreadBusyError extends Error {

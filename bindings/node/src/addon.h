@@ -59,11 +59,19 @@ public:
 	using Work = std::function<int(lr_err *)>;
 	using Result = std::function<Napi::Value(Napi::Env)>;
 	static Napi::Promise Start(Napi::Env env, Work work, Result result);
+	// The same on a thread of its own, for work that may wait without
+	// bound (a wait for locks): the pool has a few threads only (4 by
+	// default), and work queued behind waiting jobs, file system calls
+	// included, would wait with them. The promise keeps the process alive
+	// as a pool job does.
+	static Napi::Promise StartOnThread(Napi::Env env, Work work, Result result);
 
 private:
 	Job(Napi::Env env, Work work, Result result);
 	void Execute() override;
 	void OnOK() override;
+	static void Settle(Napi::Env env, Napi::Promise::Deferred &deferred, int rc,
+	                   const lr_err &err, const Result &result);
 	Napi::Promise::Deferred deferred_;
 	Work work_;
 	Result result_;

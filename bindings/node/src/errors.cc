@@ -1,8 +1,10 @@
 // errors.cc - the library's error codes as JavaScript errors, and promises
-// settled from libuv's thread pool (Job).
-// JavaScript thread, except Job::Execute (a pool thread).
+// settled from libuv's thread pool or a thread of their own (Job).
+// JavaScript thread, except Job::Execute (a pool thread) and the thread
+// StartOnThread starts.
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "addon.h"
 
@@ -111,16 +113,49 @@ void Job::Execute()
 
 void Job::OnOK()
 {
-	Napi::Env env = Env();
-	if (rc_ != 0) {
-		deferred_.Reject(MakeError(env, rc_, err_.msg).Value());
+	Settle(Env(), deferred_, rc_, err_, result_);
+}
+
+void Job::Settle(Napi::Env env, Napi::Promise::Deferred &deferred, int rc, const lr_err &err,
+                 const Result &result)
+{
+	if (rc != 0) {
+		deferred.Reject(MakeError(env, rc, err.msg).Value());
 		return;
 	}
 	try {
-		deferred_.Resolve(result_(env));
+		deferred.Resolve(result(env));
 	} catch (const Napi::Error &e) {
-		deferred_.Reject(e.Value());
+		deferred.Reject(e.Value());
 	}
+}
+
+Napi::Promise Job::StartOnThread(Napi::Env env, Work work, Result result)
+{
+	struct Run {
+		Napi::Promise::Deferred deferred;
+		Work work;
+		Result result;
+		lr_err err{};
+		int rc = 0;
+	};
+	auto *run = new Run{ Napi::Promise::Deferred::New(env), std::move(work), std::move(result) };
+	Napi::Promise p = run->deferred.Promise();
+	Napi::ThreadSafeFunction done = Napi::ThreadSafeFunction::New(
+	    env, Napi::Function::New(env, [](const Napi::CallbackInfo &) {}), "leaserun", 0, 1);
+	std::thread([run, done]() mutable {
+		run->rc = run->work(&run->err);
+		napi_status s = done.BlockingCall(run, [](Napi::Env env, Napi::Function, Run *r) {
+			// No env: the environment is going away, nobody waits.
+			if (env != nullptr)
+				Settle(env, r->deferred, r->rc, r->err, r->result);
+			delete r;
+		});
+		if (s != napi_ok)
+			delete run;
+		done.Release();
+	}).detach();
+	return p;
 }
 
 } // namespace lrnode

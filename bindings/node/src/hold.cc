@@ -1,7 +1,8 @@
 // hold.cc - locks and slots held from JavaScript (client.withLocks): the
-// hold is taken and given back on libuv's thread pool; a thread of its
-// own per hold waits for the loss of its lease and tells JavaScript
-// through a thread-safe function.
+// hold is taken (a wait JavaScript may cancel) and given back on threads
+// of their own, never libuv's few pool threads; another thread per hold
+// waits for the loss of its lease and tells JavaScript through a
+// thread-safe function.
 // JavaScript thread, except the lambdas run by Job and the watcher thread,
 // which touch only C data and the thread-safe function.
 #include <jansson.h>
@@ -49,13 +50,28 @@ struct HoldState {
 };
 using HoldPtr = std::shared_ptr<HoldState>;
 
+// The eventfd that cancels a wait for locks: readable once cancelled.
+struct CancelFd {
+	int fd = eventfd(0, EFD_CLOEXEC);
+	CancelFd() = default;
+	CancelFd(const CancelFd &) = delete;
+	CancelFd &operator=(const CancelFd &) = delete;
+	~CancelFd()
+	{
+		if (fd >= 0)
+			close(fd);
+	}
+};
+
 json_t *ParseOrNull(const std::string &text)
 {
 	return text.empty() ? nullptr : json_loads(text.c_str(), 0, nullptr);
 }
 
 // holdAcquire(client, locksJson, limitsJson, ttlSeconds, waitSeconds) ->
-// Promise<{handle, fence, id, slots}>
+// {promise: Promise<{handle, fence, id, slots}>, cancel()}: cancel() ends
+// a wait (the promise then rejects with LR_ECANCELLED, nothing queued in
+// etcd); once they are taken it changes nothing.
 Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 {
 	Napi::Env env = info.Env();
@@ -69,16 +85,26 @@ Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 	int64_t wait = wait_s < 0 ? -1 : std::llround(wait_s * 1000);
 	auto st = std::make_shared<HoldState>();
 	st->conn = conn;
-	return Job::Start(
+	auto cancel = std::make_shared<CancelFd>();
+	if (cancel->fd < 0)
+		throw MakeError(env, LR_ESYS, "eventfd failed");
+	Napi::Object out = Napi::Object::New(env);
+	out.Set("cancel", Napi::Function::New(env, [cancel](const Napi::CallbackInfo &ci) {
+		        uint64_t one = 1;
+		        ssize_t n = write(cancel->fd, &one, sizeof(one));
+		        (void)n;
+		        return ci.Env().Undefined();
+	        }, "cancel"));
+	out.Set("promise", Job::StartOnThread(
 	    env,
-	    [st, locks, limits, ttl, wait](lr_err *err) {
+	    [st, locks, limits, ttl, wait, cancel](lr_err *err) {
 		    json_t *l = ParseOrNull(locks), *m = ParseOrNull(limits);
 		    lr_hold_opts o = {};
 		    o.locks = l;
 		    o.limits = m;
 		    o.ttl_s = ttl;
 		    o.wait_ms = wait;
-		    o.cancel_fd = -1;
+		    o.cancel_fd = cancel->fd;
 		    int rc = lr_hold_acquire(st->conn->get(), &o, &st->hold, err);
 		    json_decref(l);
 		    json_decref(m);
@@ -108,7 +134,8 @@ Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 		    o.Set("slots", slots != nullptr ? slots : "{}");
 		    free(slots);
 		    return o;
-	    });
+	    }));
+	return out;
 }
 
 HoldPtr HoldOf(const Napi::CallbackInfo &info)
@@ -154,7 +181,9 @@ Napi::Value HoldRelease(const Napi::CallbackInfo &info)
 	st->StopWatching();
 	lr_hold *h = st->hold;
 	st->hold = nullptr;
-	return Job::Start(
+	// Revoking the lease waits for etcd (up to the call timeout): not on a
+	// pool thread, which may be all that is left to a file read.
+	return Job::StartOnThread(
 	    info.Env(), [st, h](lr_err *err) { return lr_hold_release(h, err); },
 	    [](Napi::Env env) { return env.Undefined(); });
 }

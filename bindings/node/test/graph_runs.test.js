@@ -1,6 +1,7 @@
 // graph_runs.test.js - the policy for runs of one thread: one at a time,
 // a second one rejected (ThreadBusyError), consecutive run ids, racing
-// submitters getting exactly one run, and a failed run freeing the thread.
+// submitters getting exactly one run, a failed run freeing the thread, and
+// a run after a purge taking its own input, never an old run's place.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { dirname, join } from 'node:path';
@@ -13,6 +14,7 @@ import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
 
 import { LeaseRunSaver, ThreadBusyError, currentRun, runId, serveGraph, submitRun, threadKey, threadLock, waitRun } from '../lib/langgraph.js';
 import { startEtcd } from './etcd.js';
+import { runHintName } from '../lib/langgraph/names.js';
 import { connect, startRunner, waitFor } from './helpers.js';
 
 const State = Annotation.Root({ n: Annotation() });
@@ -139,4 +141,34 @@ test('an older run retried by hand waits for the newer run of its thread', async
 	assert.deepEqual(overlaps, []);
 	assert.equal(whileNewer, 'pending');
 	assert.equal(threadLock('T'), 'lg/T');
+});
+
+test('a run after its thread\'s runs were purged takes its own input and a fresh id', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/purged/');
+	const graph = counter(new LeaseRunSaver(c));
+	startRunner(t, c, { name: 'after-purge' }, (r) => serveGraph(r, 'counter', graph));
+	const n = async () => (await graph.getState({ configurable: { thread_id: 'P' } })).values.n;
+	const purge = async () => {
+		await promisify(execFile)(CLI, ['--endpoints', m.endpoint, '--prefix', '/purged/', 'purge', '--older-than', '0s']);
+		assert.deepEqual(await c.list(), []);
+	};
+	const run = async (input) => {
+		const r = await submitRun(c, 'counter', 'P', { input });
+		assert.equal((await waitRun(c, r.id, { timeoutMs: 20000 })).state, 'succeeded');
+		return r;
+	};
+	assert.equal((await run({ n: 1 })).id, 'lg.P.1');
+	assert.equal(await n(), 2);
+	await purge();
+	// Nothing names the purged run any more (its hint is gone too): its id
+	// is taken again, and the new task is not mistaken for the old one,
+	// whose checkpoints are still the thread's latest.
+	await c.shared.delete(runHintName('P'));
+	assert.deepEqual(await run({ n: 100 }), { id: 'lg.P.1', seq: 1, created: true });
+	assert.equal(await n(), 101);
+	// The hint names lg.P.1, purged: the next run is lg.P.2.
+	await purge();
+	assert.deepEqual(await run({ n: 1000 }), { id: 'lg.P.2', seq: 2, created: true });
+	assert.equal(await n(), 1001);
 });

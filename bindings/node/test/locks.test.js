@@ -1,14 +1,31 @@
 // locks.test.js - client.withLocks against a real etcd: exclusion and
 // sharing by mode, the fence, a wait that runs out naming the holder,
-// limits, bad input, release when fn throws, and the abort on lease loss.
+// limits, bad input, release when fn throws, the abort on lease loss, more
+// waiters than libuv has pool threads, and a wait aborted by its signal.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Client, LeaseRunError } from '../lib/index.js';
-import { startEtcd } from './etcd.js';
-import { connect, onEnd } from './helpers.js';
+import { etcdctl, startEtcd } from './etcd.js';
+import { connect, onEnd, waitFor } from './helpers.js';
+
+/** p, or a rejection naming what after ms (a hang fails the test). */
+function within(ms, p, what) {
+	let timer;
+	const late = new Promise((resolve, reject) => {
+		timer = setTimeout(() => reject(new Error(`${what}: not settled after ${ms} ms`)), ms);
+	});
+	return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** The keys under prefix `wants/`: one per holder waiting or holding. */
+async function wants(m, prefix) {
+	const out = await etcdctl(m.endpoint, 'get', '--prefix', `${prefix}wants/`, '--keys-only');
+	return out.split('\n').filter(Boolean);
+}
 
 test('writers take turns, readers share, and each holder gets a newer fence', async (t) => {
 	const m = await startEtcd(t);
@@ -140,4 +157,61 @@ test("a failed release is a warning: fn's result or error stands", async (t) => 
 		/the error/,
 	);
 	await warning(warned);
+});
+
+test('more waiters than libuv has pool threads all get their turn, and the pool keeps working', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m, '/node-locks-pool/');
+	const waiters = Number(process.env.UV_THREADPOOL_SIZE ?? 4) + 2;
+	const inside = [];
+	let busy = 0;
+	const all = Promise.all(
+		Array.from({ length: waiters }, (_, i) =>
+			c.withLocks({ 'pool/x': 'X' }, async () => {
+				assert.equal(busy++, 0, 'one holder at a time');
+				// The pool still serves files and the client while the
+				// others wait.
+				await readFile(new URL(import.meta.url));
+				await c.list();
+				await sleep(20);
+				busy--;
+				inside.push(i);
+			}),
+		),
+	);
+	await sleep(300);
+	await within(5000, readFile(new URL(import.meta.url)), 'a file read while they wait');
+	await within(5000, c.list(), 'client.list() while they wait');
+	await within(30000, all, `${waiters} withLocks on one X lock`);
+	assert.equal(inside.length, waiters);
+});
+
+test('an aborted wait rejects at once, naming the locks, and leaves nothing queued', async (t) => {
+	const m = await startEtcd(t);
+	const prefix = '/node-locks-abort/';
+	const c = await connect(t, m, prefix);
+	let release;
+	const held = c.withLocks({ 'abort/x': 'X' }, () => new Promise((r) => (release = r)));
+	await waitFor(async () => (await wants(m, prefix)).length === 1, 5000, 'the holder');
+	const ac = new AbortController();
+	let ran = false;
+	const waiter = c.withLocks({ 'abort/x': 'X' }, { signal: ac.signal }, () => (ran = true));
+	await waitFor(async () => (await wants(m, prefix)).length === 2, 5000, 'the waiter queued');
+	ac.abort();
+	await within(3000, assert.rejects(waiter, (err) => {
+		assert.equal(err.name, 'AbortError');
+		assert.equal(err.code, 'LR_ECANCELLED');
+		assert.match(err.message, /abort\/x/);
+		return true;
+	}), 'the aborted wait');
+	assert.equal((await wants(m, prefix)).length, 1, 'only the holder is left');
+	// A signal aborted already: nothing is asked of etcd at all.
+	await assert.rejects(c.withLocks({ 'abort/x': 'X' }, { signal: AbortSignal.abort() }, () => (ran = true)),
+		{ name: 'AbortError' });
+	release();
+	await held;
+	assert.equal(ran, false);
+	assert.deepEqual(await wants(m, prefix), []);
+	// Given back: taken again at once.
+	assert.equal(await c.withLocks({ 'abort/x': 'X' }, { wait: 1 }, () => 'ok'), 'ok');
 });

@@ -1,7 +1,8 @@
 // saver.test.js - LeaseRunSaver through LangGraph's own graph API: graphs
 // run by a leaserun runner keep their checkpoints in etcd; getState,
 // getStateHistory, interrupts and subgraphs read them back; writes outside
-// the run that holds the thread are refused; deleteThread.
+// the run that holds the thread are refused; deleteThread, refused while a
+// run of the thread is pending or running.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -220,4 +221,23 @@ test('deleteThread removes a thread, and is refused while a run of it is active'
 	// The run numbering goes on: a deleted thread does not reuse run ids.
 	const next = await submitRun(c, 'slow', 'doomed', { input: { n: 5 } });
 	assert.equal(next.seq, 2);
+});
+
+test('deleteThread is refused while a run of it is submitted and not yet started', async (t) => {
+	const c = await connect(t, await startEtcd(t), '/delete-pending/');
+	const saver = new LeaseRunSaver(c);
+	const graph = diamond(saver);
+	const { runner, done } = await serve(t, c, 'diamond', graph);
+	const first = await submitRun(c, 'diamond', 'queued', { input: { topic: 'a' } });
+	assert.equal((await waitRun(c, first.id, { timeoutMs: 20000 })).state, 'succeeded');
+	runner.stop();
+	await done;
+	// No runner: run 2 stays pending, and the hint still names run 1.
+	const second = await submitRun(c, 'diamond', 'queued', { input: { topic: 'b' } });
+	assert.equal(second.id, 'lg.queued.2');
+	await assert.rejects(saver.deleteThread('queued'), {
+		code: 'LR_EINVAL',
+		message: /thread queued: run lg\.queued\.2 is pending/,
+	});
+	assert.ok((await saver.getTuple({ configurable: { thread_id: 'queued' } })) !== undefined);
 });

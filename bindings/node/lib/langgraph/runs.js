@@ -16,8 +16,8 @@ import { Command } from '@langchain/langgraph';
 import { LeaseRunError } from '../errors.js';
 import { graphStep, runHintName, runId, threadLock } from './names.js';
 import { LeaseRunSaver, withThread } from './saver.js';
+import { nullOn, runSlot, statusOrNull } from './slots.js';
 
-const ACTIVE = new Set(['pending', 'running']);
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 /** A run was asked for on a thread that has one pending or running. */
@@ -29,20 +29,6 @@ export class ThreadBusyError extends Error {
 		this.threadId = threadId;
 		this.runId = runId;
 	}
-}
-
-// What promise resolves to, or null when it fails with error code `code`.
-async function nullOn(code, promise) {
-	try {
-		return await promise;
-	} catch (err) {
-		if (err.code === code) return null;
-		throw err;
-	}
-}
-
-function statusOrNull(client, id) {
-	return nullOn('LR_ENOTFOUND', client.status(id));
 }
 
 function runSpec(graph, threadId, seq, options) {
@@ -84,25 +70,13 @@ function trySubmit(client, spec) {
  * retried.
  */
 export async function submitRun(client, graph, threadId, options = {}) {
-	const hint = await client.shared.get(runHintName(threadId));
-	let seq = Math.max(hint?.seq ?? 1, 1);
 	for (;;) {
+		const { seq, status } = await runSlot(client, threadId);
 		const spec = runSpec(graph, threadId, seq, options);
-		const st = await statusOrNull(client, spec.id);
-		if (st !== null && ACTIVE.has(st.state)) {
-			const same = await trySubmit(client, spec);
-			if (same !== null) return { id: spec.id, seq, created: same.created };
-			throw new ThreadBusyError(threadId, spec.id, st.state);
-		}
-		// Finished: the next slot. A purged run leaves a hole, and the run
-		// after it may exist still.
-		if (st !== null || (await statusOrNull(client, runId(threadId, seq + 1))) !== null) {
-			seq += 1;
-			continue;
-		}
-		const done = await trySubmit(client, spec);
-		if (done !== null) return { id: spec.id, seq, created: done.created };
-		// Another submitter took this slot first: look at it again.
+		const stored = await trySubmit(client, spec);
+		if (stored !== null) return { id: spec.id, seq, created: stored.created };
+		if (status !== null) throw new ThreadBusyError(threadId, spec.id, status.state);
+		// Another submitter took this free slot first: look again.
 	}
 }
 
@@ -132,7 +106,8 @@ export async function waitRun(client, id, { timeoutMs = 0, intervalMs = 100 } = 
  * (recursionLimit, configurable, ...).
  *
  * A run resumed after its runner died continues from the thread's last
- * checkpoint written by this run (nodes of checkpointed super-steps, and
+ * checkpoint written by this run, this very task, not an earlier one of
+ * the same id that was purged (nodes of checkpointed super-steps, and
  * tasks whose writes were saved, do not run again); a run that never
  * wrote a checkpoint starts from its input.
  */
@@ -143,10 +118,19 @@ export function serveGraph(runner, name, graph, options = {}) {
 	const base = options.config ?? {};
 	runner.handle(graphStep(name), async (step) => {
 		const { thread_id: threadId, seq, input, command } = step.state;
+		// This incarnation of the run's task: tasks/<id> is created once,
+		// never changed, and cannot be purged while claimed; a purged run's
+		// id submitted again is a new key with a newer create revision,
+		// while claims after a crash and `leaserun retry` keep it.
+		const { createRevision } = await saver._client.status(step.taskId);
 		await withThread(step, threadId, async () => {
 			await step.sharedPut({ [runHintName(threadId)]: { seq, run: step.taskId } });
 			const latest = await saver.getTuple({ configurable: { thread_id: threadId } });
-			const resuming = latest?.metadata?.leaserun_run === step.taskId;
+			// Its own checkpoints only: an earlier task of the same id
+			// (purged) left the thread's, which this run must not take for
+			// its own.
+			const resuming = latest?.metadata?.leaserun_run === step.taskId &&
+				latest?.metadata?.leaserun_task_revision === createRevision;
 			if (resuming) step.log(`resuming from checkpoint ${latest.config.configurable.checkpoint_id}`);
 			const graphInput = resuming ? null : command ? new Command(command) : input;
 			const config = {
@@ -158,7 +142,7 @@ export function serveGraph(runner, name, graph, options = {}) {
 			const last = await saver.getTuple({ configurable: { thread_id: threadId } });
 			step.state.checkpoint_id = last?.config.configurable.checkpoint_id ?? null;
 			step.state.interrupted = Array.isArray(result?.__interrupt__) && result.__interrupt__.length > 0;
-		});
+		}, { taskRevision: createRevision });
 	});
 	return runner;
 }

@@ -21,15 +21,16 @@ import {
 	checkpointPrefix,
 	nameKind,
 	nsKey,
-	runHintName,
 	runId,
 	threadKey,
 	threadPrefix,
 	writeName,
 	writesPrefix,
 } from './names.js';
+import { runSlot } from './slots.js';
 
-// The run holding a thread in this async context: {step, threadId}.
+// The run holding a thread in this async context: {step, threadId,
+// taskRevision}.
 const holding = new AsyncLocalStorage();
 
 // etcd takes a limited number of operations per txn (LR_SHARED_PUT_MAX).
@@ -39,16 +40,18 @@ const PUT_MAX = 100;
  * Run fn with `step` holding thread `threadId`: the saver's writes for that
  * thread made inside fn go through the step, fenced. The step's task must
  * be a run of the thread (submitRun made it), so that one task at a time
- * writes the thread.
+ * writes the thread. taskRevision (the create revision of the step's task)
+ * is stamped on its checkpoints, so that a resumed run can tell its own
+ * from those of an earlier, purged task of the same id.
  */
-export function withThread(step, threadId, fn) {
+export function withThread(step, threadId, fn, { taskRevision } = {}) {
 	const seq = Number(String(step.taskId).split('.').pop());
 	if (!Number.isInteger(seq) || runId(threadId, seq) !== step.taskId)
 		throw new LeaseRunError(
 			`task ${step.taskId} is not a run of thread ${threadId}: only its runs may write it`,
 			'LR_EINVAL',
 		);
-	return holding.run({ step, threadId }, fn);
+	return holding.run({ step, threadId, taskRevision }, fn);
 }
 
 function configurable(config) {
@@ -73,6 +76,11 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 	constructor(client, serde) {
 		super(serde);
 		this.#client = client;
+	}
+
+	/** @internal the client, for serveGraph. */
+	get _client() {
+		return this.#client;
 	}
 
 	// ---- stored form ------------------------------------------------------
@@ -189,9 +197,16 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 		const threadId = threadOf(config, 'put');
 		const ns = configurable(config).checkpoint_ns ?? '';
 		const step = this.#writer(threadId, 'put');
-		// Which run wrote it: a run resumed after a crash continues from its
-		// own checkpoints instead of taking its input again.
-		const stamped = { ...metadata, leaserun_run: step.taskId };
+		// Which run wrote it, and which incarnation of its task (the create
+		// revision of tasks/<id>, when the run gave it): a run resumed after
+		// a crash continues from its own checkpoints instead of taking its
+		// input again, and a later task of a purged run's id does not.
+		const revision = holding.getStore().taskRevision;
+		const stamped = {
+			...metadata,
+			leaserun_run: step.taskId,
+			...(revision !== undefined ? { leaserun_task_revision: revision } : {}),
+		};
 		const stored = {
 			thread_id: threadId,
 			checkpoint_ns: ns,
@@ -227,15 +242,13 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 
 	/** Delete the thread's checkpoints and writes. Not fenced (an
 	 * operator's clean-up); refused while a run of the thread is pending
-	 * or running. */
+	 * (submitted, not yet started) or running, and when that cannot be
+	 * known (etcd unreachable: the error is passed on). */
 	async deleteThread(threadId) {
-		const hint = await this.#client.shared.get(runHintName(threadId));
-		if (hint !== undefined) {
-			const st = await this.#client.status(hint.run).catch(() => undefined);
-			if (st && (st.state === 'pending' || st.state === 'running'))
-				throw new LeaseRunError(`thread ${threadId}: run ${hint.run} is ${st.state}`, 'LR_EINVAL');
-		}
 		threadKey(threadId); // validates
+		const { seq, status } = await runSlot(this.#client, threadId);
+		if (status !== null)
+			throw new LeaseRunError(`thread ${threadId}: run ${runId(threadId, seq)} is ${status.state}`, 'LR_EINVAL');
 		await this.#client.shared.delete(threadPrefix(threadId), { prefix: true });
 	}
 }
