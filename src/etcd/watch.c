@@ -33,6 +33,7 @@ struct lr_watcher {
 	char *end;        /* explicit range end, or NULL: from flags */
 	int flags;
 	int64_t next_rev; /* 0: "from now", until the created reply */
+	uint64_t sent;    /* order of its create on the current call */
 	enum wstate state;
 	lr_watch_fn fn;
 	void *user;
@@ -53,6 +54,7 @@ struct lr_watch {
 	pthread_cond_t cond;
 	lr_watcher *watchers;
 	int64_t next_id;
+	uint64_t creates;    /* creates sent: etcd answers them in order */
 	lr_watcher *delivering;
 	int64_t last_rx;     /* when the stream last said anything */
 	int64_t probe_at;    /* next progress request */
@@ -81,9 +83,23 @@ static int send_create(lr_watch *w, lr_watcher *wr)
 	req.create_request = &cr;
 	int rc = lr_stream_send(w->stream, &req.base);
 	free(end);
-	if (rc == 0)
+	if (rc == 0) {
 		wr->state = W_PENDING;
+		wr->sent = ++w->creates;
+	}
 	return rc;
+}
+
+/* The watcher whose create etcd answers next: the pending one sent
+ * first. A create etcd refuses (no permission on its keys) comes back
+ * with watch id -1, not its own. */
+static lr_watcher *oldest_pending(lr_watch *w)
+{
+	lr_watcher *oldest = NULL;
+	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (wr->state == W_PENDING && (oldest == NULL || wr->sent < oldest->sent))
+			oldest = wr;
+	return oldest;
 }
 
 static void send_cancel(lr_watch *w, int64_t id)
@@ -243,6 +259,8 @@ static void w_message(void *owner, const uint8_t *data, size_t len)
 	pthread_mutex_lock(&w->mu);
 	w->last_rx = lr_mono_ms();
 	lr_watcher *wr = find(w, r->watch_id);
+	if (wr == NULL && r->watch_id == -1 && r->canceled && !refused)
+		wr = oldest_pending(w);
 	if (wr == NULL || wr->state == W_DEAD)
 		goto out;
 	lr_watch_batch b = { .revision = rev };

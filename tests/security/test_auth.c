@@ -564,6 +564,50 @@ TEST(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again)
 	lr_client_close(c);
 }
 
+struct refusal {
+	atomic_int cancelled, created;
+	char reason[200];
+};
+
+static void on_refusal(void *user, const lr_watch_batch *b)
+{
+	struct refusal *r = user;
+	if (b->kind == LR_WATCH_CANCELLED) {
+		snprintf(r->reason, sizeof(r->reason), "%s", b->reason != NULL ? b->reason : "");
+		atomic_fetch_add(&r->cancelled, 1);
+	} else if (b->kind == LR_WATCH_CREATED) {
+		atomic_fetch_add(&r->created, 1);
+	}
+}
+
+/* etcd refuses a watch on keys the user may not read with watch id -1,
+ * not the watcher's own: the watcher is told, not left waiting, and the
+ * watchers around it are unaffected. */
+TEST(a_watch_on_keys_the_user_may_not_read_is_cancelled_saying_why)
+{
+	lr_client *c = open_as("viewer", VIEWER_PW, ROLE_PREFIX);
+	lr_err err = { 0 };
+	lr_watch *w = NULL;
+	lr_watcher *ok1 = NULL, *denied = NULL, *ok2 = NULL;
+	struct refusal mine = { 0 }, others = { 0 };
+	CHECK_OK(lr_watch_new(lr_client_etcd(c), &w, &err), &err);
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "a/", LR_KEY_PREFIX, 0, on_refusal, &others, &ok1,
+	                      &err), &err);
+	CHECK_OK(lr_watch_add(w, "/not-for-viewers/", LR_KEY_PREFIX, 0, on_refusal, &mine,
+	                      &denied, &err), &err);
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "b/", LR_KEY_PREFIX, 0, on_refusal, &others, &ok2,
+	                      &err), &err);
+	CHECK(wait_for(&mine.cancelled, 1, 5000));
+	CHECK_HAS(mine.reason, "permission denied");
+	CHECK(wait_for(&others.created, 2, 5000));
+	CHECK_INT(atomic_load(&others.cancelled), ==, 0);
+	lr_watcher_cancel(ok1);
+	lr_watcher_cancel(denied);
+	lr_watcher_cancel(ok2);
+	lr_watch_free(w);
+	lr_client_close(c);
+}
+
 struct tally {
 	atomic_int done, lost;
 };
@@ -676,6 +720,7 @@ TEST_LIST(
 	TEST_CASE(the_password_shows_in_no_output_log_step_or_etcd_value),
 	TEST_CASE(a_keepalive_and_a_watch_outlive_several_token_expiries),
 	TEST_CASE(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again),
+	TEST_CASE(a_watch_on_keys_the_user_may_not_read_is_cancelled_saying_why),
 	TEST_CASE(a_runner_keeps_its_lease_and_dispatches_across_token_expiries),
 );
 
