@@ -11,6 +11,9 @@
 /* Holds "YYYY-MM-DDTHH:MM:SS.mmmZ" with room to spare; the record structs
  * use the same size. */
 #define LR_TIME_BUF 40
+/* The last instant RFC 3339 can write with a 4-digit year:
+ * 9999-12-31T23:59:59.999Z. */
+#define LR_TIME_MAX_MS 253402300799999LL
 
 /* CLOCK_MONOTONIC: for deadlines and intervals, never for display. */
 int64_t lr_mono_ms(void);

@@ -24,6 +24,11 @@ static int normalise_not_before(const json_t *spec, json_t *norm, lr_err *err)
 		return lr_err_set(err, LR_EINVAL,
 		                  "not_before: expected an RFC 3339 time such as "
 		                  "\"2026-11-23T08:00:00Z\", got \"%.64s\"", s);
+	/* A leap second or an offset can carry the last day past the year
+	 * 9999, which the stored form cannot write. */
+	if (ms > LR_TIME_MAX_MS)
+		return lr_err_set(err, LR_EINVAL, "not_before: \"%.64s\" is after "
+		                  "9999-12-31T23:59:59.999Z", s);
 	char buf[LR_TIME_BUF];
 	lr_rfc3339_format(ms, buf);
 	return json_object_set_new(norm, "not_before", json_string(buf)) == 0

@@ -76,6 +76,12 @@ TEST(bad_fields_are_refused_naming_them)
 	refused("{" STEPS ",\"priority\":\"high\"}", "priority");
 	refused("{" STEPS ",\"not_before\":\"2026-02-30T00:00:00Z\"}", "not_before");
 	refused("{" STEPS ",\"not_before\":12}", "not_before");
+	/* A leap second or an offset past the last day RFC 3339 writes. */
+	refused("{" STEPS ",\"not_before\":\"9999-12-31T23:59:60Z\"}",
+	        "is after 9999-12-31T23:59:59.999Z");
+	refused("{" STEPS ",\"not_before\":\"9999-12-31T23:00:00-05:00\"}",
+	        "is after 9999-12-31T23:59:59.999Z");
+	json_decref(parsed("{" STEPS ",\"not_before\":\"9999-12-31T23:59:59.999Z\"}"));
 	refused("{" STEPS ",\"after\":{}}", "after: expected an array");
 	refused("{" STEPS ",\"after\":[5]}", "after[0]");
 	refused("{" STEPS ",\"after\":[\"a b\"]}", "after[0]: \"a b\" is not a task id");
