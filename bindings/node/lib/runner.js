@@ -91,15 +91,17 @@ export class Step {
 
 	/** Commit step.state now without finishing the step (a fenced txn): a
 	 * resumed attempt starts from it. Rejects with LR_ELEASE when the
-	 * claim is gone and LR_ECANCELLED once the step was stopped. */
-	checkpoint() {
+	 * claim is gone, LR_ECANCELLED once the step was stopped, and with
+	 * JSON.stringify's error when the state is not JSON. */
+	async checkpoint() {
 		return this.#handle.checkpoint(JSON.stringify(this.state));
 	}
 
 	/** Write shared values (name -> JSON value) in one txn fenced by this
 	 * step's claim: refused (LR_ELEASE) once another holder may have
-	 * taken the task. At most 100 values, 1 MiB together. */
-	sharedPut(values) {
+	 * taken the task. At most 100 values, 1 MiB together. Rejects (never
+	 * throws) on values that are not JSON or a `values` that is no object. */
+	async sharedPut(values) {
 		const entries = values instanceof Map ? [...values] : Object.entries(values);
 		return this.#handle.sharedPut(
 			entries.map(([k]) => k),

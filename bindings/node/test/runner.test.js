@@ -204,6 +204,39 @@ test('events, statistics and log records come from the runner', async (t) => {
 	assert.equal(s.claim.count, 1);
 });
 
+test('checkpoint and sharedPut reject, never throw, on values that are not JSON', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const outcomes = [];
+	startRunner(t, c, { name: 'rejecter' }, (r) => {
+		r.handle('bad', async (step) => {
+			const circular = {};
+			circular.self = circular;
+			const calls = [
+				() => ((step.state = { n: 10n }), step.checkpoint()),
+				() => ((step.state = circular), step.checkpoint()),
+				() => step.sharedPut({ 'big.n': 10n }),
+				() => step.sharedPut({ 'loop.a': circular }),
+				() => step.sharedPut(null),
+			];
+			for (const call of calls) {
+				let promise;
+				try {
+					promise = call();
+				} catch (err) {
+					outcomes.push(`threw ${err.name}`);
+					continue;
+				}
+				outcomes.push(await promise.then(() => 'resolved', (err) => `rejected ${err.name}`));
+			}
+			step.state = {};
+		});
+	});
+	await c.submit(spec('r1', ['bad']));
+	assert.equal((await waitDone(c, 'r1')).state, 'succeeded');
+	assert.deepEqual(outcomes, Array(5).fill('rejected TypeError'));
+	assert.deepEqual(await c.shared.list('', { keysOnly: true }), []);
+});
+
 test("a step's shared writes are read back by the client", async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	let badName;
