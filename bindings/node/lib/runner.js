@@ -147,6 +147,13 @@ export class Runner extends EventEmitter {
 		if (this.#started) throw new Error('handle(): the runner has started already');
 		if (typeof fn !== 'function') throw new TypeError('handle(): expected a function');
 		const key = stepName === null || stepName === undefined || stepName === '*' ? DEFAULT : stepName;
+		if (key !== DEFAULT && typeof key !== 'string') {
+			// An object may have no string form: it is named by its type only.
+			const what = typeof key === 'object' || typeof key === 'function' ? typeof key : `${typeof key} ${String(key)}`;
+			throw new TypeError(`handle(): the step name must be a string, null or '*', not ${what}`);
+		}
+		if (key !== DEFAULT && key.includes('\0'))
+			throw new TypeError(`handle(): the step name ${JSON.stringify(key)} holds a NUL character`);
 		this.#handlers.set(key, fn);
 		return this;
 	}

@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import LeaseRun, { Fail, Runner } from '../lib/index.js';
+import native from '../lib/native.js';
 import { startEtcd } from './etcd.js';
 import { connect, onEnd, quietLog, spec, startRunner, waitDone, waitFor } from './helpers.js';
 
@@ -317,6 +318,42 @@ test('a step with no handler fails its task, naming the step; handle() is refuse
 	const st = await waitDone(c, 'u1');
 	assert.equal(st.state, 'failed');
 	assert.match(st.error, /unknown/);
+});
+
+test('handle() refuses a step name that is not a string, naming it', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const r = new Runner(c, { name: 'names', stopOnSignals: false });
+	assert.throws(() => r.handle(5, async () => {}), {
+		name: 'TypeError',
+		message: /^handle\(\): the step name must be a string, null or '\*', not number 5$/,
+	});
+	assert.throws(() => r.handle(Object.create(null), async () => {}), { name: 'TypeError', message: /not object$/ });
+	assert.throws(() => r.handle('a\0b', async () => {}), { name: 'TypeError', message: /"a\\u0000b" holds a NUL/ });
+	r.handle('fine', async () => {}).handle(null, async () => {});
+});
+
+test("the addon's run() registers no handler when one of its step names is bad", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const n = new native.NativeRunner(c._native, { name: 'native', ttl: 2, grace: 1, log: true });
+	const dispatched = [];
+	const hooks = {
+		dispatch: (handle, info) => {
+			dispatched.push(info.stepName);
+			handle.finish(0, '{}', null);
+		},
+		log: () => {},
+	};
+	assert.throws(() => n.run(['early', 'bad\0'], false, hooks), { name: 'TypeError', message: /^step name: .*NUL/ });
+	const done = n.run(['late'], false, hooks);
+	onEnd(t, async () => {
+		n.stop();
+		await done;
+	});
+	await c.submit(spec('e1', ['early']));
+	const st = await waitDone(c, 'e1');
+	assert.equal(st.state, 'failed');
+	assert.match(st.error, /early/);
+	assert.deepEqual(dispatched, []);
 });
 
 test('SIGTERM stops a runner process gracefully: the step is aborted and released at once', async (t) => {
