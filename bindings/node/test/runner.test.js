@@ -173,9 +173,26 @@ test('cancel fires step.signal at once and ends the task cancelled', async (t) =
 	// Checked here: a failed assertion in the handler would only retry it.
 	await waitFor(() => checkpointed, 5000, 'the handler to end');
 	assert.equal(reason.code, 'LR_ECANCELLED');
+	assert.match(reason.message, /^task long, step wait: the step was stopped: the task was cancelled$/);
 	assert.equal(checkpointed.code, 'LR_ECANCELLED');
 	t.diagnostic(`the handler saw the cancel ${abortedAfter} ms after the request`);
 	assert.ok(abortedAfter >= 0 && abortedAfter < 1000, `aborted after ${abortedAfter} ms`);
+});
+
+test('a step used after its handler returned is refused, naming its task and step', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let kept;
+	startRunner(t, c, { name: 'late' }, (r) => {
+		r.handle('once', async (step) => {
+			kept = step;
+		});
+	});
+	await c.submit(spec('over', ['once']));
+	assert.equal((await waitDone(c, 'over')).state, 'succeeded');
+	const over = { code: 'LR_ECANCELLED', message: 'task over, step once: the step is over' };
+	await assert.rejects(kept.checkpoint(), over);
+	await assert.rejects(kept.sharedPut({ late: 1 }), over);
+	assert.equal(await c.shared.get('late'), undefined);
 });
 
 test('events, statistics and log records come from the runner', async (t) => {
