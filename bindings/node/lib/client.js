@@ -118,7 +118,8 @@ export class Client {
 		return this.#native.status(id);
 	}
 
-	/** Tasks oldest first, optionally of one state, at most limit. */
+	/** Tasks oldest first, optionally of one state, at most limit (a
+	 * whole number up to 1e9; 0: all). */
 	async list({ state, limit = 0 } = {}) {
 		return this.#native.list(stateNumber(state), limit);
 	}

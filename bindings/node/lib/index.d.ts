@@ -148,6 +148,8 @@ export class Client {
 	submit(spec: TaskSpec | string, options?: { id?: string }): Promise<{ id: string; created: boolean }>;
 	/** LR_ENOTFOUND when there is no such task. */
 	status(id: string): Promise<TaskStatus>;
+	/** Oldest first; limit: a whole number up to 1e9 (0, the default: all),
+	 * else a RangeError naming limit. */
 	list(options?: { state?: TaskState; limit?: number }): Promise<TaskStatus[]>;
 	/** already: the final state when the task had finished (nothing changed). */
 	cancel(id: string): Promise<{ already: TaskState | null }>;

@@ -91,15 +91,17 @@ export class Step {
 
 	/** Commit step.state now without finishing the step (a fenced txn): a
 	 * resumed attempt starts from it. Rejects with LR_ELEASE when the
-	 * claim is gone and LR_ECANCELLED once the step was stopped. */
-	checkpoint() {
+	 * claim is gone, LR_ECANCELLED once the step was stopped, and with
+	 * JSON.stringify's error when the state is not JSON. */
+	async checkpoint() {
 		return this.#handle.checkpoint(JSON.stringify(this.state));
 	}
 
 	/** Write shared values (name -> JSON value) in one txn fenced by this
 	 * step's claim: refused (LR_ELEASE) once another holder may have
-	 * taken the task. At most 100 values, 1 MiB together. */
-	sharedPut(values) {
+	 * taken the task. At most 100 values, 1 MiB together. Rejects (never
+	 * throws) on values that are not JSON or a `values` that is no object. */
+	async sharedPut(values) {
 		const entries = values instanceof Map ? [...values] : Object.entries(values);
 		return this.#handle.sharedPut(
 			entries.map(([k]) => k),
@@ -145,6 +147,13 @@ export class Runner extends EventEmitter {
 		if (this.#started) throw new Error('handle(): the runner has started already');
 		if (typeof fn !== 'function') throw new TypeError('handle(): expected a function');
 		const key = stepName === null || stepName === undefined || stepName === '*' ? DEFAULT : stepName;
+		if (key !== DEFAULT && typeof key !== 'string') {
+			// An object may have no string form: it is named by its type only.
+			const what = typeof key === 'object' || typeof key === 'function' ? typeof key : `${typeof key} ${String(key)}`;
+			throw new TypeError(`handle(): the step name must be a string, null or '*', not ${what}`);
+		}
+		if (key !== DEFAULT && key.includes('\0'))
+			throw new TypeError(`handle(): the step name ${JSON.stringify(key)} holds a NUL character`);
 		this.#handlers.set(key, fn);
 		return this;
 	}

@@ -67,6 +67,8 @@ public:
 	// eventfd back (later requests are refused).
 	void Close();
 	bool ok() const { return efd_ >= 0; }
+	// "task ID, step NAME": what messages about this call start with.
+	std::string Where() const;
 
 private:
 	lr_step_result Finish(const Request &r);

@@ -29,6 +29,9 @@ const char *OrNull(const std::string &s)
 // The command's bounds for --dial-timeout (seconds), and the call timeout.
 const double kMinTimeoutS = 0.001, kMaxTimeoutS = 3600;
 
+// The most tasks list() returns at once (as `leaserun status --limit`).
+const double kListMax = 1e9;
+
 // A JSON value as compact text (malloc'd by jansson); "" for NULL.
 std::string JsonText(const void *v)
 {
@@ -152,7 +155,8 @@ private:
 	{
 		ConnPtr conn = Conn(info.Env());
 		int state = info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : -1;
-		size_t limit = info[1].IsNumber() ? info[1].As<Napi::Number>().Uint32Value() : 0;
+		// 0: no limit; at most the command's --limit maximum.
+		size_t limit = static_cast<size_t>(OptNumber(info[1], "limit", 0, 0, kListMax, true));
 		auto st = std::make_shared<StatusList>();
 		return Job::Start(
 		    info.Env(),

@@ -5,6 +5,8 @@
 // thread; RunThread on the runner thread; LogSink and the lifecycle
 // callbacks on the runner's threads (its loop and its workers).
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "bridge.h"
 
@@ -289,12 +291,17 @@ private:
 			throw MakeError(env, LR_EINVAL, "a runner runs once: make a new Runner");
 		if (!info[2].IsObject() || !info[2].As<Napi::Object>().Get("dispatch").IsFunction())
 			throw Napi::TypeError::New(env, "run: expected hooks with a dispatch function");
+		if (!info[0].IsArray())
+			throw Napi::TypeError::New(env, "run: expected an array of step names");
+		// Every name is checked before any is registered: a bad one leaves
+		// the runner as it was.
 		Napi::Array names = info[0].As<Napi::Array>();
-		for (uint32_t i = 0; i < names.Length(); i++) {
-			std::string n = String(names.Get(i), "step name");
+		std::vector<std::string> steps;
+		for (uint32_t i = 0; i < names.Length(); i++)
+			steps.push_back(String(names.Get(i), "step name"));
+		for (const std::string &n : steps)
 			if (lr_runner_handle(core_.r, n.c_str(), Bridge, &core_) != 0)
 				throw MakeError(env, LR_ENOMEM, "out of memory");
-		}
 		if (info[1].ToBoolean() && lr_runner_handle(core_.r, nullptr, Bridge, &core_) != 0)
 			throw MakeError(env, LR_ENOMEM, "out of memory");
 		ran_ = true;

@@ -213,26 +213,32 @@ lr_step_result StepCall::Serve(RunnerCore *core)
 		}
 		if (!aborted && lr_step_cancelled(s_)) {
 			aborted = true;
-			Msg *m = new Msg(Msg::ABORT);
-			m->call = shared_from_this();
+			const char *why;
 			switch (lr_step_stop_reason(s_)) {
 			case LR_STEP_LEASE_LOST:
-				m->text = lr_step_deadline_ms(s_) <= MonoMs()
-				              ? "the lease deadline passed without a renewal: the step "
-				                "must stop"
-				              : "the runner's lease is lost: the step must stop";
+				why = lr_step_deadline_ms(s_) <= MonoMs()
+				          ? "the lease deadline passed without a renewal: the step must stop"
+				          : "the runner's lease is lost: the step must stop";
 				break;
 			case LR_STEP_CANCELLED:
-				m->text = "the step was stopped: the task was cancelled";
+				why = "the step was stopped: the task was cancelled";
 				break;
 			default:
-				m->text = "the step was stopped: the runner is stopping";
+				why = "the step was stopped: the runner is stopping";
 				break;
 			}
+			Msg *m = new Msg(Msg::ABORT);
+			m->call = shared_from_this();
+			m->text = Where() + ": " + why;
 			core->Post(m);
 		}
 		Wait(!aborted);
 	}
+}
+
+std::string StepCall::Where() const
+{
+	return "task " + task_id + ", step " + name;
 }
 
 lr_step_result Bridge(lr_step *s, void *user)
@@ -300,7 +306,7 @@ public:
 		auto pending = std::move(pending_);
 		pending_.clear();
 		for (auto &p : pending)
-			p.second.Reject(MakeError(env, LR_ECANCELLED, "the step is over").Value());
+			p.second.Reject(MakeError(env, LR_ECANCELLED, call_->Where() + ": the step is over").Value());
 	}
 
 private:
@@ -310,7 +316,7 @@ private:
 		r.id = next_id_++;
 		uint32_t id = r.id;
 		if (!call_->Push(std::move(r))) {
-			d.Reject(MakeError(env, LR_ECANCELLED, "the step is over").Value());
+			d.Reject(MakeError(env, LR_ECANCELLED, call_->Where() + ": the step is over").Value());
 			return d.Promise();
 		}
 		pending_.emplace(id, d);

@@ -122,3 +122,16 @@ test('a closed client refuses calls; calls in flight finish first', async (t) =>
 	await assert.rejects(() => c.status('late'), { code: 'LR_ECLOSED' });
 	c.close(); // twice is harmless
 });
+
+test("list's limit is a whole number up to 1e9: others are refused, naming limit", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	await c.submit(spec('l1', ['a']));
+	await c.submit(spec('l2', ['a']));
+	// Each of these once wrapped to some other count, silently.
+	for (const limit of [-1, 1.5, 2 ** 32 + 1, 1e9 + 1, NaN, Infinity])
+		await assert.rejects(c.list({ limit }), { name: 'RangeError', message: /^limit: / }, `limit ${limit}`);
+	await assert.rejects(c.list({ limit: '1' }), { name: 'TypeError', message: /^limit: / });
+	assert.deepEqual((await c.list({ limit: 1e9 })).map((x) => x.id), ['l1', 'l2']);
+	assert.deepEqual((await c.list({ limit: 1 })).map((x) => x.id), ['l1']);
+	assert.equal((await c.list({ limit: 0 })).length, 2);
+});

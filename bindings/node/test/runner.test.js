@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 import LeaseRun, { Fail, Runner } from '../lib/index.js';
+import native from '../lib/native.js';
 import { startEtcd } from './etcd.js';
 import { connect, onEnd, quietLog, spec, startRunner, waitDone, waitFor } from './helpers.js';
 
@@ -172,9 +173,26 @@ test('cancel fires step.signal at once and ends the task cancelled', async (t) =
 	// Checked here: a failed assertion in the handler would only retry it.
 	await waitFor(() => checkpointed, 5000, 'the handler to end');
 	assert.equal(reason.code, 'LR_ECANCELLED');
+	assert.match(reason.message, /^task long, step wait: the step was stopped: the task was cancelled$/);
 	assert.equal(checkpointed.code, 'LR_ECANCELLED');
 	t.diagnostic(`the handler saw the cancel ${abortedAfter} ms after the request`);
 	assert.ok(abortedAfter >= 0 && abortedAfter < 1000, `aborted after ${abortedAfter} ms`);
+});
+
+test('a step used after its handler returned is refused, naming its task and step', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	let kept;
+	startRunner(t, c, { name: 'late' }, (r) => {
+		r.handle('once', async (step) => {
+			kept = step;
+		});
+	});
+	await c.submit(spec('over', ['once']));
+	assert.equal((await waitDone(c, 'over')).state, 'succeeded');
+	const over = { code: 'LR_ECANCELLED', message: 'task over, step once: the step is over' };
+	await assert.rejects(kept.checkpoint(), over);
+	await assert.rejects(kept.sharedPut({ late: 1 }), over);
+	assert.equal(await c.shared.get('late'), undefined);
 });
 
 test('events, statistics and log records come from the runner', async (t) => {
@@ -202,6 +220,39 @@ test('events, statistics and log records come from the runner', async (t) => {
 	assert.equal(s.tasksSucceeded, 1);
 	assert.equal(s.stepsCommitted, 1);
 	assert.equal(s.claim.count, 1);
+});
+
+test('checkpoint and sharedPut reject, never throw, on values that are not JSON', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const outcomes = [];
+	startRunner(t, c, { name: 'rejecter' }, (r) => {
+		r.handle('bad', async (step) => {
+			const circular = {};
+			circular.self = circular;
+			const calls = [
+				() => ((step.state = { n: 10n }), step.checkpoint()),
+				() => ((step.state = circular), step.checkpoint()),
+				() => step.sharedPut({ 'big.n': 10n }),
+				() => step.sharedPut({ 'loop.a': circular }),
+				() => step.sharedPut(null),
+			];
+			for (const call of calls) {
+				let promise;
+				try {
+					promise = call();
+				} catch (err) {
+					outcomes.push(`threw ${err.name}`);
+					continue;
+				}
+				outcomes.push(await promise.then(() => 'resolved', (err) => `rejected ${err.name}`));
+			}
+			step.state = {};
+		});
+	});
+	await c.submit(spec('r1', ['bad']));
+	assert.equal((await waitDone(c, 'r1')).state, 'succeeded');
+	assert.deepEqual(outcomes, Array(5).fill('rejected TypeError'));
+	assert.deepEqual(await c.shared.list('', { keysOnly: true }), []);
 });
 
 test("a step's shared writes are read back by the client", async (t) => {
@@ -284,6 +335,42 @@ test('a step with no handler fails its task, naming the step; handle() is refuse
 	const st = await waitDone(c, 'u1');
 	assert.equal(st.state, 'failed');
 	assert.match(st.error, /unknown/);
+});
+
+test('handle() refuses a step name that is not a string, naming it', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const r = new Runner(c, { name: 'names', stopOnSignals: false });
+	assert.throws(() => r.handle(5, async () => {}), {
+		name: 'TypeError',
+		message: /^handle\(\): the step name must be a string, null or '\*', not number 5$/,
+	});
+	assert.throws(() => r.handle(Object.create(null), async () => {}), { name: 'TypeError', message: /not object$/ });
+	assert.throws(() => r.handle('a\0b', async () => {}), { name: 'TypeError', message: /"a\\u0000b" holds a NUL/ });
+	r.handle('fine', async () => {}).handle(null, async () => {});
+});
+
+test("the addon's run() registers no handler when one of its step names is bad", async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const n = new native.NativeRunner(c._native, { name: 'native', ttl: 2, grace: 1, log: true });
+	const dispatched = [];
+	const hooks = {
+		dispatch: (handle, info) => {
+			dispatched.push(info.stepName);
+			handle.finish(0, '{}', null);
+		},
+		log: () => {},
+	};
+	assert.throws(() => n.run(['early', 'bad\0'], false, hooks), { name: 'TypeError', message: /^step name: .*NUL/ });
+	const done = n.run(['late'], false, hooks);
+	onEnd(t, async () => {
+		n.stop();
+		await done;
+	});
+	await c.submit(spec('e1', ['early']));
+	const st = await waitDone(c, 'e1');
+	assert.equal(st.state, 'failed');
+	assert.match(st.error, /early/);
+	assert.deepEqual(dispatched, []);
 });
 
 test('SIGTERM stops a runner process gracefully: the step is aborted and released at once', async (t) => {

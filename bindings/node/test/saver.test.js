@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { Annotation, END, START, StateGraph, interrupt } from '@langchain/langgraph';
+import { ERROR, MemorySaver, emptyCheckpoint, uuid6 } from '@langchain/langgraph-checkpoint';
 
 import { LeaseRunSaver, ThreadBusyError, serveGraph, submitRun, waitRun, withThread } from '../lib/langgraph.js';
 import { startEtcd } from './etcd.js';
@@ -240,4 +241,33 @@ test('deleteThread is refused while a run of it is submitted and not yet started
 		message: /thread queued: run lg\.queued\.2 is pending/,
 	});
 	assert.ok((await saver.getTuple({ configurable: { thread_id: 'queued' } })) !== undefined);
+});
+
+test('putWrites keeps the first write at a position and replaces special writes, as MemorySaver', async (t) => {
+	const c = await connect(t, await startEtcd(t), '/put-writes/');
+	const saver = new LeaseRunSaver(c);
+	const checkpoint = { ...emptyCheckpoint(), id: uuid6(-1) };
+	// The same calls on both savers: a node's writes saved twice (a
+	// resumed attempt saving them again), then an error replaced.
+	async function calls(s) {
+		const config = await s.put({ configurable: { thread_id: 'w', checkpoint_ns: '' } }, checkpoint, {});
+		await s.putWrites(config, [['a', 'first'], ['b', 1]], 'task-1');
+		await s.putWrites(config, [['a', 'second'], ['b', 2]], 'task-1');
+		await s.putWrites(config, [[ERROR, { message: 'first error' }]], 'task-1');
+		await s.putWrites(config, [[ERROR, { message: 'second error' }]], 'task-1');
+		return (await s.getTuple(config)).pendingWrites;
+	}
+	let ours;
+	startRunner(t, c, { name: 'writer' }, (r) =>
+		r.handle('write', (step) => withThread(step, 'w', async () => (ours = await calls(saver)))),
+	);
+	await c.submit(spec('lg.w.1', ['write']));
+	assert.equal((await waitDone(c, 'lg.w.1')).state, 'succeeded');
+	const theirs = await calls(new MemorySaver());
+	assert.deepEqual(ours, [
+		['task-1', ERROR, { message: 'second error' }],
+		['task-1', 'a', 'first'],
+		['task-1', 'b', 1],
+	]);
+	assert.deepEqual(ours, theirs);
 });

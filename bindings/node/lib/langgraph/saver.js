@@ -236,8 +236,22 @@ export class LeaseRunSaver extends BaseCheckpointSaver {
 				];
 			}),
 		);
+		// As MemorySaver: a write at a position (idx >= 0) already saved for
+		// this checkpoint and task is kept, not replaced; the special writes
+		// (errors, interrupts, resumes: negative idx) replace theirs. Only
+		// the run holding the thread writes it, so what it reads here is
+		// what its txn finds.
+		const kept = entries.some(([, w]) => w.idx >= 0) ? await this.#saved(entries[0][0]) : new Set();
+		const fresh = entries.filter(([name, w]) => w.idx < 0 || !kept.has(name));
 		// One txn for up to 100 writes: a task's writes are all there or none.
-		await this.#put(step, entries);
+		await this.#put(step, fresh);
+	}
+
+	// The names of the writes saved for the task of write `name`.
+	async #saved(name) {
+		const taskPrefix = name.slice(0, name.lastIndexOf('.') + 1);
+		const rows = await this.#client.shared.list(taskPrefix, { keysOnly: true });
+		return new Set(rows.map((r) => r.name));
 	}
 
 	/** Delete the thread's checkpoints and writes. Not fenced (an
