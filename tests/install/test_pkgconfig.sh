@@ -31,8 +31,11 @@ flags=$(pkg-config --cflags --libs leaserun)
 echo "pkg-config --cflags --libs leaserun: $flags"
 libdir=$(pkg-config --libs-only-L leaserun | sed 's/^ *-L//; s/ *$//')
 # A library built with sanitizers needs a program built with them too.
+# (Read whole first: `ldd | grep -q` under pipefail fails at random when
+# grep stops reading before ldd is done writing.)
 sanitize=()
-if ldd "$libdir/libleaserun.so" | grep -q libasan; then
+deps=$(ldd "$libdir/libleaserun.so")
+if [[ $deps == *libasan* ]]; then
 	sanitize=(-fsanitize=address,undefined)
 fi
 # shellcheck disable=SC2086
