@@ -52,3 +52,17 @@ int wait_until(int (*cond)(void *), void *arg, int timeout_ms)
 	}
 	return 0;
 }
+
+lr_keepalive *kept_lease(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted,
+                         lr_lease_lost_fn lost, void *user)
+{
+	lr_err e = { 0 };
+	lr_keepalive *k = NULL;
+	int64_t g = 0, sent = 0;
+	CHECK_OK(lr_keepalive_new(c, &k, &e), &e);
+	CHECK_OK(lr_lease_grant(c, ttl_s, id, &g, &sent, &e), &e);
+	CHECK_OK(lr_keepalive_add(k, *id, g, sent, lost, NULL, user, &e), &e);
+	if (granted != NULL)
+		*granted = g;
+	return k;
+}

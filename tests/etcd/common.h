@@ -4,6 +4,7 @@
 #define LR_TEST_ETCD_COMMON_H
 
 #include "etcd/kv.h"
+#include "etcd/lease.h"
 #include "etcd/transport.h"
 #include "etcd_harness.h"
 
@@ -16,6 +17,12 @@ void cluster_down(void);
 /* A new client on the whole cluster (or one endpoint when not NULL), with
  * short timeouts; fails the current test on error. */
 lr_etcd *client_open(const char *endpoint);
+
+/* A lease of ttl_s granted on c and kept alive by a new keepalive (freed
+ * by the caller), which calls lost(user, ...) if it is lost; *id and
+ * *granted (may be NULL) are the lease's. Fails the test on error. */
+lr_keepalive *kept_lease(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted,
+                         lr_lease_lost_fn lost, void *user);
 
 /* A fresh key prefix for one test case: "/t/<case>/<n>/". */
 const char *test_prefix(const char *name);

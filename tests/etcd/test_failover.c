@@ -19,13 +19,10 @@ static void on_lost(void *user, int64_t id, const char *why)
 TEST(leader_killed_kv_calls_and_keepalive_carry_on)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_keepalive *k;
-	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
-	int64_t id, granted, sent;
-	CHECK_OK(lr_lease_grant(c, 5, &id, &granted, &sent, &err), &err);
-	CHECK_OK(lr_kv_put(c, "/failover/owned", "v", 1, id, NULL, NULL, &err), &err);
 	int lost = 0;
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
+	int64_t id, granted;
+	lr_keepalive *k = kept_lease(c, 5, &id, &granted, on_lost, &lost);
+	CHECK_OK(lr_kv_put(c, "/failover/owned", "v", 1, id, NULL, NULL, &err), &err);
 
 	int leader = etcdh_leader(cluster);
 	CHECK(leader >= 0);
@@ -100,12 +97,9 @@ static void ignore_batch(void *user, const lr_watch_batch *b)
 TEST(without_a_quorum_streams_reopen_with_a_growing_backoff)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_keepalive *k;
-	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
-	int64_t id, granted, sent;
-	CHECK_OK(lr_lease_grant(c, 30, &id, &granted, &sent, &err), &err);
 	int lost = 0;
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
+	int64_t id;
+	lr_keepalive *k = kept_lease(c, 30, &id, NULL, on_lost, &lost);
 	lr_watch *w;
 	lr_watcher *wr;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);

@@ -153,12 +153,9 @@ TEST(revoke_deletes_at_once_and_keepalive_reports_the_loss)
 TEST(loss_is_reported_within_the_ttl_when_etcd_stops)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_keepalive *k;
-	CHECK_OK(lr_keepalive_new(c, &k, &err), &err);
-	int64_t id, granted, sent;
-	CHECK_OK(lr_lease_grant(c, 2, &id, &granted, &sent, &err), &err);
 	struct lost lost = {0};
-	CHECK_OK(lr_keepalive_add(k, id, granted, sent, on_lost, NULL, &lost, &err), &err);
+	int64_t id, granted;
+	lr_keepalive *k = kept_lease(c, 2, &id, &granted, on_lost, &lost);
 	lr_sleep_ms(1000);
 	int64_t deadline = lr_keepalive_deadline(k, id);
 	int64_t stopped = lr_mono_ms(), cpu0 = cpu_ms();
