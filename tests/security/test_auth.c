@@ -420,16 +420,21 @@ TEST(the_password_shows_in_no_output_log_step_or_etcd_value)
 /* ---- token expiry ----------------------------------------------------- */
 
 struct seen {
-	atomic_int created, events, lost;
+	atomic_int created, events, cancelled, lost;
+	char reason[200]; /* the last cancel's */
 };
 
 static void on_watch(void *user, const lr_watch_batch *b)
 {
 	struct seen *s = user;
-	if (b->kind == LR_WATCH_CREATED)
+	if (b->kind == LR_WATCH_CREATED) {
 		atomic_fetch_add(&s->created, 1);
-	else if (b->kind == LR_WATCH_EVENTS)
+	} else if (b->kind == LR_WATCH_EVENTS) {
 		atomic_fetch_add(&s->events, (int)b->n);
+	} else if (b->kind == LR_WATCH_CANCELLED) {
+		snprintf(s->reason, sizeof(s->reason), "%s", b->reason != NULL ? b->reason : "");
+		atomic_fetch_add(&s->cancelled, 1);
+	}
 }
 
 static void on_lost(void *user, int64_t id, const char *why)
@@ -564,22 +569,6 @@ TEST(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again)
 	lr_client_close(c);
 }
 
-struct refusal {
-	atomic_int cancelled, created;
-	char reason[200];
-};
-
-static void on_refusal(void *user, const lr_watch_batch *b)
-{
-	struct refusal *r = user;
-	if (b->kind == LR_WATCH_CANCELLED) {
-		snprintf(r->reason, sizeof(r->reason), "%s", b->reason != NULL ? b->reason : "");
-		atomic_fetch_add(&r->cancelled, 1);
-	} else if (b->kind == LR_WATCH_CREATED) {
-		atomic_fetch_add(&r->created, 1);
-	}
-}
-
 /* etcd refuses a watch on keys the user may not read with watch id -1,
  * not the watcher's own: the watcher is told, not left waiting, and the
  * watchers around it are unaffected. */
@@ -589,13 +578,13 @@ TEST(a_watch_on_keys_the_user_may_not_read_is_cancelled_saying_why)
 	lr_err err = { 0 };
 	lr_watch *w = NULL;
 	lr_watcher *ok1 = NULL, *denied = NULL, *ok2 = NULL;
-	struct refusal mine = { 0 }, others = { 0 };
+	struct seen mine = { 0 }, others = { 0 };
 	CHECK_OK(lr_watch_new(lr_client_etcd(c), &w, &err), &err);
-	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "a/", LR_KEY_PREFIX, 0, on_refusal, &others, &ok1,
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "a/", LR_KEY_PREFIX, 0, on_watch, &others, &ok1,
 	                      &err), &err);
-	CHECK_OK(lr_watch_add(w, "/not-for-viewers/", LR_KEY_PREFIX, 0, on_refusal, &mine,
+	CHECK_OK(lr_watch_add(w, "/not-for-viewers/", LR_KEY_PREFIX, 0, on_watch, &mine,
 	                      &denied, &err), &err);
-	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "b/", LR_KEY_PREFIX, 0, on_refusal, &others, &ok2,
+	CHECK_OK(lr_watch_add(w, ROLE_PREFIX "b/", LR_KEY_PREFIX, 0, on_watch, &others, &ok2,
 	                      &err), &err);
 	CHECK(wait_for(&mine.cancelled, 1, 5000));
 	CHECK_HAS(mine.reason, "permission denied");
