@@ -40,6 +40,13 @@ static int normalise_prefix(const char *given, char *out, size_t *len,
 	return 0;
 }
 
+/* 0 (the default), or a millisecond to a day: beyond, milliseconds would
+ * not fit the clocks; below, every call would fail at once. NaN is not. */
+static bool timeout_ok(double s)
+{
+	return s == 0 || (s >= 0.001 && s <= 86400);
+}
+
 int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err)
 {
 	static const lr_client_opts none = { .endpoints = NULL };
@@ -48,10 +55,7 @@ int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err)
 	int rc;
 
 	*out = NULL;
-	/* A millisecond to a day: beyond, milliseconds would not fit the
-	 * clocks; below, every call would fail at once. */
-	if (!(o->dial_timeout_s == 0 || (o->dial_timeout_s >= 0.001 && o->dial_timeout_s <= 86400)) ||
-	    !(o->call_timeout_s == 0 || (o->call_timeout_s >= 0.001 && o->call_timeout_s <= 86400)))
+	if (!timeout_ok(o->dial_timeout_s) || !timeout_ok(o->call_timeout_s))
 		return lr_err_set(err, LR_EINVAL, "lr_client_opts: dial_timeout_s %g, call_timeout_s "
 		                  "%g: expected seconds from 0.001 to 86400, or 0 for the default",
 		                  o->dial_timeout_s, o->call_timeout_s);
