@@ -75,13 +75,15 @@ sorted_list() {
 	tr ',' '\n' <<<"$1" | sed '/^$/d' | sort
 }
 
+# (Here-strings, not pipes: under pipefail, grep -q leaving early can fail
+# the writer with SIGPIPE and so the whole check.)
 has_service() {
-	services | grep -qx "$1"
+	grep -qx -- "$1" <<<"$(services)"
 }
 
 # lacks_key SERVICE KEY: SERVICE's block has no KEY.
 lacks_key() {
-	! service_block "$1" | grep -q "^    $2:"
+	! grep -q "^    $2:" <<<"$(service_block "$1")"
 }
 
 # mentions_all TEXT WORD...: every word appears in TEXT.
