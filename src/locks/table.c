@@ -327,9 +327,9 @@ static bool blocked_by_lock(const lr_lock_table *t, const lr_lock_node *n,
 	return false;
 }
 
-/* The lowest free slot below l's limit and below the limit of every
- * holder of the pool, or -1 when there is none or someone holds a slot
- * at or beyond l's limit. */
+/* The lowest slot free (or holder's own) below l's limit and below the
+ * limit of every other holder of the pool, or -1 when there is none or
+ * someone else holds a slot at or beyond l's limit. */
 static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *holder,
                      char *why, size_t size)
 {
@@ -357,7 +357,8 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	for (int idx = 0; idx < below; idx++) {
 		bool taken = false;
 		for (size_t i = 0; i < t->n_slots && !taken; i++)
-			taken = t->slots[i].index == idx && strcmp(t->slots[i].pool, l->key) == 0;
+			taken = t->slots[i].index == idx && strcmp(t->slots[i].pool, l->key) == 0 &&
+			        strcmp(t->slots[i].holder, holder) != 0;
 		if (!taken)
 			return idx;
 	}
