@@ -93,27 +93,30 @@ static int validate(const char *name, const char *text, size_t len,
 static int submit_one(const cli_common *common, const char *path,
                       const char *id, int64_t not_before_ms)
 {
-	char *text = NULL;
+	char *text = NULL, *value = NULL;
 	size_t len = 0;
 	json_t *spec = NULL;
 	lr_client *c = NULL;
 	char out_id[LR_ID_SIZE];
 	int created = 0;
+	bool start_added = false;
 	lr_err err = { 0 };
 
 	int rc = read_spec(path, &text, &len);
 	if (rc == CLI_CONTINUE)
 		rc = validate(strcmp(path, "-") == 0 ? "<stdin>" : path, text, len,
 		              id, &spec);
-	/* Validated again as it is stored (lr_submit_json). */
-	if (rc == CLI_CONTINUE)
-		lr_sched_start_at(spec, not_before_ms);
+	/* The stored form, with the start time of --in, validated again; the
+	 * id as validation gave it (generated when the spec has none). */
+	if (rc == CLI_CONTINUE &&
+	    lr_submit_prepare_at(text, len, lr_spec_id(spec), not_before_ms, out_id, &value,
+	                         &start_added, &err) != 0)
+		rc = cli_fail(&err);
 	if (rc == CLI_CONTINUE)
 		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)
 		goto cleanup;
-	/* The normalised spec carries its id, generated or not. */
-	if (lr_submit_json(c, spec, NULL, out_id, &created, &err) != 0) {
+	if (lr_submit_store(c, out_id, value, start_added, &created, &err) != 0) {
 		rc = cli_fail(&err);
 		goto cleanup;
 	}
@@ -122,6 +125,7 @@ static int submit_one(const cli_common *common, const char *path,
 cleanup:
 	lr_client_close(c);
 	json_decref(spec);
+	free(value);
 	free(text);
 	return rc;
 }

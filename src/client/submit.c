@@ -11,12 +11,26 @@
 #include "records/schedule.h"
 #include "records/spec.h"
 
+/* Whether two stored forms are one spec but for their not_before, both
+ * having one. */
+static bool same_but_start(const char *a, size_t alen, const char *b, size_t blen)
+{
+	json_t *x = json_loadb(a, alen, 0, NULL);
+	json_t *y = json_loadb(b, blen, 0, NULL);
+	bool same = json_object_del(x, "not_before") == 0 &&
+	            json_object_del(y, "not_before") == 0 && json_equal(x, y);
+	json_decref(x);
+	json_decref(y);
+	return same;
+}
+
 /* Create tasks/<id> with one txn: version == 0 puts the spec, otherwise the
  * failure branch reads what is stored. Equal bytes (the encoding is
  * canonical) are this very submit retried, or the same spec sent twice:
  * both are a success, which is what makes the txn safe to retry when a
- * reply is lost. */
-int lr_submit_store(lr_client *c, const char *id, const char *value,
+ * reply is lost. A start time given with the submit differs at each
+ * retry, so then only the rest of the spec is compared. */
+int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_added,
                     int *created, lr_err *err)
 {
 	char key[LR_KEY_SIZE];
@@ -80,7 +94,8 @@ int lr_submit_store(lr_client *c, const char *id, const char *value,
 		goto cleanup;
 	}
 	const lr_kv *stored = &r.ops[0].kvs[0];
-	if (stored->value_len != len || memcmp(stored->value, value, len) != 0) {
+	if ((stored->value_len != len || memcmp(stored->value, value, len) != 0) &&
+	    !(start_added && same_but_start(stored->value, stored->value_len, value, len))) {
 		rc = lr_err_set(err, LR_EEXIST,
 		                "task %s already exists with a different spec", id);
 		goto cleanup;
@@ -107,12 +122,12 @@ static int encode(const json_t *norm, char id[LR_ID_SIZE], char **value,
 int lr_submit_prepare(const char *text, size_t len, const char *id_override,
                       char id[LR_ID_SIZE], char **value, lr_err *err)
 {
-	return lr_submit_prepare_at(text, len, id_override, 0, id, value, err);
+	return lr_submit_prepare_at(text, len, id_override, 0, id, value, NULL, err);
 }
 
 int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
                          int64_t not_before_ms, char id[LR_ID_SIZE], char **value,
-                         lr_err *err)
+                         bool *added_out, lr_err *err)
 {
 	json_t *norm = NULL;
 	int rc = lr_spec_parse_with_id(text, len, id_override, &norm, err);
@@ -120,6 +135,8 @@ int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
 	if (rc != 0)
 		return rc == LR_EINVAL ? lr_err_wrap(err, rc, "invalid spec") : rc;
 	bool added = lr_sched_start_at(norm, not_before_ms);
+	if (added_out != NULL)
+		*added_out = added;
 	rc = encode(norm, id, value, err);
 	json_decref(norm);
 	if (rc != 0 || !added)
@@ -143,7 +160,7 @@ static int store_prepared(lr_client *c, const char *id, char *value,
                           char id_out[LR_ID_SIZE], int *created, lr_err *err)
 {
 	int was_created = 0;
-	int rc = lr_submit_store(c, id, value, &was_created, err);
+	int rc = lr_submit_store(c, id, value, false, &was_created, err);
 
 	free(value);
 	if (rc != 0)

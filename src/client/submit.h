@@ -4,6 +4,7 @@
 #ifndef LR_CLIENT_SUBMIT_H
 #define LR_CLIENT_SUBMIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "client/client.h"
@@ -16,15 +17,19 @@
 int lr_submit_prepare(const char *text, size_t len, const char *id_override,
                       char id[LR_ID_SIZE], char **value, lr_err *err);
 /* The same, with not_before (unix ms; 0: none) given to a spec that does
- * not say when it may start (`submit --in`). */
+ * not say when it may start (`submit --in`); *added (may be NULL) says
+ * whether it was. */
 int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
                          int64_t not_before_ms, char id[LR_ID_SIZE], char **value,
-                         lr_err *err);
+                         bool *added, lr_err *err);
 
 /* Create tasks/<id> holding value, guarded by version == 0; see submit.c.
- * *created: 1 new, 0 an identical value was already stored. Errors:
- * LR_EEXIST (a different value is stored), etcd errors. */
-int lr_submit_store(lr_client *c, const char *id, const char *value,
+ * start_added: value's not_before was given by the submit (`--in`), so a
+ * stored spec that differs from it only in its not_before is this submit
+ * retried (an earlier run computed an earlier time). *created: 1 new, 0
+ * an identical value was already stored. Errors: LR_EEXIST (a different
+ * value is stored), etcd errors. */
+int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_added,
                     int *created, lr_err *err);
 
 /* The worse of two outcome codes (0 or LR_E*), by the order documented at

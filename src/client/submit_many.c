@@ -34,6 +34,7 @@ struct slot {
 	char id[LR_ID_SIZE];
 	uint64_t id_hash;
 	char *value;       /* the stored form; freed once the create is over */
+	bool start_added;  /* its not_before is the submit's (not_before_ms) */
 	bool after;        /* it names tasks to come after: every create
 	                      before it must have finished first */
 	size_t bytes;      /* its length, counted in the window until then */
@@ -149,7 +150,8 @@ static void *pool_thread(void *arg)
 		}
 		s->state = SLOT_RUNNING;
 		pthread_mutex_unlock(&b->mu);
-		s->code = lr_submit_store(b->c, s->id, s->value, &s->created, &s->err);
+		s->code = lr_submit_store(b->c, s->id, s->value, s->start_added, &s->created,
+		                          &s->err);
 		pthread_mutex_lock(&b->mu);
 		finish(b, s);
 	}
@@ -275,7 +277,7 @@ static void read_slot(const lr_submit_item *item, uint64_t index, int64_t not_be
 	} else {
 		s->code = lr_submit_prepare_at(item->text != NULL ? item->text : "",
 		                               item->len, NULL, not_before_ms, s->id,
-		                               &s->value, &s->err);
+		                               &s->value, &s->start_added, &s->err);
 	}
 	if (s->code != LR_OK) {
 		s->state = SLOT_DONE;

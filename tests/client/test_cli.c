@@ -175,6 +175,58 @@ TEST(submit_refuses_unknown_after_with_status_4_and_takes_in)
 	lr_client_close(c);
 }
 
+/* The stored not_before of task id (fails the test when it has none). */
+static char *stored_not_before(lr_client *c, const char *id)
+{
+	char *value = fixture_get(c, LR_K_TASKS, id);
+	CHECK(value != NULL);
+	json_t *v = json_loads(value, 0, NULL);
+	free(value);
+	const char *at = json_string_value(json_object_get(v, "not_before"));
+	CHECK(at != NULL);
+	char *copy = strdup(at);
+	json_decref(v);
+	return copy;
+}
+
+/* A submit with --in computes its start time anew at each run: run again
+ * (say after a lost reply), it is the same submit, as for any spec. */
+TEST(submit_with_in_run_again_is_a_success_keeping_the_first_start_time)
+{
+	lr_client *c = fixture_client("cli_in_again");
+	cli_use_client(c);
+	const char *spec = "{\"id\":\"later\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}";
+	proc_result r = RUN_STDIN(spec, "submit", "--in", "2h");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	char *first = stored_not_before(c, "later");
+	lr_sleep_ms(1100); /* a later start time, to the second */
+	r = RUN_STDIN(spec, "submit", "--in", "2h");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "later\n");
+	proc_result_free(&r);
+	const char *path = cli_write_file("later.jsonl", "{\"id\":\"later\",\"steps\":"
+	                                  "[{\"name\":\"a\",\"run\":\"b\"}]}\n");
+	r = RUN("submit", "--jsonl", "--in", "2h", path);
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	char *now = stored_not_before(c, "later");
+	CHECK_STR(now, first);
+	free(now);
+	free(first);
+	/* Anything else different is still a different spec. */
+	r = RUN_STDIN("{\"id\":\"later\",\"steps\":[{\"name\":\"a\",\"run\":\"c\"}]}",
+	              "submit", "--in", "2h");
+	CHECK_INT(r.status, ==, 3);
+	proc_result_free(&r);
+	/* So is a start time the spec itself gives. */
+	r = RUN_STDIN("{\"id\":\"later\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	              "\"not_before\":\"2999-01-01T00:00:00Z\"}", "submit", "--in", "2h");
+	CHECK_INT(r.status, ==, 3);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(submit_rejects_a_spec_over_1_mib_and_over_1000_steps)
 {
 	lr_client *c = fixture_client("cli_limits");
@@ -574,6 +626,7 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 
 TEST_LIST(
 	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
+	TEST_CASE(submit_with_in_run_again_is_a_success_keeping_the_first_start_time),
 	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
 	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
 	TEST_CASE(submit_of_a_different_spec_under_a_taken_id_exits_3),

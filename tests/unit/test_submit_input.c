@@ -317,13 +317,13 @@ TEST(a_start_time_added_to_a_spec_is_validated_with_it)
 	char *value = NULL;
 	lr_err err = { 0 };
 	CHECK_OK(lr_submit_prepare_at(spec, strlen(spec), NULL, 1795000000000LL, id, &value,
-	                              &err), &err);
+	                              NULL, &err), &err);
 	CHECK_STR(id, "a");
 	CHECK_HAS(value, "\"not_before\":\"2026-11-18T");
 	free(value);
 	value = NULL;
 	int rc = lr_submit_prepare_at(spec, strlen(spec), NULL, 300000000000000LL, id, &value,
-	                              &err);
+	                              NULL, &err);
 	CHECK_INT(rc, ==, LR_EINVAL);
 	CHECK(value == NULL);
 	CHECK_HAS(err.msg, "not_before");
@@ -336,7 +336,7 @@ TEST(a_start_time_added_to_a_spec_is_validated_with_it)
 		runs[k] = 1;
 	char *small = steps_of_runs(runs, STEPS);
 	err = (lr_err){ 0 };
-	CHECK_OK(lr_submit_prepare_at(small, strlen(small), NULL, 0, id, &value, &err), &err);
+	CHECK_OK(lr_submit_prepare_at(small, strlen(small), NULL, 0, id, &value, NULL, &err), &err);
 	free(small);
 	size_t left = LR_SPEC_MAX_BYTES - 10 - (strlen(value) - STEPS);
 	free(value);
@@ -347,11 +347,11 @@ TEST(a_start_time_added_to_a_spec_is_validated_with_it)
 	}
 	CHECK_INT(left, ==, 0);
 	char *big = steps_of_runs(runs, STEPS);
-	CHECK_OK(lr_submit_prepare_at(big, strlen(big), NULL, 0, id, &value, &err), &err);
+	CHECK_OK(lr_submit_prepare_at(big, strlen(big), NULL, 0, id, &value, NULL, &err), &err);
 	CHECK_INT(strlen(value), ==, LR_SPEC_MAX_BYTES - 10);
 	free(value);
 	value = NULL;
-	rc = lr_submit_prepare_at(big, strlen(big), NULL, 1795000000000LL, id, &value, &err);
+	rc = lr_submit_prepare_at(big, strlen(big), NULL, 1795000000000LL, id, &value, NULL, &err);
 	CHECK_INT(rc, ==, LR_EINVAL);
 	CHECK(value == NULL);
 	free(big);
