@@ -3,10 +3,12 @@
 #include "output.h"
 
 #include <inttypes.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <jansson.h>
 
@@ -41,23 +43,67 @@ out_style out_style_stdout(void)
 	return st;
 }
 
+/* Columns a character takes on a terminal: 2 for wide (CJK, emoji), 0
+ * for combining marks, as glibc's C.UTF-8 tables say whatever the
+ * process's locale; a byte that is no character shows as one. */
+static int char_width(const unsigned char *s, size_t n, size_t *len)
+{
+	static locale_t utf8;
+	static int tried;
+	*len = lr_utf8_char_len(s, n);
+	if (*len <= 1) {
+		*len = 1;
+		return 1;
+	}
+	if (!tried) {
+		tried = 1;
+		utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	}
+	if (utf8 == (locale_t)0)
+		return 1;
+	locale_t was = uselocale(utf8);
+	wchar_t wc;
+	mbstate_t ps;
+	memset(&ps, 0, sizeof(ps));
+	int w = mbrtowc(&wc, (const char *)s, *len, &ps) == *len ? wcwidth(wc) : 1;
+	uselocale(was);
+	return w < 0 ? 1 : w;
+}
+
+/* Columns s takes on a terminal. */
+static size_t text_width(const char *s)
+{
+	size_t n = strlen(s), w = 0, len;
+	for (size_t i = 0; i < n; i += len)
+		w += (size_t)char_width((const unsigned char *)s + i, n - i, &len);
+	return w;
+}
+
 static void table_init(struct table *t, const char *const *head, size_t cols)
 {
 	memset(t, 0, sizeof(*t));
 	t->cols = cols;
 	for (size_t c = 0; c < cols; c++) {
 		t->head[c] = head[c];
-		t->width[c] = strlen(head[c]);
+		t->width[c] = text_width(head[c]);
 	}
 }
 
-/* Append a row; cells are copied. A row that cannot be stored (out of
- * memory) is left out rather than failing the whole display. */
+/* Whether s starts with a bidirectional control (U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069) in UTF-8. */
+static bool bidi_control(const unsigned char *s)
+{
+	return s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xAA && s[2] <= 0xAE) ||
+	                                          s[2] == 0x8E || s[2] == 0x8F)) ||
+	                        (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9));
+}
+
 /* Text for a terminal on one line: step errors carry the last lines of
  * stderr, and a spec's names or a step's output may hold control
  * characters (escape sequences that would move the cursor, clear the
  * screen or set the title): blanks for line breaks and tabs, '?' for the
- * other C0 and C1 controls and DEL. New string; NULL when out of memory. */
+ * other C0 and C1 controls, DEL and bidirectional controls. New string;
+ * NULL when out of memory. */
 static char *one_line(const char *s)
 {
 	char *copy = strdup(s != NULL ? s : "");
@@ -72,6 +118,9 @@ static char *one_line(const char *s)
 		         (unsigned char)copy[i + 1] <= 0x9F) {
 			c = '?'; /* U+0080..U+009F */
 			i++;
+		} else if (bidi_control((unsigned char *)copy + i)) {
+			c = '?'; /* would reorder the rest of the line */
+			i += 2;
 		}
 		copy[o++] = (char)c;
 	}
@@ -80,6 +129,8 @@ static char *one_line(const char *s)
 	return copy;
 }
 
+/* Append a row; cells are copied. A row that cannot be stored (out of
+ * memory) is left out rather than failing the whole display. */
 static void table_add(struct table *t, char *const *cells)
 {
 	if (t->rows == t->cap) {
@@ -95,7 +146,7 @@ static void table_add(struct table *t, char *const *cells)
 		row[c] = one_line(cells[c]);
 		if (row[c] == NULL)
 			row[c] = strdup("");
-		size_t w = row[c] != NULL ? strlen(row[c]) : 0;
+		size_t w = row[c] != NULL ? text_width(row[c]) : 0;
 		if (w > t->width[c])
 			t->width[c] = w;
 	}
@@ -109,15 +160,20 @@ static void table_free(struct table *t)
 	free(t->cells);
 }
 
-/* Cut s to at most max bytes, ending with "..." and on a UTF-8 character
+/* Cut s to at most max columns, ending with "..." and on a character
  * boundary. */
 static void cut(char *s, size_t max)
 {
-	if (strlen(s) <= max || max < 4)
+	if (text_width(s) <= max || max < 4)
 		return;
-	size_t at = max - 3;
-	while (at > 0 && ((unsigned char)s[at] & 0xC0) == 0x80)
-		at--;
+	size_t n = strlen(s), at = 0, w = 0, len;
+	while (at < n) {
+		int cw = char_width((const unsigned char *)s + at, n - at, &len);
+		if (w + (size_t)cw > max - 3)
+			break;
+		w += (size_t)cw;
+		at += len;
+	}
 	memcpy(s + at, "...", 4);
 }
 
@@ -129,12 +185,12 @@ static void print_row(FILE *f, const struct table *t,
 	size_t pending = 0;
 
 	for (size_t c = 0; c < t->cols; c++) {
-		size_t len = strlen(cells[c]);
-		if (len > 0) {
+		size_t w = text_width(cells[c]);
+		if (cells[c][0] != '\0') {
 			fprintf(f, "%*s%s", (int)pending, "", cells[c]);
 			pending = 0;
 		}
-		pending += t->width[c] + GAP - len;
+		pending += t->width[c] + GAP - w;
 	}
 	fputc('\n', f);
 }

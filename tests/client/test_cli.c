@@ -339,14 +339,56 @@ TEST(status_shows_no_control_characters_of_a_spec)
 	lr_client *c = fixture_client("cli_ctl");
 	cli_use_client(c);
 	proc_result r = RUN_STDIN("{\"id\":\"ctl\",\"steps\":[{\"name\":"
-	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\",\"run\":\"true\"}]}",
+	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\\u202ec\",\"run\":\"true\"}]}",
 	                          "submit");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
-	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b");
+	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b?c");
 	CHECK(strchr(r.out, '\033') == NULL && strchr(r.out, '\007') == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* The display column where the cell after the STEP cell starts on the
+ * line of task id: bytes, less one column for each 3-byte (wide) character
+ * before it. */
+static long column_after_step(const char *out, const char *id, const char *step)
+{
+	char start[64];
+	snprintf(start, sizeof(start), "\n%s ", id);
+	const char *line = strstr(out, start);
+	CHECK(line != NULL);
+	line++;
+	const char *at = strstr(line, step);
+	CHECK(at != NULL);
+	at += strlen(step);
+	while (*at == ' ')
+		at++;
+	long wide = 0;
+	for (const char *p = line; p < at; p++)
+		if (((unsigned char)*p & 0xF0) == 0xE0)
+			wide++;
+	return (long)(at - line) - wide;
+}
+
+TEST(status_columns_line_up_with_wide_characters)
+{
+	lr_client *c = fixture_client("cli_wide");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"wide\",\"steps\":[{\"name\":"
+	                          "\"\\u65e5\\u672c\\u8a9e\",\"run\":\"true\"}]}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN_STDIN("{\"id\":\"flat\",\"steps\":[{\"name\":\"abcdef\",\"run\":\"true\"}]}",
+	              "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_INT(column_after_step(r.out, "wide", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e"), ==,
+	          column_after_step(r.out, "flat", "abcdef"));
 	proc_result_free(&r);
 	lr_client_close(c);
 }
@@ -636,6 +678,7 @@ TEST_LIST(
 	TEST_CASE(status_json_has_the_documented_shape),
 	TEST_CASE(status_table_names_each_column),
 	TEST_CASE(status_shows_no_control_characters_of_a_spec),
+	TEST_CASE(status_columns_line_up_with_wide_characters),
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
