@@ -25,43 +25,65 @@ static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	return 0;
 }
 
+/* Dependencies read in one txn: three reads each, within etcd's default
+ * --max-txn-ops of 128. */
+#define AFTER_PER_TXN 32
+
+/* Why dependency `id` still holds its dependent back, from its done/,
+ * claims/ and tasks/ keys as read; "" when it succeeded. */
+static void why_waiting(const char *id, const lr_op_result *done, const lr_op_result *claim,
+                        const lr_op_result *task, char *why, size_t size)
+{
+	if (done->n == 0 && task->n == 0) {
+		/* Purged: the claim will fail its dependents. */
+		snprintf(why, size, "after %s, which no longer exists: it will end failed", id);
+		return;
+	}
+	if (done->n == 0) {
+		snprintf(why, size, "after %s, which is %s", id,
+		         claim->n == 1 ? "running" : "pending");
+		return;
+	}
+	lr_done_rec d;
+	const lr_kv *kv = &done->kvs[0];
+	if (lr_done_decode(kv->value, kv->value_len, &d, NULL) == 0) {
+		if (strcmp(d.status, "succeeded") != 0)
+			snprintf(why, size, "after %s, which ended %s: it will end failed", id,
+			         d.status);
+		lr_done_rec_clear(&d);
+	}
+}
+
 /* The first task of sc's "after" that has not succeeded: "after t-3,
  * which is running" into why. */
 static int first_unfinished(lr_client *c, const lr_sched *sc, char *why, size_t size,
                             lr_err *err)
 {
-	lr_txn *t = lr_txn_new();
-	if (t == NULL)
-		return lr_err_set(err, LR_ENOMEM, "out of memory");
-	for (size_t i = 0; i < sc->n_after; i++) {
-		char key[LR_KEY_SIZE];
-		lr_key(c, LR_K_DONE, sc->after[i], key);
-		lr_txn_get(t, LR_THEN, key, 0);
-		lr_key(c, LR_K_CLAIMS, sc->after[i], key);
-		lr_txn_get(t, LR_THEN, key, LR_RANGE_KEYS_ONLY);
-	}
-	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
-	lr_txn_free(t);
-	for (size_t i = 0; rc == 0 && i < sc->n_after; i++) {
-		if (r.ops[2 * i].n == 0) {
-			snprintf(why, size, "after %s, which is %s", sc->after[i],
-			         r.ops[2 * i + 1].n == 1 ? "running" : "pending");
+	int rc = 0;
+	for (size_t from = 0; rc == 0 && why[0] == '\0' && from < sc->n_after;
+	     from += AFTER_PER_TXN) {
+		size_t to = from + AFTER_PER_TXN < sc->n_after ? from + AFTER_PER_TXN : sc->n_after;
+		lr_txn *t = lr_txn_new();
+		if (t == NULL)
+			return lr_err_set(err, LR_ENOMEM, "out of memory");
+		static const char *const kinds[] = { LR_K_DONE, LR_K_CLAIMS, LR_K_TASKS };
+		for (size_t i = from; i < to; i++)
+			for (int k = 0; k < 3; k++) {
+				char key[LR_KEY_SIZE];
+				lr_key(c, kinds[k], sc->after[i], key);
+				lr_txn_get(t, LR_THEN, key, k == 0 ? 0 : LR_RANGE_KEYS_ONLY);
+			}
+		lr_txn_result r;
+		rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+		lr_txn_free(t);
+		if (rc != 0)
 			break;
+		for (size_t i = from; i < to && why[0] == '\0'; i++) {
+			const lr_op_result *op = &r.ops[3 * (i - from)];
+			why_waiting(sc->after[i], &op[0], &op[1], &op[2], why, size);
 		}
-		lr_done_rec d;
-		const lr_kv *kv = &r.ops[2 * i].kvs[0];
-		if (lr_done_decode(kv->value, kv->value_len, &d, NULL) == 0) {
-			if (strcmp(d.status, "succeeded") != 0)
-				snprintf(why, size, "after %s, which ended %s: it will end failed",
-				         sc->after[i], d.status);
-			lr_done_rec_clear(&d);
-			if (why[0] != '\0')
-				break;
-		}
-	}
-	if (rc == 0)
 		lr_txn_result_free(&r);
+	}
 	return rc;
 }
 

@@ -60,6 +60,33 @@ TEST(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for)
 	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
 	check_out(RUN_STDIN("{\"id\":\"d\",\"after\":[\"a\"]," ONE_STEP "}", "submit"), "d\n");
 	check_out(RUN("status", "d"), "after a, which is pending");
+	check_exit(RUN("cancel", "a"), 0, NULL);
+	check_out(RUN("status", "d"), "after a, which ended cancelled: it will end failed");
+	check_exit(RUN("purge", "--older-than", "0s"), 0, NULL);
+	check_out(RUN("status", "d"), "after a, which no longer exists: it will end failed");
+	lr_client_close(c);
+}
+
+/* 64 dependencies, the most a spec may name, are three reads each: more
+ * than etcd takes in one txn. All but the last have succeeded. */
+TEST(status_says_what_a_task_of_64_dependencies_waits_for)
+{
+	lr_client *c = fixture_client("cli_after_64");
+	cli_use_client(c);
+	char lines[64 * 120] = "", deps[64 * 8] = "", spec[64 * 8 + 200];
+	for (int i = 0; i < 63; i++)
+		snprintf(lines + strlen(lines), sizeof(lines) - strlen(lines),
+		         "{\"id\":\"p%d\"," ONE_STEP "}\n", i);
+	check_exit(RUN_STDIN(lines, "submit", "--jsonl"), 0, NULL);
+	check_exit(RUN("worker", "--exit-when-idle", "--ttl", "2", "--concurrency", "8"), 0,
+	           NULL);
+	check_exit(RUN_STDIN("{\"id\":\"p63\"," ONE_STEP "}", "submit"), 0, NULL);
+	for (int i = 0; i < 64; i++)
+		snprintf(deps + strlen(deps), sizeof(deps) - strlen(deps), "%s\"p%d\"",
+		         i > 0 ? "," : "", i);
+	snprintf(spec, sizeof(spec), "{\"id\":\"d\",\"after\":[%s]," ONE_STEP "}", deps);
+	check_exit(RUN_STDIN(spec, "submit"), 0, NULL);
+	check_out(RUN("status", "d"), "after p63, which is pending");
 	lr_client_close(c);
 }
 
@@ -139,6 +166,7 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
+	TEST_CASE(status_says_what_a_task_of_64_dependencies_waits_for),
 	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
 	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
