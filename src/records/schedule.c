@@ -20,10 +20,14 @@ static int normalise_not_before(const json_t *spec, json_t *norm, lr_err *err)
 	int rc = lr_json_string(v, 1, 64, "not_before", &s, err);
 	if (rc != 0)
 		return rc;
-	if (lr_rfc3339_parse(s, &ms) != 0 || ms <= 0)
+	if (lr_rfc3339_parse(s, &ms) != 0)
 		return lr_err_set(err, LR_EINVAL,
 		                  "not_before: expected an RFC 3339 time such as "
 		                  "\"2026-11-23T08:00:00Z\", got \"%.64s\"", s);
+	/* Before 1970: long due, stored as the first millisecond after (0
+	 * means no start time). */
+	if (ms <= 0)
+		ms = 1;
 	/* A leap second or an offset can carry the last day past the year
 	 * 9999, which the stored form cannot write. */
 	if (ms > LR_TIME_MAX_MS)

@@ -68,6 +68,21 @@ TEST(the_fields_are_normalised_and_read_back)
 	json_decref(norm);
 }
 
+/* A time before 1970 is valid RFC 3339, and long due. */
+TEST(a_start_time_before_1970_is_taken_as_due)
+{
+	static const char *const times[] = { "1969-01-01T00:00:00Z", "1970-01-01T00:00:00Z",
+		                             "0001-01-01T00:00:00Z" };
+	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		char spec[200];
+		snprintf(spec, sizeof(spec), "{" STEPS ",\"not_before\":\"%s\"}", times[i]);
+		json_t *norm = parsed(spec);
+		CHECK_STR(json_string_value(json_object_get(norm, "not_before")),
+		          "1970-01-01T00:00:00.001Z");
+		json_decref(norm);
+	}
+}
+
 TEST(bad_fields_are_refused_naming_them)
 {
 	refused("{" STEPS ",\"priority\":101}", "priority");
@@ -96,5 +111,6 @@ TEST(bad_fields_are_refused_naming_them)
 
 TEST_LIST(TEST_CASE(a_spec_without_the_fields_is_stored_as_before),
           TEST_CASE(the_fields_are_normalised_and_read_back),
+          TEST_CASE(a_start_time_before_1970_is_taken_as_due),
           TEST_CASE(bad_fields_are_refused_naming_them));
 TEST_MAIN(NULL, NULL)
