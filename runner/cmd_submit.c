@@ -290,6 +290,9 @@ int cmd_submit(int argc, char **argv)
 		else
 			not_before_ms = now + d;
 	}
+	for (int i = 0, dashes = 0; rc == CLI_CONTINUE && i < nargs; i++)
+		if (strcmp(args[i], "-") == 0 && ++dashes == 2)
+			rc = cli_usage_error("submit: standard input (-) is named twice");
 	bool many = jsonl || nargs > 1;
 	if (rc == CLI_CONTINUE && many && id != NULL)
 		rc = cli_usage_error("submit: --id names one task: it cannot be "

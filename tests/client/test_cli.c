@@ -60,6 +60,10 @@ TEST(submit_reads_standard_input_and_takes_an_id)
 	CHECK_INT(r.status, ==, 0);
 	CHECK(strlen(r.out) > 10);
 	proc_result_free(&r);
+	r = RUN_STDIN(spec, "submit", "-", "-"); /* read once, it would be empty once */
+	CHECK_INT(r.status, ==, 2);
+	CHECK_HAS(r.err, "standard input (-) is named twice");
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3);
 	lr_client_close(c);
 }
