@@ -13,6 +13,7 @@
 
 #include "base/backoff.h"
 #include "base/error.h"
+#include "base/utf8.h"
 
 #define DEFAULT_MAX_ATTEMPTS 5
 #define DEFAULT_BACKOFF_MS 1000
@@ -30,6 +31,31 @@ static const char *const step_fields[] = { "name", "run", "timeout_s", NULL };
 
 /* A string quoted as JSON (so control characters stay escaped and the
  * message stays on one line), cut at a character boundary. */
+/* s quoted, with each byte that is not part of a valid UTF-8 character,
+ * and each control, written as \xNN; "..." before the closing quote when
+ * cut. */
+static void describe_bytes(const char *s, size_t len, bool cut, char *buf, size_t size)
+{
+	size_t o = 0;
+	if (size < 8) {
+		snprintf(buf, size, "%s", "");
+		return;
+	}
+	buf[o++] = '"';
+	for (size_t i = 0; i < len && o + 9 < size;) {
+		size_t k = lr_utf8_char_len((const unsigned char *)s + i, len - i);
+		if (k == 0 || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", (unsigned char)s[i]);
+			i++;
+			continue;
+		}
+		memcpy(buf + o, s + i, k);
+		o += k;
+		i += k;
+	}
+	snprintf(buf + o, size - o, "%s\"", cut ? "..." : "");
+}
+
 static void describe_string(const char *s, size_t len, char *buf, size_t size)
 {
 	size_t cut = len < DESCRIBE_BYTES ? len : DESCRIBE_BYTES;
@@ -40,7 +66,7 @@ static void describe_string(const char *s, size_t len, char *buf, size_t size)
 	size_t qlen = quoted ? strlen(quoted) : 0;
 
 	if (qlen < 2)
-		snprintf(buf, size, "a string");
+		describe_bytes(s, cut, cut < len, buf, size);
 	else if (cut < len) /* drop the closing quote, mark the cut inside */
 		snprintf(buf, size, "%.*s...\"", (int)(qlen - 1), quoted);
 	else

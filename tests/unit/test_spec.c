@@ -487,6 +487,12 @@ TEST(spec_id_given_apart_must_agree_with_the_spec)
 	CHECK(s == NULL);
 	CHECK_INT(lr_spec_parse_with_id(text, strlen(text), "bad id", &s, &err), ==, LR_EINVAL);
 	CHECK_HAS(err.msg, "\"bad id\" may only contain");
+	/* Bytes that are not UTF-8 are shown, escaped. */
+	text = "{" ONE_STEP "}";
+	CHECK_INT(lr_spec_parse_with_id(text, strlen(text), "ab\xff" "c\x01", &s, &err), ==,
+	          LR_EINVAL);
+	CHECK_STR(err.msg, "id: \"ab\\xffc\\x01\" may only contain letters, digits, '.', '_', "
+	                   "':' and '-'");
 }
 
 TEST(spec_validate_builds_a_copy_sharing_nothing_with_its_input)
