@@ -187,7 +187,9 @@ static int note_dep(void *user, const char *id)
 
 /* Watch tasks/<id> and done/<id> of each dependency in deps (ids) from
  * rev: only the tasks that older requests in our way wait for, so that a
- * wait costs nothing more however many tasks finish meanwhile. */
+ * wait costs nothing more however many tasks finish meanwhile. They were
+ * read after rev: the events in between only repeat what the read saw,
+ * and the last one of each key is the key as it is. */
 static int watch_deps(lr_hold *h, lr_watch *w, const json_t *deps, int64_t rev, lr_err *err)
 {
 	size_t i;
