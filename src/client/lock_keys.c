@@ -127,9 +127,11 @@ void lr_wants_key(const lr_client *c, const char *holder, char key[LR_LOCK_KEY_S
 	build(c, LR_K_WANTS, holder, key);
 }
 
-/* The wants/ value; not_before (a JSON string, may be NULL) for a task
- * that waits for its start time. */
-static char *wants_value(const json_t *locks, const json_t *limits, const json_t *not_before)
+/* The wants/ value; not_before (a JSON string, may be NULL) and after (an
+ * array of ids, may be NULL) for a task that waits for its start time or
+ * for other tasks. */
+static char *wants_value(const json_t *locks, const json_t *limits, const json_t *not_before,
+                         const json_t *after)
 {
 	if (locks == NULL && limits == NULL)
 		return NULL;
@@ -144,6 +146,9 @@ static char *wants_value(const json_t *locks, const json_t *limits, const json_t
 	if (v != NULL && json_is_string(not_before) &&
 	    json_object_set(v, "not_before", (json_t *)not_before) != 0)
 		json_decref(v), v = NULL;
+	if (v != NULL && json_array_size(after) > 0 &&
+	    json_object_set(v, "after", (json_t *)after) != 0)
+		json_decref(v), v = NULL;
 	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(v);
 	return text;
@@ -151,7 +156,7 @@ static char *wants_value(const json_t *locks, const json_t *limits, const json_t
 
 char *lr_wants_value(const json_t *locks, const json_t *limits)
 {
-	return wants_value(locks, limits, NULL);
+	return wants_value(locks, limits, NULL, NULL);
 }
 
 char *lr_wants_of_spec(const char *spec, size_t len)
@@ -161,7 +166,7 @@ char *lr_wants_of_spec(const char *spec, size_t len)
 		return NULL;
 	json_t *s = json_loadb(spec, len, 0, NULL);
 	char *text = wants_value(json_object_get(s, "locks"), json_object_get(s, "limits"),
-	                         json_object_get(s, "not_before"));
+	                         json_object_get(s, "not_before"), json_object_get(s, "after"));
 	json_decref(s);
 	return text;
 }

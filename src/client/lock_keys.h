@@ -57,9 +57,10 @@ void lr_wants_key(const lr_client *c, const char *holder, char key[LR_LOCK_KEY_S
 /* The wants/ value of a request: {"locks","limits","since"} (either may
  * be absent). New string; NULL when out of memory or for no request. */
 char *lr_wants_value(const json_t *locks, const json_t *limits);
-/* The same for a stored spec's text, with its "not_before" when it has
- * one (a request that holds back nobody before then); NULL when it asks
- * for nothing. */
+/* The same for a stored spec's text, with its "not_before" and "after"
+ * when it has them (a request that holds back nobody before then, nor
+ * while a task it waits for is unfinished); NULL when it asks for
+ * nothing. */
 char *lr_wants_of_spec(const char *spec, size_t len);
 
 #endif

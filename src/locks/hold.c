@@ -1,7 +1,9 @@
 /* hold.c - locks and slots held by any process (leaserun.h, "holding locks
  * and slots"): a lease of its own kept alive, the request queued in
  * wants/, a wait driven by watch events on locks/, slots/ and wants/, and
- * the txn that takes everything at once. lr_hold_acquire runs on the
+ * the txn that takes everything at once. A request ahead of ours whose
+ * task waits for another task holds us back only once that one finished:
+ * its tasks/ and done/ keys are watched too. lr_hold_acquire runs on the
  * caller's thread; the keepalive and watch callbacks on the client's
  * stream threads, sharing the table under a mutex. */
 #include <errno.h>
@@ -178,10 +180,40 @@ static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err
 	return 0;
 }
 
-/* Read the table afresh and watch from there. The fresh table is in place
- * before the first watcher is added: its events may come at once, on the
- * stream's thread, and must land in it (the old watch, freed first, sends
- * nothing more). */
+static int note_dep(void *user, const char *id)
+{
+	return json_array_append_new(user, json_string(id));
+}
+
+/* Watch tasks/<id> and done/<id> of each dependency in deps (ids) from
+ * rev: only the tasks that older requests in our way wait for, so that a
+ * wait costs nothing more however many tasks finish meanwhile. They were
+ * read after rev: the events in between only repeat what the read saw,
+ * and the last one of each key is the key as it is. */
+static int watch_deps(lr_hold *h, lr_watch *w, const json_t *deps, int64_t rev, lr_err *err)
+{
+	size_t i;
+	json_t *id;
+	int rc = 0;
+	json_array_foreach(deps, i, id) {
+		static const char *const kinds[] = { LR_K_TASKS, LR_K_DONE };
+		for (size_t k = 0; rc == 0 && k < 2; k++) {
+			char key[LR_KEY_SIZE];
+			lr_key(h->c, kinds[k], json_string_value(id), key);
+			lr_watcher *wr; /* freed with w */
+			rc = lr_watch_add(w, key, 0, rev, on_event, h, &wr, err);
+		}
+		if (rc != 0)
+			break;
+	}
+	return rc;
+}
+
+/* Read the table afresh, with whether the tasks that older conflicting
+ * requests wait for have finished, and watch from there. The fresh table
+ * is in place before the first watcher is added: its events may come at
+ * once, on the stream's thread, and must land in it (the old watch, freed
+ * first, sends nothing more). */
 static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 {
 	if (*w != NULL) {
@@ -193,6 +225,11 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
+	if (rc == 0)
+		rc = lr_lock_table_load_deps(fresh, h->c, h->set, h->asked, err);
+	json_t *deps = json_array();
+	if (rc == 0 && (deps == NULL || lr_lock_table_each_dep(fresh, note_dep, deps) != 0))
+		rc = lr_err_set(err, LR_ENOMEM, "out of memory");
 	pthread_mutex_lock(&h->mu);
 	lr_lock_table_free(h->table);
 	h->table = fresh;
@@ -207,6 +244,9 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 		lr_watcher *wr; /* freed with *w */
 		rc = lr_watch_add(*w, key, LR_KEY_PREFIX, rev + 1, on_event, h, &wr, err);
 	}
+	if (rc == 0)
+		rc = watch_deps(h, *w, deps, rev + 1, err);
+	json_decref(deps);
 	return rc;
 }
 

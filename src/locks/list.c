@@ -50,7 +50,9 @@ static void on_want(void *user, const char *holder, const lr_lockset *set, int64
 		return;
 	char why[600] = "";
 	int slots[LR_LIMITS_MAX];
-	bool free_now = lr_lock_table_can_take(w->t, set, holder, rev, slots, NULL, NULL, why,
+	/* A task not ready yet waits for its time or its dependencies first. */
+	bool free_now = !lr_lock_table_waits_first(w->t, holder, why, sizeof(why)) &&
+	                lr_lock_table_can_take(w->t, set, holder, rev, slots, NULL, NULL, why,
 	                                       sizeof(why));
 	json_t *e = entry(value);
 	json_object_set_new(e, "holder", json_string(holder));
@@ -77,6 +79,8 @@ int lr_locks_read(lr_client *c, void **doc, lr_err *err)
 	int64_t rev = 0;
 	int rc = t != NULL ? lr_lock_table_load(t, c, &rev, NULL, err)
 	                   : lr_err_set(err, LR_ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = lr_lock_table_load_deps(t, c, NULL, 0, err);
 	json_t *d = rc == 0 ? lr_lock_table_doc(t) : NULL;
 	if (rc == 0 && (d == NULL || json_object_set_new(d, "revision", json_integer(rev)) != 0))
 		rc = lr_err_set(err, LR_ENOMEM, "out of memory");

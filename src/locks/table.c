@@ -1,7 +1,8 @@
 /* table.c - holders and waiters of locks and slots, and the fair decision
  * whether a request can be taken (see table.h). Plain arrays searched in
  * order: holders are few (one per running task or run), and requests are
- * kept oldest first. One owner thread. */
+ * kept oldest first; the tasks waiters wait for are kept by id. One owner
+ * thread. */
 #include "locks/table.h"
 
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "client/walk.h"
 #include "records/schedule.h"
 
@@ -38,8 +40,19 @@ struct want {
 	char *holder;   /* in key */
 	int64_t rev;
 	int64_t not_before_ms; /* a task's start time (unix ms); 0: none */
+	char (*after)[LR_ID_SIZE]; /* the tasks a task waits for */
+	size_t n_after;
 	lr_lockset *set;
 	char *value;
+};
+
+/* A task that a waiter waits for, as read from tasks/ and done/: it is
+ * unfinished while it exists and has no result. Only the ones an owner
+ * read (lr_lock_table_load_deps) are here: one not known holds back as
+ * if finished. */
+struct dep {
+	char id[LR_ID_SIZE];
+	bool task, done;
 };
 
 struct lr_lock_table {
@@ -50,6 +63,8 @@ struct lr_lock_table {
 	size_t n_slots, cap_slots;
 	struct want *wants;     /* oldest first */
 	size_t n_wants, cap_wants;
+	struct dep *deps;       /* by id */
+	size_t n_deps, cap_deps;
 };
 
 lr_lock_table *lr_lock_table_new(const lr_client *c)
@@ -77,6 +92,7 @@ static void drop_want(struct want *w)
 {
 	free(w->key);
 	free(w->set);
+	free(w->after);
 	free(w->value);
 }
 
@@ -88,7 +104,7 @@ void lr_lock_table_clear(lr_lock_table *t)
 		drop_slot(&t->slots[i]);
 	for (size_t i = 0; i < t->n_wants; i++)
 		drop_want(&t->wants[i]);
-	t->n_holds = t->n_slots = t->n_wants = 0;
+	t->n_holds = t->n_slots = t->n_wants = t->n_deps = 0;
 }
 
 static int load_one(void *user, const lr_kv *kv, const char *rest, lr_err *err)
@@ -121,6 +137,7 @@ void lr_lock_table_free(lr_lock_table *t)
 	free(t->holds);
 	free(t->slots);
 	free(t->wants);
+	free(t->deps);
 	free(t);
 }
 
@@ -208,13 +225,19 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	lr_err ignore;
 	int rc = lr_lockset_parse(json_object_get(v, "locks"), json_object_get(v, "limits"),
 	                          &w.set, &ignore);
-	lr_sched sc; /* a task's start time, named as in its spec */
-	if (lr_sched_from_json(v, &sc) == 0)
+	lr_sched sc; /* a task's start time and tasks it waits for, as in its spec */
+	if (lr_sched_from_json(v, &sc) == 0) {
 		w.not_before_ms = sc.not_before_ms;
+		w.after = sc.after; /* taken over */
+		w.n_after = sc.n_after;
+		sc.after = NULL;
+	}
 	lr_sched_clear(&sc);
 	json_decref(v);
-	if (rc != 0 || w.set == NULL)
+	if (rc != 0 || w.set == NULL) {
+		drop_want(&w);
 		return false; /* not a request: nothing to wait for */
+	}
 	lr_lock_table_delete(t, kv->key, kv->mod_rev);
 	w.key = strdup(kv->key);
 	w.value = value_of(kv);
@@ -234,6 +257,60 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	return true;
 }
 
+/* Lower bound of id in the deps, kept sorted. */
+static size_t dep_at(const lr_lock_table *t, const char *id)
+{
+	size_t lo = 0, hi = t->n_deps;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(t->deps[mid].id, id) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct dep *find_dep(const lr_lock_table *t, const char *id)
+{
+	size_t at = dep_at(t, id);
+	return at < t->n_deps && strcmp(t->deps[at].id, id) == 0 ? &t->deps[at] : NULL;
+}
+
+void lr_lock_table_dep_seen(lr_lock_table *t, const char *id, bool task, bool done)
+{
+	struct dep *d = find_dep(t, id);
+	if (d == NULL) {
+		if (strlen(id) >= LR_ID_SIZE ||
+		    !grow((void **)&t->deps, t->n_deps, &t->cap_deps, sizeof(*d)))
+			return; /* stays unknown: holds back as before */
+		size_t at = dep_at(t, id);
+		memmove(&t->deps[at + 1], &t->deps[at], (t->n_deps - at) * sizeof(*d));
+		t->n_deps++;
+		d = &t->deps[at];
+		snprintf(d->id, sizeof(d->id), "%s", id);
+	}
+	d->task = task;
+	d->done = done;
+}
+
+/* tasks/<id> or done/<id> of a known dependency put or deleted. */
+static bool dep_key(lr_lock_table *t, const char *key, bool present)
+{
+	const char *id = lr_key_id(t->c, LR_K_DONE, key);
+	bool done = id != NULL;
+	if (id == NULL)
+		id = lr_key_id(t->c, LR_K_TASKS, key);
+	struct dep *d = id != NULL ? find_dep(t, id) : NULL;
+	if (d == NULL)
+		return false;
+	if (done)
+		d->done = present;
+	else
+		d->task = present;
+	return true;
+}
+
 bool lr_lock_table_put(lr_lock_table *t, const lr_kv *kv)
 {
 	if (lr_key_id(t->c, LR_K_LOCKS, kv->key) != NULL)
@@ -242,7 +319,7 @@ bool lr_lock_table_put(lr_lock_table *t, const lr_kv *kv)
 		return put_slot(t, kv);
 	if (lr_key_id(t->c, LR_K_WANTS, kv->key) != NULL)
 		return put_want(t, kv);
-	return false;
+	return dep_key(t, kv->key, true);
 }
 
 bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev)
@@ -266,7 +343,7 @@ bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev)
 			remove_at(t->wants, &t->n_wants, i, sizeof(t->wants[0]));
 			return true;
 		}
-	return false;
+	return dep_key(t, key, false);
 }
 
 bool lr_lock_table_holds(const lr_lock_table *t, const char *holder)
@@ -290,6 +367,104 @@ const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder
 			return t->wants[i].set;
 		}
 	return NULL;
+}
+
+/* The first task of w's "after" known to be unfinished: it exists and has
+ * no result yet (a purged one counts as finished: the waiter will fail).
+ * NULL when none is, or none is known. */
+static const char *unfinished_dep(const lr_lock_table *t, const struct want *w)
+{
+	for (size_t i = 0; i < w->n_after; i++) {
+		const struct dep *d = find_dep(t, w->after[i]);
+		if (d != NULL && d->task && !d->done)
+			return w->after[i];
+	}
+	return NULL;
+}
+
+bool lr_lock_table_waits_first(const lr_lock_table *t, const char *holder, char *why,
+                               size_t size)
+{
+	for (size_t i = 0; i < t->n_wants; i++) {
+		const struct want *w = &t->wants[i];
+		if (strcmp(w->holder, holder) != 0)
+			continue;
+		const char *dep = unfinished_dep(t, w);
+		if (w->not_before_ms > lr_wall_ms()) {
+			char at[LR_TIME_BUF];
+			lr_rfc3339_format(w->not_before_ms, at);
+			if (why != NULL)
+				snprintf(why, size, "not before %s", at);
+			return true;
+		}
+		if (dep != NULL && why != NULL)
+			snprintf(why, size, "after %s, which has not finished", dep);
+		return dep != NULL;
+	}
+	return false;
+}
+
+/* Up to this many dependencies read in one txn: two reads each, within
+ * etcd's 128 operations a txn (--max-txn-ops). */
+#define DEP_READS 64
+
+static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
+                     lr_err *err)
+{
+	lr_txn *txn = lr_txn_new();
+	if (txn == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		char key[LR_KEY_SIZE];
+		lr_key(c, LR_K_TASKS, ids[i], key);
+		lr_txn_get(txn, LR_THEN, key, LR_RANGE_KEYS_ONLY);
+		lr_key(c, LR_K_DONE, ids[i], key);
+		lr_txn_get(txn, LR_THEN, key, LR_RANGE_KEYS_ONLY);
+	}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(c), txn, LR_CALL_RETRY, &r, err);
+	lr_txn_free(txn);
+	if (rc != 0)
+		return rc;
+	for (size_t i = 0; i < n && 2 * i + 1 < r.n_ops; i++)
+		lr_lock_table_dep_seen(t, ids[i], r.ops[2 * i].n > 0, r.ops[2 * i + 1].n > 0);
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *set,
+                            int64_t request_rev, lr_err *err)
+{
+	const char *ids[DEP_READS];
+	size_t n = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < t->n_wants; i++) {
+		const struct want *w = &t->wants[i];
+		if (request_rev != 0 && w->rev >= request_rev)
+			break;
+		if (set != NULL && !lr_locksets_conflict(w->set, set))
+			continue;
+		for (size_t j = 0; rc == 0 && j < w->n_after; j++) {
+			if (find_dep(t, w->after[j]) != NULL)
+				continue; /* read already */
+			ids[n++] = w->after[j];
+			if (n == DEP_READS) {
+				rc = read_deps(t, c, ids, n, err);
+				n = 0;
+			}
+		}
+	}
+	if (rc == 0 && n > 0)
+		rc = read_deps(t, c, ids, n, err);
+	return rc;
+}
+
+int lr_lock_table_each_dep(const lr_lock_table *t, lr_dep_fn fn, void *user)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < t->n_deps; i++)
+		rc = fn(user, t->deps[i].id);
+	return rc;
 }
 
 /* A holder as people read it: "task t-12 on box-1" from "task:t-12" and
@@ -383,14 +558,16 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if ((slots[i] = free_slot(t, &set->limits[i], holder, why, size)) < 0)
 			return false;
 	/* First come, first served among requests that conflict; a task
-	 * waiting for its start time holds back nobody meanwhile. */
+	 * waiting for its start time, or for a task of its "after" that has
+	 * not finished, holds back nobody meanwhile. */
 	int64_t now = lr_wall_ms();
 	for (size_t i = 0; i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
 		if (request_rev != 0 && w->rev >= request_rev)
 			break;
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
-		    w->not_before_ms > now || lr_lock_table_holds(t, w->holder) ||
+		    w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
+		    lr_lock_table_holds(t, w->holder) ||
 		    (alive != NULL && !alive(user, w->holder)))
 			continue;
 		if (why != NULL) {

@@ -28,11 +28,35 @@ void lr_lock_table_clear(lr_lock_table *t);
 int lr_lock_table_load(lr_lock_table *t, lr_client *c, int64_t *rev, atomic_int *stop,
                        lr_err *err);
 
-/* A key under locks/, slots/ or wants/ that exists now (read, or a watch
+/* A key under locks/, slots/ or wants/ (or tasks/ and done/ of a known
+ * dependency, lr_lock_table_load_deps) that exists now (read, or a watch
  * PUT), or was deleted. Returns true when the key was one of them (the
  * table changed); anything that does not parse is ignored. */
 bool lr_lock_table_put(lr_lock_table *t, const lr_kv *kv);
 bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev);
+
+/* Whether the tasks that requests wait for (their "after") have
+ * finished: tasks/<id> and done/<id> of each, read once; afterwards
+ * lr_lock_table_put and _delete keep them current from watch events on
+ * those keys. A request with a task of its "after" that exists and has no
+ * result holds back nobody; a dependency never read counts as finished,
+ * so that an owner that reads none (a runner, which judges dependencies
+ * by its own view through lr_waiter_alive_fn) decides as before. Only the
+ * requests older than request_rev (0: all) that conflict with set (NULL:
+ * any) are read for. Runs on the caller's thread. */
+int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *set,
+                            int64_t request_rev, lr_err *err);
+/* What is known of dependency id (for tests, and the reads above): its
+ * tasks/ and done/ keys exist or not. */
+void lr_lock_table_dep_seen(lr_lock_table *t, const char *id, bool task, bool done);
+/* Every dependency known, by id; stops at the first nonzero return. */
+typedef int (*lr_dep_fn)(void *user, const char *id);
+int lr_lock_table_each_dep(const lr_lock_table *t, lr_dep_fn fn, void *user);
+/* Whether holder's request waits for its start time or for a known
+ * unfinished task of its "after" before it waits for locks; why (size
+ * bytes, may be NULL) says which: "after t-3, which has not finished". */
+bool lr_lock_table_waits_first(const lr_lock_table *t, const char *holder, char *why,
+                               size_t size);
 
 /* Whether `holder` holds any lock or slot. */
 bool lr_lock_table_holds(const lr_lock_table *t, const char *holder);
@@ -49,7 +73,8 @@ typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
  * request_rev (0: just now): no conflicting lock held by another holder, a
  * free slot under each pool's limit and none held beyond it, and no older
  * live request it conflicts with that is still waiting (a task's request
- * whose start time is still to come waits for nothing yet). On true,
+ * whose start time is still to come, or with a task of its "after" known
+ * to be unfinished, waits for nothing yet). On true,
  * slots[i] is the slot to take in pool i. On false, why (size bytes, may
  * be NULL) names what it waits for: "X org/a held by task t-12 on box-1". */
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

@@ -24,6 +24,8 @@ int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "waits: out of memory");
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(t, c, &rev, NULL, err);
+	if (rc == 0)
+		rc = lr_lock_table_load_deps(t, c, NULL, 0, err);
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		lr_task_status *s = &list[i];
 		char holder[LR_HOLDER_SIZE], why[1024];

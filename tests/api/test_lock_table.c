@@ -270,6 +270,75 @@ struct order {
 	int n;
 };
 
+static int note_dep(void *user, const char *id)
+{
+	struct order *o = user;
+	if (o->n < 8)
+		snprintf(o->holders[o->n++], sizeof(o->holders[0]), "%s", id);
+	return 0;
+}
+
+/* tasks/<id> or done/<id> of a dependency put (or deleted) by a watch. */
+static bool dep_key(const char *kind, const char *id, bool present)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, kind, id, key);
+	if (!present)
+		return lr_lock_table_delete(t, key, next_rev++);
+	lr_kv kv = kv_of(key, "{}", next_rev++);
+	return lr_lock_table_put(t, &kv);
+}
+
+TEST(a_waiter_whose_dependency_is_unfinished_holds_back_nobody)
+{
+	setup_table();
+	CHECK(want("task:t", "{\"locks\":{\"res\":\"X\"},\"after\":[\"d\",\"e\"]}", 10));
+	char why[400];
+	/* Nothing known of d and e yet: t counts, as a runner sees it. */
+	CHECK(!can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, why, sizeof(why), NULL));
+	CHECK_STR(why, "behind task t, which asked first");
+	CHECK(!lr_lock_table_waits_first(t, "task:t", NULL, 0));
+	/* e has finished, d exists without a result: t waits for d, not for
+	 * the lock, and the run goes ahead. */
+	lr_lock_table_dep_seen(t, "e", true, true);
+	lr_lock_table_dep_seen(t, "d", true, false);
+	CHECK(can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, NULL, 0, NULL));
+	CHECK(lr_lock_table_waits_first(t, "task:t", why, sizeof(why)));
+	CHECK_STR(why, "after d, which has not finished");
+	/* d ends: t is next. */
+	CHECK(dep_key(LR_K_DONE, "d", true));
+	CHECK(!can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, why, sizeof(why), NULL));
+	CHECK_STR(why, "behind task t, which asked first");
+	CHECK(!lr_lock_table_waits_first(t, "task:t", NULL, 0));
+	/* d retried (its result deleted): unfinished again. */
+	CHECK(dep_key(LR_K_DONE, "d", false));
+	CHECK(can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, NULL, 0, NULL));
+	/* d purged (task and result gone): finished, t will fail, and is next. */
+	CHECK(dep_key(LR_K_TASKS, "d", false));
+	CHECK(!can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, NULL, 0, NULL));
+	/* Keys of tasks nobody waits for are not the table's. */
+	CHECK(!dep_key(LR_K_DONE, "x", true));
+	CHECK(!dep_key(LR_K_TASKS, "x", false));
+}
+
+TEST(the_dependencies_read_are_those_of_older_conflicting_waiters)
+{
+	setup_table();
+	CHECK(want("task:t", "{\"locks\":{\"res\":\"X\"},\"after\":[\"d\"]}", 10));
+	CHECK(want("task:v", "{\"locks\":{\"other\":\"X\"},\"after\":[\"e\"]}", 11));
+	CHECK(want("task:w", "{\"locks\":{\"res\":\"X\"},\"after\":[\"f\"]}", 30));
+	lr_lockset *set = request("{\"res\":\"S\"}", NULL);
+	lr_err err;
+	/* Read from the test's etcd, where none of them exists: finished. */
+	CHECK_OK(lr_lock_table_load_deps(t, c, set, 20, &err), &err);
+	free(set);
+	struct order o = { .n = 0 };
+	CHECK_INT(lr_lock_table_each_dep(t, note_dep, &o), ==, 0);
+	CHECK_INT(o.n, ==, 1);
+	CHECK_STR(o.holders[0], "d");
+	CHECK(!can_take("run:u", "{\"res\":\"S\"}", NULL, 20, NULL, NULL, 0, NULL));
+}
+
 static void note_want(void *user, const char *holder, const lr_lockset *set, int64_t rev,
                       bool holding, const char *value)
 {
@@ -375,6 +444,8 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(an_older_waiter_that_conflicts_goes_first),
           TEST_CASE(a_waiter_for_the_same_pool_goes_first),
           TEST_CASE(a_waiter_whose_start_time_is_to_come_holds_back_nobody),
+          TEST_CASE(a_waiter_whose_dependency_is_unfinished_holds_back_nobody),
+          TEST_CASE(the_dependencies_read_are_those_of_older_conflicting_waiters),
           TEST_CASE(waiters_are_kept_oldest_first_whatever_order_they_come_in),
           TEST_CASE(a_deleted_key_is_forgotten_and_clear_forgets_all),
           TEST_CASE(keys_and_values_that_are_not_what_they_should_be_are_ignored));

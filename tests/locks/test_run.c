@@ -1,7 +1,8 @@
 /* test_run.c - `leaserun run`, `leaserun locks` and the hold API against a
  * real etcd: the compatibility matrix with two holders, exit statuses,
- * invalid input, a limit, fairness, a holder killed with SIGKILL, and a
- * fenced release after the lease was lost. */
+ * invalid input, a limit, fairness (also beside tasks not ready yet), a
+ * holder killed with SIGKILL, and a fenced release after the lease was
+ * lost. */
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -558,6 +559,107 @@ TEST(a_task_waiting_for_its_start_time_does_not_hold_back_a_run)
 	lr_client_close(c);
 }
 
+/* A worker under the test's prefix in the background, up to 3 tasks at
+ * once. */
+static void worker_in_background(proc_bg *p, const char *name)
+{
+	char log[600];
+	snprintf(log, sizeof(log), "%s/worker-%s.log", cli_tmpdir, name);
+	const char *args[] = { "worker", "--ttl", "2", "--concurrency", "3", "--name", name, NULL };
+	cli_start(p, log, args);
+}
+
+/* The value of kind/id once it exists (new string); fails the test after
+ * timeout_ms. */
+static char *await_key(lr_client *c, const char *kind, const char *id, int timeout_ms)
+{
+	int64_t t0 = lr_mono_ms();
+	char *v;
+	while ((v = fixture_get(c, kind, id)) == NULL) {
+		if (lr_mono_ms() - t0 > timeout_ms)
+			TEST_FAIL("%s%s never came", kind, id);
+		lr_sleep_ms(20);
+	}
+	return v;
+}
+
+static void check_succeeded(lr_client *c, const char *id, int timeout_ms)
+{
+	char *done = await_key(c, "done/", id, timeout_ms);
+	CHECK_HAS(done, "\"status\":\"succeeded\"");
+	free(done);
+}
+
+/* A task that asked first but waits for a task of its "after" holds back
+ * nobody meanwhile, as runners already treat it: a run goes ahead, as a
+ * task the runner dispatches does, and `leaserun locks` says what the
+ * task waits for. */
+TEST(a_task_waiting_for_a_dependency_does_not_hold_back_a_run)
+{
+	lr_client *c = fixture_client("run_after");
+	cli_use_client(c);
+	char specs[1200];
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"D\",\"steps\":[{\"name\":\"s\",\"run\":\"while [ ! -e %s/go ]; do "
+	         "sleep 0.05; done\"}]}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],\"after\":[\"D\"],"
+	         "\"locks\":{\"res\":\"X\"}}\n", cli_tmpdir);
+	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	proc_bg worker;
+	worker_in_background(&worker, "w1");
+	free(await_key(c, "claims/", "D", 10000));
+	r = RUN_STDIN("{\"id\":\"U\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	              "\"locks\":{\"res\":\"X\"}}", "submit", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	check_succeeded(c, "U", 10000);
+	r = RUN("run", "--lock", "res=X", "--wait", "3", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN("locks", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *doc = json_loads(r.out, 0, NULL);
+	json_t *w = json_array_get(json_object_get(doc, "waiting"), 0);
+	CHECK_STR(json_string_value(json_object_get(w, "holder")), "task:T");
+	CHECK_STR(json_string_value(json_object_get(w, "waiting_for")),
+	          "after D, which has not finished");
+	json_decref(doc);
+	proc_result_free(&r);
+	/* Once D has finished, T takes the lock and runs. */
+	cli_write_file("go", "");
+	check_succeeded(c, "D", 10000);
+	check_succeeded(c, "T", 10000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	lr_client_close(c);
+}
+
+/* A task whose step takes, with `leaserun run`, the lock of a task that
+ * waits for it: the dependent does not hold the run back, so neither
+ * waits for the other for ever. */
+TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
+{
+	lr_client *c = fixture_client("run_after_cycle");
+	cli_use_client(c);
+	char specs[2000];
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"D\",\"steps\":[{\"name\":\"s\",\"run\":\"LEASERUN_ENDPOINTS=%s "
+	         "LEASERUN_PREFIX=%s %s run --lock res=X --wait 5 -- true\"}]}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],\"after\":[\"D\"],"
+	         "\"locks\":{\"res\":\"X\"}}\n",
+	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
+	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	proc_bg worker;
+	worker_in_background(&worker, "w2");
+	check_succeeded(c, "D", 20000);
+	check_succeeded(c, "T", 10000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	lr_client_close(c);
+}
+
 /* The same with a command that ignores SIGTERM and a long --grace: the
  * locks may be the next holder's at once, so no grace is given. Renewals
  * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
@@ -597,6 +699,8 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
           TEST_CASE(a_lost_lease_gives_the_command_no_grace),
           TEST_CASE(a_task_waiting_for_its_start_time_does_not_hold_back_a_run),
+          TEST_CASE(a_task_waiting_for_a_dependency_does_not_hold_back_a_run),
+          TEST_CASE(a_run_in_a_dependency_is_not_held_back_by_its_dependent),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
