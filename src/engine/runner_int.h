@@ -226,9 +226,10 @@ void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline);
 
 /* Run one attempt of step t->next_step through its handler. *state_out
  * gets the state to commit (LR_STEP_OK only), *error the handler's
- * message (malloc'd, may be NULL). */
+ * message (malloc'd, may be NULL); *interrupted whether the attempt was
+ * cut short by the lease deadline rather than failed (step_int.h). */
 lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who,
                            lr_claimed_task *t, const struct lr_handler *hd,
-                           json_t **state_out, char **error);
+                           json_t **state_out, char **error, bool *interrupted);
 
 #endif

@@ -111,9 +111,14 @@ void lr_step_log(lr_step *s, lr_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
+void lr__step_interrupted(lr_step *s)
+{
+	s->interrupted = true;
+}
+
 lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                            const struct lr_handler *hd, json_t **state_out,
-                           char **error)
+                           char **error, bool *interrupted)
 {
 	lr_step s = {
 		.r = w->r,
@@ -128,6 +133,7 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	};
 	*state_out = NULL;
 	*error = NULL;
+	*interrupted = false;
 	if (s.state == NULL) {
 		*error = strdup("out of memory copying the state");
 		return LR_STEP_RETRY;
@@ -142,6 +148,7 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	}
 	if (s.error[0] != '\0')
 		*error = strdup(s.error);
+	*interrupted = res != LR_STEP_OK && s.interrupted;
 	if (res == LR_STEP_OK)
 		*state_out = s.state;
 	else

@@ -5,6 +5,8 @@
 #ifndef LR_ENGINE_STEP_INT_H
 #define LR_ENGINE_STEP_INT_H
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "engine/runner_int.h"
@@ -18,7 +20,13 @@ struct lr_step {
 	const char *name;
 	json_t *state;          /* the handler's working state (owned) */
 	json_t *slots;          /* {"pool": index} of the claim, or NULL (owned) */
+	bool interrupted;       /* stopped as the lease deadline neared */
 	char error[2048];
 };
+
+/* The attempt did not fail: it was stopped (or not started) because the
+ * lease deadline came near with no renewal (shell_step.c). The worker runs
+ * it again once the lease is renewed, or drops the task if it is lost. */
+void lr__step_interrupted(lr_step *s);
 
 #endif

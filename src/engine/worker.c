@@ -36,6 +36,7 @@ struct hold {
 	lr_backoff write_retry;  /* between tries of one write */
 	struct deferred *defer;  /* where its end may be put off; NULL: not */
 	bool deferred;           /* its end was put off: d holds the rest */
+	int restarts_given;      /* interrupted attempts run again uncounted */
 };
 
 /* The end of a task put off so that it rides with the claim of the
@@ -364,6 +365,41 @@ static bool failed_attempt(struct hold *h, const char *name, lr_step_result res,
 	return true;
 }
 
+/* Interrupted attempts of one claim that run again under the same attempt
+ * number; later ones count as starts, so that a step that keeps its
+ * runner from renewing (starving the machine, say) cannot loop for ever. */
+#define LR_RESTARTS_GIVEN 3
+
+/* The step was stopped, or not started, as the lease deadline came near
+ * with no renewal (etcd or this process stalled): not a failed attempt.
+ * Wait for a renewal, then run it again; or, when the lease is lost, drop
+ * the task as for any stop. Returns true to run it again. */
+static bool interrupted_attempt(struct hold *h, const char *name, const char *error)
+{
+	lr_claimed_task *t = &h->t;
+	lr_runner_log(h->r, LR_LOG_WARN, t->id, name, t->next_step,
+	              "attempt %lld of %lld interrupted (%s): no lease renewal came in time, so "
+	              "the step was stopped before the lease could expire; it runs again once "
+	              "a renewal comes", (long long)t->attempt, (long long)t->max_attempts,
+	              error != NULL ? error : "stopped");
+	/* A renewal puts the deadline about a TTL ahead; until then it is
+	 * nearer than the guard's lead. */
+	int64_t need_ms = (int64_t)h->r->ttl_s * 1000 / 2;
+	enum lr_stop_reason why;
+	while ((why = lr_stop_wait(&h->w->stop, 50)) == LR_STOP_NONE &&
+	       lr_stop_deadline(&h->w->stop) - lr_mono_ms() < need_ms)
+		;
+	if (why != LR_STOP_NONE) {
+		stopped(h, why, true);
+		return false;
+	}
+	if (h->restarts_given < LR_RESTARTS_GIVEN) {
+		h->restarts_given++;
+		t->started = false; /* the attempt is given back: it runs again as it was */
+	}
+	return true;
+}
+
 /* Count the start about to happen, unless the count already holds it.
  * False when the task is no longer ours to run. */
 static bool count_start(struct hold *h, const char *name)
@@ -410,7 +446,8 @@ static bool run_step(struct hold *h)
 	t->started = true;
 	json_t *state = NULL;
 	char *error = NULL;
-	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error);
+	bool interrupted = false;
+	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error, &interrupted);
 	enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 	bool go_on;
 	lr_stats_step(&h->r->stats, why != LR_STOP_NONE, res);
@@ -420,6 +457,8 @@ static bool run_step(struct hold *h)
 		go_on = false;
 	} else if (res == LR_STEP_OK) {
 		go_on = commit(h, state, name);
+	} else if (interrupted) {
+		go_on = interrupted_attempt(h, name, error);
 	} else {
 		go_on = failed_attempt(h, name, res, error);
 	}

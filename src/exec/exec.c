@@ -478,7 +478,9 @@ static void describe_stop(const struct child *c, lr_exec_result *res)
 		format_ms(c->grace_ms, t, sizeof(t));
 		snprintf(grace, sizeof(grace), " (SIGKILL after the %s grace)", t);
 	}
-	res->outcome = c->stop == STOP_TIMEOUT ? LR_EXEC_TIMEOUT : LR_EXEC_STOPPED;
+	res->outcome = c->stop == STOP_TIMEOUT    ? LR_EXEC_TIMEOUT
+	               : c->stop == STOP_DEADLINE ? LR_EXEC_DEADLINE
+	                                          : LR_EXEC_STOPPED;
 	format_ms(c->o->timeout_ms, t, sizeof(t));
 	if (c->stop == STOP_TIMEOUT)
 		snprintf(res->msg, sizeof(res->msg), "timed out after %s%s", t,
@@ -506,9 +508,13 @@ static void describe_signal(int sig, lr_exec_result *res)
 		snprintf(res->msg, sizeof(res->msg), "killed by signal %d", sig);
 }
 
-static void describe_end(const struct child *c, lr_exec_result *res)
+static void describe_end(struct child *c, lr_exec_result *res)
 {
 	tail_copy(&c->tail, res->stderr_tail, sizeof(res->stderr_tail));
+	/* The guard stopped the step for the deadline while this process
+	 * could not see it coming (frozen, say). */
+	if (c->said.deadline && c->stop == STOP_NONE)
+		c->stop = STOP_DEADLINE;
 	if (c->guard_lost && c->orphans_stopped) {
 		/* An interrupted attempt, as when its runner is killed. */
 		res->outcome = LR_EXEC_EXIT;
@@ -622,7 +628,7 @@ int lr_exec_run(const lr_exec_opts *o, lr_exec_result *res, lr_err *err)
 	}
 	enum stop_why early = stop_before_start(o);
 	if (early != STOP_NONE) {
-		res->outcome = LR_EXEC_STOPPED;
+		res->outcome = early == STOP_CANCEL ? LR_EXEC_STOPPED : LR_EXEC_DEADLINE;
 		snprintf(res->msg, sizeof(res->msg), "%s, before start",
 		         early == STOP_CANCEL ? "stopped on request"
 		                              : "stopped: lease deadline reached");

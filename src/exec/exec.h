@@ -64,7 +64,11 @@ typedef enum lr_exec_outcome {
 	LR_EXEC_EXIT,       /* non-zero exit status */
 	LR_EXEC_SIGNAL,     /* the shell was killed by a signal */
 	LR_EXEC_TIMEOUT,    /* stopped because timeout_ms passed */
-	LR_EXEC_STOPPED,    /* stopped by cancel_fd or the deadline */
+	LR_EXEC_STOPPED,    /* stopped by cancel_fd */
+	LR_EXEC_DEADLINE,   /* stopped (or not started) because the lease
+	                       deadline came near with no renewal: the lease
+	                       may well live on, and the step was interrupted,
+	                       not failed */
 	LR_EXEC_BAD_STATE,  /* exit 0, but LEASERUN_STATE_OUT holds invalid JSON
 	                       or a state over LR_STATE_MAX_BYTES */
 	LR_EXEC_SPAWN,      /* could not be started */
@@ -99,7 +103,8 @@ typedef struct lr_exec_result {
  * unless a renewal moves it, no process of the step is alive at the
  * deadline (guard.h has the schedule), whatever happens to this process,
  * which passes every move on (deadline_fd). A step that must stop already
- * (cancel_fd readable, deadline passed) is not started: LR_EXEC_STOPPED.
+ * is not started: LR_EXEC_STOPPED (cancel_fd readable) or LR_EXEC_DEADLINE
+ * (deadline passed).
  *
  * The step is over when its shell exits: whatever it started is killed
  * then (SIGKILL), processes that left its group or double-forked too (the

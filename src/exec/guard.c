@@ -299,6 +299,7 @@ static void remove_dir(const char *path)
 struct watch {
 	pid_t self, shell;
 	bool shell_done, all_dead, runner_gone, term_sent, kill_sent, group_gone;
+	bool for_deadline; /* a signal was sent for the deadline, not asked */
 	int64_t deadline, learnt_at, grace;
 	int64_t stop_term_at, stop_kill_at; /* asked for; INT64_MAX: not */
 };
@@ -317,6 +318,8 @@ static int64_t enforce(struct watch *w, int64_t now)
 {
 	int64_t term_at, kill_at;
 	lr_guard_schedule(w->deadline, w->learnt_at, w->grace, &term_at, &kill_at);
+	bool term_for_deadline = term_at <= w->stop_term_at;
+	bool kill_for_deadline = kill_at <= w->stop_kill_at;
 	if (w->stop_kill_at < kill_at)
 		kill_at = w->stop_kill_at;
 	if (w->stop_term_at < term_at)
@@ -329,10 +332,12 @@ static int64_t enforce(struct watch *w, int64_t now)
 	if (!w->term_sent && now >= term_at) {
 		signal_step(w, SIGTERM);
 		w->term_sent = true;
+		w->for_deadline |= term_for_deadline;
 	}
 	if (!w->kill_sent && now >= kill_at) {
 		signal_step(w, SIGKILL);
 		w->kill_sent = true;
+		w->for_deadline |= kill_for_deadline;
 	}
 	if (!w->term_sent)
 		return term_at;
@@ -352,6 +357,9 @@ static void reap(struct watch *w)
 			if (pid == w->shell && !w->shell_done) {
 				w->shell_done = true;
 				ssize_t n = write(G_STATUS, &st, sizeof(st));
+				char why = LR_GUARD_DEADLINE;
+				if (w->for_deadline)
+					n = write(G_STATUS, &why, 1);
 				(void)n;
 			}
 			continue;
@@ -532,8 +540,10 @@ bool lr_guard_read(lr_guard *g, lr_guard_said *s)
 			continue;
 		if (r <= 0)
 			return r == 0 || errno != EAGAIN;
-		if (p == &extra)
+		if (p == &extra) {
 			s->all_gone = s->all_gone || extra == LR_GUARD_ALL_GONE;
+			s->deadline = s->deadline || extra == LR_GUARD_DEADLINE;
+		}
 		else
 			s->got += (size_t)r;
 		s->exited = s->got == sizeof(int);

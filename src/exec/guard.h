@@ -38,6 +38,10 @@
 /* The byte after the shell's status on the status pipe: no process of the
  * step is left. */
 #define LR_GUARD_ALL_GONE 'E'
+/* A byte that may come between the two: the guard stopped the step on its
+ * own, because the lease deadline it knew was near (no renewal came in
+ * time, whether the runner was frozen or etcd was). */
+#define LR_GUARD_DEADLINE 'D'
 
 /* When the guard sends SIGTERM and SIGKILL unless the deadline moves:
  * deadline and learnt_at (when it arrived) in monotonic ms. */
@@ -66,7 +70,8 @@ typedef struct lr_guard {
 	pid_t pid;
 	int ctl;      /* write end: deadlines and stop requests to the guard */
 	int status;   /* read end (non-blocking): the shell's wait status (an
-	                 int), then LR_GUARD_ALL_GONE and end of file once no
+	                 int), LR_GUARD_DEADLINE when the deadline stopped
+	                 it, then LR_GUARD_ALL_GONE and end of file once no
 	                 process of the step is left; end of file without
 	                 that byte: the guard was killed, and processes of
 	                 the step may live on */
@@ -86,6 +91,8 @@ typedef struct lr_guard_said {
 	size_t got;     /* bytes of it read */
 	bool exited;    /* the whole status came */
 	bool all_gone;  /* LR_GUARD_ALL_GONE came: no process of the step is left */
+	bool deadline;  /* LR_GUARD_DEADLINE came: the guard stopped the step
+	                   for the lease deadline */
 } lr_guard_said;
 /* Read what the status pipe has now, without waiting. True once it ended
  * (end of file, or an error). */

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "engine/step_int.h"
 #include "exec/exec.h"
 #include "exec/exec_files.h"
 #include "records/spec.h"
@@ -145,6 +146,8 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		/* Another execution could overlap what the first left running. */
 		if (res.outcome == LR_EXEC_GUARD_LOST)
 			out = LR_STEP_FAIL;
+		else if (res.outcome == LR_EXEC_DEADLINE)
+			lr__step_interrupted(s);
 	}
 	lr_exec_result_clear(&res);
 done:

@@ -281,6 +281,88 @@ static int setup(void)
 
 static void teardown(void) { etcdh_destroy(cluster); }
 
+/* A stall shorter than the TTL, of the runner or of etcd, long enough
+ * that no renewal comes before the guard must stop the step: the step is
+ * interrupted, not failed. Once a renewal comes it runs again under the
+ * same attempt, so a task allowed one attempt still succeeds. TTL 9 s:
+ * renewals every 3 s, and the guard stops the step 2.45 s before the
+ * deadline; the stall starts just after a renewal and lasts 7.2 s, so the
+ * guard has acted and the lease still lives when it ends. The step beats
+ * until the stall is over (file go). */
+#define UNTIL_GO MARK_START "; i=0; while [ ! -e $MARKS/go ] && [ $i -lt 600 ]; do " MARK_HB \
+                 "; sleep 0.05; i=$((i+1)); done; " MARK_END
+#define ONE_ATTEMPT "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":[" STEP("beat", UNTIL_GO) \
+                    "," STEP("after", MARK_START "; " MARK_END) "]}"
+
+/* Just after runner 0's lease was renewed, as etcd counts it (the TTL
+ * left goes up), and its reply reached the runner. */
+static void just_after_a_renewal(fleet *f)
+{
+	int64_t lease = fleet_runner_lease(f, f->names[0]);
+	CHECK(lease != 0);
+	lr_err err;
+	int64_t last = -1, left = 0, granted = 0, t0 = lr_mono_ms();
+	for (;;) {
+		CHECK_OK(lr_lease_ttl(lr_client_etcd(f->client), lease, &left, &granted, &err),
+		         &err);
+		if (last >= 0 && left > last)
+			break;
+		last = left;
+		if (lr_mono_ms() - t0 > 15000)
+			TEST_FAIL("no renewal of lease %lld in 15 s", (long long)lease);
+		lr_sleep_ms(10);
+	}
+	lr_sleep_ms(300);
+}
+
+static void check_ran_again_after_a_stall(fleet *f, const char *id, const char *scenario)
+{
+	char go[300];
+	snprintf(go, sizeof(go), "%s/go", f->dir);
+	FILE *g = fopen(go, "w");
+	CHECK(g != NULL);
+	fclose(g);
+	CHECK(fleet_wait_state(f, id, LR_TASK_SUCCEEDED, 40000) >= 0);
+	if (!fleet_log_has(f, 0, "interrupted"))
+		TEST_FAIL("%s: the step was not interrupted; its log: %s/%s.log", scenario, f->dir,
+		          f->names[0]);
+	check_no_overlap(f, scenario);
+	fleet_check_history(f, -1);
+	check_nothing_left(f);
+}
+
+TEST(a_runner_frozen_for_less_than_its_ttl_runs_the_stopped_step_again)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-freeze");
+	const char *const extra[] = { "--ttl", "9", "--grace", "5", NULL };
+	fleet_start(&f, 0, extra);
+	fleet_submit(&f, "z1", ONE_ATTEMPT);
+	CHECK_INT(holder_once_beating(&f, "z1"), ==, 0);
+	just_after_a_renewal(&f);
+	kill(f.pids[0], SIGSTOP);
+	lr_sleep_ms(7200);
+	kill(f.pids[0], SIGCONT);
+	check_ran_again_after_a_stall(&f, "z1", "the runner frozen for 7.2 s of a 9 s TTL");
+	fleet_destroy(&f);
+}
+
+TEST(an_etcd_stalled_for_less_than_the_ttl_costs_the_stopped_step_no_attempt)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "ex-stall");
+	const char *const extra[] = { "--ttl", "9", "--grace", "5", NULL };
+	fleet_start(&f, 0, extra);
+	fleet_submit(&f, "z2", ONE_ATTEMPT);
+	CHECK_INT(holder_once_beating(&f, "z2"), ==, 0);
+	just_after_a_renewal(&f);
+	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
+	lr_sleep_ms(7200);
+	CHECK_INT(etcdh_resume(cluster, 0), ==, 0);
+	check_ran_again_after_a_stall(&f, "z2", "etcd stalled for 7.2 s of a 9 s TTL");
+	fleet_destroy(&f);
+}
+
 TEST_LIST(
 	TEST_CASE(a_claim_lost_during_a_cancels_grace_ends_the_grace),
 	TEST_CASE(a_step_that_kills_its_guard_runs_again_once_its_leftovers_are_stopped),
@@ -289,5 +371,7 @@ TEST_LIST(
 	TEST_CASE(a_loop_that_left_the_steps_session_dies_with_the_step),
 	TEST_CASE(a_graceful_handoff_overlaps_nothing_and_is_immediate),
 	TEST_CASE(a_claim_that_etcd_drops_under_a_live_holder_stops_its_step_at_once),
+	TEST_CASE(a_runner_frozen_for_less_than_its_ttl_runs_the_stopped_step_again),
+	TEST_CASE(an_etcd_stalled_for_less_than_the_ttl_costs_the_stopped_step_no_attempt),
 );
 TEST_MAIN(setup, teardown)

@@ -625,7 +625,7 @@ TEST(nothing_of_the_step_is_alive_at_its_deadline)
 	printf("# step gone %lld ms before its deadline\n", (long long)(o.deadline_ms - done));
 	CHECK_INT(done, <, o.deadline_ms);
 	CHECK_INT(done, >, o.deadline_ms - 1000); /* not before its time */
-	CHECK_INT(res.outcome, ==, LR_EXEC_STOPPED);
+	CHECK_INT(res.outcome, ==, LR_EXEC_DEADLINE);
 	CHECK_STR(res.msg, "stopped: lease deadline reached");
 	CHECK(group_gone(step_pgid()));
 }
@@ -658,7 +658,7 @@ TEST(deadline_callback_follows_lease_renewals)
 	o.deadline = fixed_deadline;
 	o.user = &at;
 	run(&o, &res);
-	CHECK_INT(res.outcome, ==, LR_EXEC_STOPPED);
+	CHECK_INT(res.outcome, ==, LR_EXEC_DEADLINE);
 	CHECK_INT(lr_mono_ms(), <, at);
 }
 
@@ -673,7 +673,7 @@ TEST(a_step_past_its_deadline_or_cancelled_is_not_started)
 	opts_init(&o, cmd);
 	o.deadline_ms = lr_mono_ms() - 1;
 	run(&o, &res);
-	CHECK_INT(res.outcome, ==, LR_EXEC_STOPPED);
+	CHECK_INT(res.outcome, ==, LR_EXEC_DEADLINE);
 	CHECK_STR(res.msg, "stopped: lease deadline reached, before start");
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	CHECK(write(p[1], "x", 1) == 1);
