@@ -61,6 +61,9 @@ struct lr_msg {
 			char *value;     /* tasks/ puts when small, queue/ puts, and
 			                    every put under locks/ slots/ wants/ (owned) */
 			size_t len;      /* of the value, also when not kept */
+			char *sched;     /* tasks/ puts too large to keep: when the
+			                    task may start, as a queue record, or
+			                    NULL when it says nothing of it (owned) */
 			char *key;       /* locks/ slots/ wants/ only (owned) */
 		} watch;
 		struct {

@@ -91,6 +91,10 @@ void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len);
 /* The entry's create revision became known (a claim's event came first):
  * set it unless the entry already sits in the dispatch order. */
 void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev);
+/* When e may start, learnt after it was added (its claim's event came
+ * first): taken (sc->after moves to the entry) unless e knows already or
+ * sits in the dispatch order, which a new priority would upset. */
+void lr_taskset_set_sched(lr_taskset *s, lr_entry *e, struct lr_sched *sc);
 void lr_taskset_remove(lr_taskset *s, lr_entry *e);
 /* Remove every entry not in LR_ENTRY_LOCAL, and forget what the records
  * said of those (before a re-read; they are marked rerun). */

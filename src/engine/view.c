@@ -320,6 +320,8 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 		m->u.watch.len = we->kv.value_len;
 		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
 			m->u.watch.value = lr_kv_value_dup(&we->kv);
+		else /* only the copy is capped: when it may start is kept */
+			m->u.watch.sched = lr_sched_record_of_text(we->kv.value, we->kv.value_len);
 	}
 	if (dir == LR_DIR_QUEUE && !m->u.watch.deleted) {
 		m->u.watch.len = we->kv.value_len;
@@ -376,16 +378,21 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		remove_entry(r, e);
 		e = NULL;
 	}
+	/* When it may start, from the spec the event carries (or, for a spec
+	 * too large to keep, from what was taken of it on the way). */
+	lr_sched sc;
+	if (m->u.watch.value != NULL)
+		lr_sched_from_text(m->u.watch.value, m->u.watch.len, &sc);
+	else
+		lr_sched_from_text(m->u.watch.sched,
+		                   m->u.watch.sched != NULL ? strlen(m->u.watch.sched) : 0, &sc);
 	if (e == NULL) {
-		/* When it may start, from the spec the event carries. */
-		lr_sched sc;
-		lr_sched_from_text(m->u.watch.value, m->u.watch.value != NULL ? m->u.watch.len : 0,
-		                   &sc);
 		e = lr_taskset_add_sched(&r->set, m->u.watch.id, m->u.watch.create_rev,
 		                         LR_ENTRY_PENDING, &sc);
-		lr_sched_clear(&sc);
-		if (e == NULL)
+		if (e == NULL) {
+			lr_sched_clear(&sc);
 			return;
+		}
 		e->fresh = m->u.watch.version == 1;
 	} else if (e->state == LR_ENTRY_LOCAL && e->create_rev < m->u.watch.create_rev) {
 		/* Submitted again while a worker still reports on the old one:
@@ -395,8 +402,12 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		e->claim_present = false;
 		e->fresh = m->u.watch.version == 1;
 	} else {
+		/* Its claim's event came first: it entered knowing nothing of
+		 * when it may start. */
 		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
+		lr_taskset_set_sched(&r->set, e, &sc);
 	}
+	lr_sched_clear(&sc);
 	note_spec_size(r, m->u.watch.len);
 	if (m->u.watch.value != NULL)
 		lr_taskset_cache_spec(&r->set, e, m->u.watch.value, m->u.watch.len);
