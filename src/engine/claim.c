@@ -556,6 +556,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			if (sched.verdict == LR_SCHED_WAIT) {
 				*outcome = LR_CLAIM_WAIT; /* nothing was written */
 				h->wait_until = sched.wait_until;
+				snprintf(h->wait_for, sizeof(h->wait_for), "%s", sched.wait_for);
 				goto out;
 			}
 		}

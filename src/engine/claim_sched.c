@@ -18,8 +18,11 @@ static enum lr_sched_verdict judge(const char *dep, const lr_kv *done, bool exis
                                    lr_sched_check *out)
 {
 	if (done == NULL) {
-		if (exists)
+		if (exists) {
+			if (out->wait_for[0] == '\0')
+				snprintf(out->wait_for, sizeof(out->wait_for), "%s", dep);
 			return LR_SCHED_WAIT;
+		}
 		snprintf(out->why, sizeof(out->why), "dependency %s no longer exists", dep);
 		out->guard_rev = 0; /* guarded by done/<dep> still absent */
 		return LR_SCHED_END;

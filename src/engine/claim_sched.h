@@ -21,6 +21,7 @@ typedef struct lr_sched_check {
 	enum lr_sched_verdict verdict;
 	int64_t wait_until;           /* WAIT: its not_before (unix ms), or 0
 	                                 when a task it waits for is unfinished */
+	char wait_for[LR_ID_SIZE];    /* WAIT (0): the first such task */
 	char why[600];                /* END */
 	/* END: the txn that ends it holds only while this done/ record is as
 	 * read (mod revision; 0: still absent), so that a dependency retried

@@ -33,7 +33,8 @@ enum lr_report {
 	LR_REP_GONE,      /* the task no longer exists */
 	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */
 	LR_REP_WAIT,      /* not yet (its start time, or a task it waits for):
-	                     `fence` holds the start time (unix ms), or 0 */
+	                     `fence` holds the start time (unix ms), or 0 and
+	                     `text` the id of that task */
 };
 
 enum lr_msg_kind {

@@ -41,6 +41,8 @@ typedef struct lr_entry {
 	uint8_t n_after;
 	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
 	bool sched_waiting;   /* registered with the schedule gate */
+	bool sched_unknown_said; /* warned that its claim knew more of when it
+	                            may start than this view */
 	int64_t retry_rev;    /* revision of the retry that made it pending
 	                         again (its queue/ put), 0 none: claims/ and
 	                         done/ events before it are of the run before */

@@ -355,6 +355,35 @@ TEST(a_large_dependent_waits_for_its_dependency_without_polling)
 	fleet_destroy(&f);
 }
 
+/* Its queue record deleted by hand: the runner learns that the task waits
+ * only from its claim, which says for which task; it waits for that one's
+ * end, and says once that the record is missing. */
+TEST(a_dependent_without_its_queue_record_waits_without_polling)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-norec");
+	fleet_submit(&f, "long", "{\"id\":\"%s\",\"steps\":[" STEP("s", MARK_START
+	             "; sleep 4; " MARK_END) "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"long\"],\"steps\":["
+	             MARKED "]}");
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_QUEUE, "child", key);
+	CHECK_OK(lr_kv_delete(lr_client_etcd(f.client), key, 0, NULL, NULL, &err), &err);
+	fleet_start(&f, 0, (const char *const[]){ "--concurrency", "2", NULL });
+	CHECK_INT(fleet_wait_marks(&f, "start long", 1, 5000), ==, 0);
+	lr_sleep_ms(300);
+	long txns = txns_during(2500);
+	printf("# %ld txns in 2.5 s while the dependent waited\n", txns);
+	CHECK(txns <= 1);
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_SUCCEEDED, 10000) >= 0);
+	int64_t l0, l1, c0, c1;
+	span_of(&f, "long", &l0, &l1);
+	span_of(&f, "child", &c0, &c1);
+	CHECK(l1 < c0);
+	CHECK(fleet_log_has(&f, 0, "queue record is missing"));
+	fleet_destroy(&f);
+}
+
 /* ---- retry ---------------------------------------------------------------------- */
 
 #define RETRIED "{\"id\":\"%s\",\"max_attempts\":1,\"state\":{\"n\":0},\"steps\":[" \
@@ -521,6 +550,7 @@ TEST_LIST(
 	TEST_CASE(priorities_order_a_backlog),
 	TEST_CASE(a_large_spec_submitted_while_a_runner_runs_keeps_its_priority),
 	TEST_CASE(a_large_dependent_waits_for_its_dependency_without_polling),
+	TEST_CASE(a_dependent_without_its_queue_record_waits_without_polling),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
 	TEST_CASE(a_task_whose_queue_record_was_spoiled_still_runs),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
