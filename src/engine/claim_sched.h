@@ -30,7 +30,10 @@ typedef struct lr_sched_check {
 	int64_t guard_rev;
 } lr_sched_check;
 
-/* Check spec (a normalised spec, borrowed) now. */
-int lr_claim_sched(lr_client *c, const json_t *spec, lr_sched_check *out, lr_err *err);
+/* Check spec (a normalised spec, borrowed) now. task_rev is the create
+ * revision of the task's tasks/ key: a dependency created after it is not
+ * the one submit found (0: not known, not checked). */
+int lr_claim_sched(lr_client *c, const json_t *spec, int64_t task_rev, lr_sched_check *out,
+                   lr_err *err);
 
 #endif

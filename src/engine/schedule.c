@@ -161,12 +161,14 @@ static void dep_wait(struct lr_sched_gate *g, const char *dep, const char *id)
 		d->waiters[d->n++] = copy;
 }
 
-/* The first task of e's "after" still in the set, or NULL. */
+/* The first task of e's "after" still in the set, or NULL. One created
+ * after e is not the task e named (that one was purged, and the id used
+ * again): waiting for it could be waiting for e; the claim ends e. */
 static const char *unfinished_dep(lr_runner *r, const lr_entry *e)
 {
 	for (size_t i = 0; i < e->n_after; i++) {
 		const lr_entry *d = lr_taskset_find(&r->set, e->after[i]);
-		if (d != NULL && !d->done_seen)
+		if (d != NULL && !d->done_seen && d->create_rev < e->create_rev)
 			return e->after[i];
 	}
 	return NULL;

@@ -384,6 +384,65 @@ TEST(a_dependent_without_its_queue_record_waits_without_polling)
 	fleet_destroy(&f);
 }
 
+/* A dependency purged and submitted again is another task, which may wait
+ * for the dependent: the dependent fails, as for a dependency gone,
+ * instead of the two waiting for each other for ever. */
+TEST(a_dependency_purged_and_submitted_again_fails_its_dependent_instead_of_a_cycle)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-cycle");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "a", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	char at[LR_TIME_BUF], spec[512];
+	lr_rfc3339_format(lr_wall_ms() + 3000, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"after\":[\"a\"],"
+	         "\"steps\":[" MARKED "]}", at);
+	fleet_submit(&f, "b", spec);
+	CHECK(fleet_wait_state(&f, "a", LR_TASK_SUCCEEDED, 5000) >= 0);
+	kill(f.pids[0], SIGTERM);
+	CHECK_INT(fleet_wait(&f, 0, 10000), ==, 0);
+	size_t n = 0;
+	CHECK_OK(lr_purge(f.client, 0, -1, &n, &err), &err);
+	CHECK_INT(n, ==, 1);
+	fleet_submit(&f, "a", "{\"id\":\"%s\",\"after\":[\"b\"],\"steps\":[" MARKED "]}");
+	/* Read at start-up, then claimed when b's time comes. */
+	fleet_start(&f, 1, (const char *const[]){ "--exit-when-idle", NULL });
+	CHECK_INT(fleet_wait(&f, 1, 15000), ==, 0);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "b", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK(strstr(s.error, "dependency a no longer exists") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_OK(lr_task_get(f.client, "a", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK(strstr(s.error, "dependency b ended failed") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_INT(fleet_count_marks(&f, "start b"), ==, 0);
+	fleet_destroy(&f);
+}
+
+/* A retried dependent keeps its tasks/ key, so its dependency is still
+ * older than it: it runs. */
+TEST(a_retried_dependent_still_runs_after_its_dependency)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-retrydep");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "dep", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"dep\"],\"max_attempts\":1,"
+	             "\"steps\":[" STEP("s", MARK_START "; test -f $MARKS/ok") "]}");
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_FAILED, 10000) >= 0);
+	char ok[400];
+	snprintf(ok, sizeof(ok), "%s/ok", f.dir);
+	FILE *fp = fopen(ok, "w");
+	CHECK(fp != NULL);
+	fclose(fp);
+	CHECK_OK(lr_retry(f.client, "child", NULL, NULL, &err), &err);
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_SUCCEEDED, 10000) >= 0);
+	CHECK_INT(fleet_count_marks(&f, "start child"), ==, 2);
+	fleet_destroy(&f);
+}
+
 /* ---- retry ---------------------------------------------------------------------- */
 
 #define RETRIED "{\"id\":\"%s\",\"max_attempts\":1,\"state\":{\"n\":0},\"steps\":[" \
@@ -551,6 +610,8 @@ TEST_LIST(
 	TEST_CASE(a_large_spec_submitted_while_a_runner_runs_keeps_its_priority),
 	TEST_CASE(a_large_dependent_waits_for_its_dependency_without_polling),
 	TEST_CASE(a_dependent_without_its_queue_record_waits_without_polling),
+	TEST_CASE(a_dependency_purged_and_submitted_again_fails_its_dependent_instead_of_a_cycle),
+	TEST_CASE(a_retried_dependent_still_runs_after_its_dependency),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
 	TEST_CASE(a_task_whose_queue_record_was_spoiled_still_runs),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
