@@ -226,6 +226,8 @@ static void say_unknown(lr_runner *r, lr_entry *e, int64_t until)
 void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until, const char *dep)
 {
 	say_unknown(r, e, until);
+	if (until > 0)
+		e->not_before_ms = until; /* the spec's, which holds */
 	if (until <= 0 && dep != NULL) {
 		/* Woken like any dependent when dep leaves the set, not by a
 		 * timer: it may run for hours. */

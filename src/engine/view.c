@@ -66,41 +66,55 @@ static lr_entry *loaded_entry(struct load *l, const char *id, bool add, int64_t 
 	return lr_taskset_find(&l->r->set, id);
 }
 
+/* Each record with the revision it was written at: {"record", "rev"}. */
 static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
 	json_t *rec = json_loadb(kv->value, kv->value_len, 0, NULL);
 	if (json_is_object(rec) && id != NULL && lr_id_valid(id))
-		json_object_set_new(l->queue, id, rec);
+		json_object_set_new(l->queue, id, json_pack("{s:o,s:I}", "record", rec, "rev",
+		                                            (json_int_t)kv->mod_rev));
 	else
 		json_decref(rec);
 	return 0;
 }
 
-/* A queue record that is no schedule (changed by hand): the task is
- * dispatched in submit order, and its claim checks its spec's start time
- * and dependencies all the same. Said once, not left pending unseen. */
-static void unreadable_queue(lr_runner *r, const char *id)
+/* A queue record that is no schedule, or not the one written with the
+ * task (changed by hand): the task is dispatched in submit order, and its
+ * claim checks its spec's start time and dependencies all the same (the
+ * spec is what holds; the record only orders dispatch). Said once, not
+ * left pending unseen. */
+static void distrusted_queue(lr_runner *r, lr_entry *e, const char *why)
 {
-	lr_runner_log(r, LR_LOG_WARN, id, NULL, -1,
-	              "its queue record is unreadable: dispatched in submit order, its spec's "
-	              "not_before and after still hold");
+	e->sched_unknown_said = true;
+	lr_runner_log(r, LR_LOG_WARN, e->id, NULL, -1,
+	              "its queue record %s: dispatched in submit order, its spec's not_before "
+	              "and after still hold", why);
 }
 
 static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
-	const json_t *rec = id != NULL ? json_object_get(l->queue, id) : NULL;
-	if (rec == NULL) {
+	const json_t *q = id != NULL ? json_object_get(l->queue, id) : NULL;
+	if (q == NULL) {
 		loaded_entry(l, id, true, kv->create_rev);
 		return 0;
 	}
+	/* Submit writes the record in the txn that creates the task; retry
+	 * writes the task's revision in it. Any other was changed since. */
+	const json_t *rec = json_object_get(q, "record");
+	bool as_written = json_integer_value(json_object_get(q, "rev")) == kv->create_rev ||
+	                  json_object_get(rec, "task_rev") != NULL;
 	/* When it may start, known before it enters the dispatch order. */
-	lr_sched sc;
-	if (lr_sched_from_json(rec, &sc) == 0)
+	lr_sched sc = { 0 };
+	if (as_written && lr_sched_from_json(rec, &sc) == 0) {
 		lr_taskset_add_sched(&l->r->set, id, kv->create_rev, LR_ENTRY_PENDING, &sc);
-	else if (loaded_entry(l, id, true, kv->create_rev) != NULL)
-		unreadable_queue(l->r, id);
+	} else {
+		lr_entry *e = loaded_entry(l, id, true, kv->create_rev);
+		if (e != NULL)
+			distrusted_queue(l->r, e, as_written ? "is unreadable"
+			                                     : "was changed after submit");
+	}
 	lr_sched_clear(&sc);
 	return 0;
 }
@@ -459,7 +473,7 @@ static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 			e = lr_taskset_add(&r->set, m->u.watch.id, (int64_t)task_rev,
 			                   LR_ENTRY_PENDING);
 			if (e != NULL)
-				unreadable_queue(r, m->u.watch.id);
+				distrusted_queue(r, e, "is unreadable");
 		}
 		lr_sched_clear(&sc);
 		if (e != NULL)

@@ -235,6 +235,32 @@ TEST(a_task_whose_queue_record_was_spoiled_still_runs)
 	fleet_destroy(&f);
 }
 
+/* A queue record changed by hand to a later time: the spec's time holds
+ * (the record only orders dispatch), and the runner says so. */
+TEST(a_queue_record_changed_to_a_later_time_does_not_hold_a_task_back)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-edited");
+	char at[LR_TIME_BUF], spec[512];
+	int64_t due = lr_wall_ms() + 2000;
+	lr_rfc3339_format(due, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"steps\":[" MARKED "]}",
+	         at);
+	fleet_submit(&f, "edited", spec);
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_QUEUE, "edited", key);
+	static const char later[] = "{\"not_before\":\"2099-01-01T00:00:00.000Z\"}";
+	CHECK_OK(lr_kv_put(lr_client_etcd(f.client), key, later, sizeof(later) - 1, 0, NULL, NULL,
+	                   &err), &err);
+	fleet_start(&f, 0, NULL);
+	CHECK(fleet_wait_state(&f, "edited", LR_TASK_SUCCEEDED, 8000) >= 0);
+	int64_t first, last;
+	span_of(&f, "edited", &first, &last);
+	CHECK(first / 1000000 >= due);
+	CHECK(fleet_log_has(&f, 0, "its queue record was changed after submit"));
+	fleet_destroy(&f);
+}
+
 /* ---- dependencies ---------------------------------------------------------- */
 
 TEST(a_diamond_of_dependencies_runs_in_a_valid_order)
@@ -614,6 +640,7 @@ TEST_LIST(
 	TEST_CASE(a_retried_dependent_still_runs_after_its_dependency),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
 	TEST_CASE(a_task_whose_queue_record_was_spoiled_still_runs),
+	TEST_CASE(a_queue_record_changed_to_a_later_time_does_not_hold_a_task_back),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
 	TEST_CASE(a_failed_dependency_fails_its_dependents_naming_it),
 	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history),
