@@ -548,7 +548,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		/* Its start time and the tasks it waits for, once per claim. */
 		if (why[0] == '\0' && v.cancel_rev == 0 && v.spec != NULL && !sched_checked) {
 			sched_checked = true;
-			rc = lr_claim_sched(who->client, v.spec, &sched, err);
+			rc = lr_claim_sched(who->client, v.spec, v.task_rev, &sched, err);
 			if (rc != 0) {
 				lr_err_wrap(err, rc, "claim %s", id);
 				goto out;
@@ -556,6 +556,7 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			if (sched.verdict == LR_SCHED_WAIT) {
 				*outcome = LR_CLAIM_WAIT; /* nothing was written */
 				h->wait_until = sched.wait_until;
+				snprintf(h->wait_for, sizeof(h->wait_for), "%s", sched.wait_for);
 				goto out;
 			}
 		}

@@ -82,6 +82,7 @@ typedef struct lr_claimed_task {
 	lr_lockset *locks;     /* what the claim took besides (owned), or NULL */
 	int slots[LR_LIMITS_MAX]; /* the slot taken in each pool of locks */
 	int64_t wait_until;    /* LR_CLAIM_WAIT: unix ms, 0 for a dependency */
+	char wait_for[LR_ID_SIZE]; /* LR_CLAIM_WAIT (0): that dependency */
 	lr_task_keys keys;     /* its keys, built once for every write */
 } lr_claimed_task;
 

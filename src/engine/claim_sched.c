@@ -13,13 +13,29 @@
 #include "records/record.h"
 #include "records/schedule.h"
 
-/* What the reads of one dependency say. */
-static enum lr_sched_verdict judge(const char *dep, const lr_kv *done, bool exists,
-                                   lr_sched_check *out)
+/* What the reads of one dependency say: done, its done/ record or NULL;
+ * task, its tasks/ key or NULL; own_rev, the create revision of the
+ * dependent's tasks/ key. */
+static enum lr_sched_verdict judge(const char *dep, const lr_kv *done, const lr_kv *task,
+                                   int64_t own_rev, lr_sched_check *out)
 {
+	/* Submit stores a task only after its dependencies: a dependency
+	 * created after the dependent is another task of that id, submitted
+	 * again once the one it named was purged. Waiting for it could make
+	 * a cycle (it may name the dependent). Its result cannot be undone:
+	 * the end holds while done/<dep> is as read. */
+	if (task != NULL && own_rev > 0 && task->create_rev > own_rev) {
+		snprintf(out->why, sizeof(out->why), "dependency %s no longer exists (submitted "
+		         "again after this task)", dep);
+		out->guard_rev = done != NULL ? done->mod_rev : 0;
+		return LR_SCHED_END;
+	}
 	if (done == NULL) {
-		if (exists)
+		if (task != NULL) {
+			if (out->wait_for[0] == '\0')
+				snprintf(out->wait_for, sizeof(out->wait_for), "%s", dep);
 			return LR_SCHED_WAIT;
+		}
 		snprintf(out->why, sizeof(out->why), "dependency %s no longer exists", dep);
 		out->guard_rev = 0; /* guarded by done/<dep> still absent */
 		return LR_SCHED_END;
@@ -41,7 +57,8 @@ static enum lr_sched_verdict judge(const char *dep, const lr_kv *done, bool exis
 	return v;
 }
 
-int lr_claim_sched(lr_client *c, const json_t *spec, lr_sched_check *out, lr_err *err)
+int lr_claim_sched(lr_client *c, const json_t *spec, int64_t task_rev, lr_sched_check *out,
+                   lr_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	out->verdict = LR_SCHED_GO;
@@ -76,7 +93,7 @@ int lr_claim_sched(lr_client *c, const json_t *spec, lr_sched_check *out, lr_err
 	for (size_t i = 0; i < sc.n_after && out->verdict != LR_SCHED_END; i++) {
 		const lr_op_result *done = &r.ops[2 * i], *task = &r.ops[2 * i + 1];
 		enum lr_sched_verdict v = judge(sc.after[i], done->n == 1 ? &done->kvs[0] : NULL,
-		                                task->n == 1, out);
+		                                task->n == 1 ? &task->kvs[0] : NULL, task_rev, out);
 		if (v == LR_SCHED_END)
 			lr_key(c, LR_K_DONE, sc.after[i], out->guard_key);
 		if (v != LR_SCHED_GO)

@@ -21,6 +21,7 @@ typedef struct lr_sched_check {
 	enum lr_sched_verdict verdict;
 	int64_t wait_until;           /* WAIT: its not_before (unix ms), or 0
 	                                 when a task it waits for is unfinished */
+	char wait_for[LR_ID_SIZE];    /* WAIT (0): the first such task */
 	char why[600];                /* END */
 	/* END: the txn that ends it holds only while this done/ record is as
 	 * read (mod revision; 0: still absent), so that a dependency retried
@@ -29,7 +30,10 @@ typedef struct lr_sched_check {
 	int64_t guard_rev;
 } lr_sched_check;
 
-/* Check spec (a normalised spec, borrowed) now. */
-int lr_claim_sched(lr_client *c, const json_t *spec, lr_sched_check *out, lr_err *err);
+/* Check spec (a normalised spec, borrowed) now. task_rev is the create
+ * revision of the task's tasks/ key: a dependency created after it is not
+ * the one submit found (0: not known, not checked). */
+int lr_claim_sched(lr_client *c, const json_t *spec, int64_t task_rev, lr_sched_check *out,
+                   lr_err *err);
 
 #endif

@@ -21,6 +21,7 @@ void lr_msg_free(struct lr_msg *m)
 	switch (m->kind) {
 	case LR_MSG_WATCH:
 		free(m->u.watch.value);
+		free(m->u.watch.sched);
 		free(m->u.watch.key);
 		break;
 	case LR_MSG_RESYNC:

@@ -33,7 +33,8 @@ enum lr_report {
 	LR_REP_GONE,      /* the task no longer exists */
 	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */
 	LR_REP_WAIT,      /* not yet (its start time, or a task it waits for):
-	                     `fence` holds the start time (unix ms), or 0 */
+	                     `fence` holds the start time (unix ms), or 0 and
+	                     `text` the id of that task */
 };
 
 enum lr_msg_kind {
@@ -61,6 +62,9 @@ struct lr_msg {
 			char *value;     /* tasks/ puts when small, queue/ puts, and
 			                    every put under locks/ slots/ wants/ (owned) */
 			size_t len;      /* of the value, also when not kept */
+			char *sched;     /* tasks/ puts too large to keep: when the
+			                    task may start, as a queue record, or
+			                    NULL when it says nothing of it (owned) */
 			char *key;       /* locks/ slots/ wants/ only (owned) */
 		} watch;
 		struct {

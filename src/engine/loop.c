@@ -160,7 +160,7 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 		/* Not yet, says the claimer: look again when it may be. */
 		lr_entry *e = lr_taskset_find(&r->set, id);
 		if (e != NULL && e->state == LR_ENTRY_LOCAL)
-			lr_sched_defer(r, e, m->u.report.fence);
+			lr_sched_defer(r, e, m->u.report.fence, m->u.report.text);
 		break;
 	}
 	}

@@ -196,8 +196,10 @@ bool lr_sched_ready(lr_runner *r, const lr_entry *e);
 /* Whether e may be handed out now. False: e is blocked until its time or
  * until the task it waits for leaves the set. */
 bool lr_sched_pass(lr_runner *r, lr_entry *e);
-/* e's claimer said not yet: look again at until (unix ms; 0: in a second). */
-void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until);
+/* e's claimer said not yet: look again at until (unix ms), or when task
+ * dep (until 0) leaves the set; in a second when the set does not have
+ * dep, or has it finished (the claimer read before it ended). */
+void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until, const char *dep);
 /* Task id left the set: the tasks waiting for it are looked at again. */
 void lr_sched_settled(lr_runner *r, const char *id);
 /* Whether some task waits for another to finish (lr_sched_settled). */

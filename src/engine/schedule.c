@@ -161,12 +161,14 @@ static void dep_wait(struct lr_sched_gate *g, const char *dep, const char *id)
 		d->waiters[d->n++] = copy;
 }
 
-/* The first task of e's "after" still in the set, or NULL. */
+/* The first task of e's "after" still in the set, or NULL. One created
+ * after e is not the task e named (that one was purged, and the id used
+ * again): waiting for it could be waiting for e; the claim ends e. */
 static const char *unfinished_dep(lr_runner *r, const lr_entry *e)
 {
 	for (size_t i = 0; i < e->n_after; i++) {
 		const lr_entry *d = lr_taskset_find(&r->set, e->after[i]);
-		if (d != NULL && !d->done_seen)
+		if (d != NULL && !d->done_seen && d->create_rev < e->create_rev)
 			return e->after[i];
 	}
 	return NULL;
@@ -207,10 +209,36 @@ bool lr_sched_pass(lr_runner *r, lr_entry *e)
 	return true;
 }
 
-void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until)
+/* The claimer knew e waits, and this view did not: its schedule never
+ * reached the view (queue/<id> missing at start-up, or changed by hand).
+ * Said once per task. */
+static void say_unknown(lr_runner *r, lr_entry *e, int64_t until)
 {
-	/* The claimer found it early by its own clock, or a task it waits for
-	 * unfinished though this view thought otherwise: look again then. */
+	bool knew = until > 0 ? e->not_before_ms > 0 : e->n_after > 0;
+	if (knew || e->sched_unknown_said)
+		return;
+	e->sched_unknown_said = true;
+	lr_runner_log(r, LR_LOG_WARN, e->id, NULL, -1,
+	              "its queue record is missing or out of date: dispatched in submit order, "
+	              "its spec's not_before and after still hold");
+}
+
+void lr_sched_defer(lr_runner *r, lr_entry *e, int64_t until, const char *dep)
+{
+	say_unknown(r, e, until);
+	if (until > 0)
+		e->not_before_ms = until; /* the spec's, which holds */
+	if (until <= 0 && dep != NULL) {
+		/* Woken like any dependent when dep leaves the set, not by a
+		 * timer: it may run for hours. */
+		const lr_entry *d = lr_taskset_find(&r->set, dep);
+		if (d != NULL && !d->done_seen) {
+			wait_for(r, e, 0, dep);
+			return;
+		}
+	}
+	/* Early by this host's clock; or dep unknown here or already ended
+	 * (the claimer read before its end): look again then. */
 	int64_t at = until > 0 ? until : lr_wall_ms() + 1000;
 	wait_for(r, e, at, NULL);
 }

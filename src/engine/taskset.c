@@ -160,6 +160,25 @@ lr_entry *lr_taskset_add(lr_taskset *s, const char *id, int64_t create_rev,
 	return lr_taskset_add_sched(s, id, create_rev, st, NULL);
 }
 
+static void take_sched(lr_entry *e, lr_sched *sc)
+{
+	e->priority = sc->priority;
+	e->not_before_ms = sc->not_before_ms;
+	e->after = sc->after;
+	e->n_after = (uint8_t)sc->n_after;
+	sc->after = NULL;
+	sc->n_after = 0;
+}
+
+void lr_taskset_set_sched(lr_taskset *s, lr_entry *e, lr_sched *sc)
+{
+	(void)s;
+	if (e->heap_refs > 0 || e->priority != 0 || e->not_before_ms != 0 || e->n_after > 0)
+		return;
+	free(e->after);
+	take_sched(e, sc);
+}
+
 lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev,
                                enum lr_entry_state st, lr_sched *sc)
 {
@@ -173,15 +192,8 @@ lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev
 		return NULL;
 	snprintf(e->id, sizeof(e->id), "%s", id);
 	e->create_rev = create_rev;
-	if (sc != NULL) {
-		/* Known before it enters the dispatch order, which it sets. */
-		e->priority = sc->priority;
-		e->not_before_ms = sc->not_before_ms;
-		e->after = sc->after;
-		e->n_after = (uint8_t)sc->n_after;
-		sc->after = NULL;
-		sc->n_after = 0;
-	}
+	if (sc != NULL) /* known before it enters the dispatch order, which it sets */
+		take_sched(e, sc);
 	e->state = st;
 	size_t h = hash_id(id) % s->nbuckets;
 	e->next = s->buckets[h];

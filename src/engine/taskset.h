@@ -41,6 +41,8 @@ typedef struct lr_entry {
 	uint8_t n_after;
 	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
 	bool sched_waiting;   /* registered with the schedule gate */
+	bool sched_unknown_said; /* warned that its claim knew more of when it
+	                            may start than this view */
 	int64_t retry_rev;    /* revision of the retry that made it pending
 	                         again (its queue/ put), 0 none: claims/ and
 	                         done/ events before it are of the run before */
@@ -91,6 +93,10 @@ void lr_taskset_take_spec(lr_taskset *s, lr_entry *e, char **spec, size_t *len);
 /* The entry's create revision became known (a claim's event came first):
  * set it unless the entry already sits in the dispatch order. */
 void lr_taskset_set_create_rev(lr_taskset *s, lr_entry *e, int64_t create_rev);
+/* When e may start, learnt after it was added (its claim's event came
+ * first): taken (sc->after moves to the entry) unless e knows already or
+ * sits in the dispatch order, which a new priority would upset. */
+void lr_taskset_set_sched(lr_taskset *s, lr_entry *e, struct lr_sched *sc);
 void lr_taskset_remove(lr_taskset *s, lr_entry *e);
 /* Remove every entry not in LR_ENTRY_LOCAL, and forget what the records
  * said of those (before a re-read; they are marked rerun). */

@@ -66,41 +66,55 @@ static lr_entry *loaded_entry(struct load *l, const char *id, bool add, int64_t 
 	return lr_taskset_find(&l->r->set, id);
 }
 
+/* Each record with the revision it was written at: {"record", "rev"}. */
 static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
 	json_t *rec = json_loadb(kv->value, kv->value_len, 0, NULL);
 	if (json_is_object(rec) && id != NULL && lr_id_valid(id))
-		json_object_set_new(l->queue, id, rec);
+		json_object_set_new(l->queue, id, json_pack("{s:o,s:I}", "record", rec, "rev",
+		                                            (json_int_t)kv->mod_rev));
 	else
 		json_decref(rec);
 	return 0;
 }
 
-/* A queue record that is no schedule (changed by hand): the task is
- * dispatched in submit order, and its claim checks its spec's start time
- * and dependencies all the same. Said once, not left pending unseen. */
-static void unreadable_queue(lr_runner *r, const char *id)
+/* A queue record that is no schedule, or not the one written with the
+ * task (changed by hand): the task is dispatched in submit order, and its
+ * claim checks its spec's start time and dependencies all the same (the
+ * spec is what holds; the record only orders dispatch). Said once, not
+ * left pending unseen. */
+static void distrusted_queue(lr_runner *r, lr_entry *e, const char *why)
 {
-	lr_runner_log(r, LR_LOG_WARN, id, NULL, -1,
-	              "its queue record is unreadable: dispatched in submit order, its spec's "
-	              "not_before and after still hold");
+	e->sched_unknown_said = true;
+	lr_runner_log(r, LR_LOG_WARN, e->id, NULL, -1,
+	              "its queue record %s: dispatched in submit order, its spec's not_before "
+	              "and after still hold", why);
 }
 
 static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
-	const json_t *rec = id != NULL ? json_object_get(l->queue, id) : NULL;
-	if (rec == NULL) {
+	const json_t *q = id != NULL ? json_object_get(l->queue, id) : NULL;
+	if (q == NULL) {
 		loaded_entry(l, id, true, kv->create_rev);
 		return 0;
 	}
+	/* Submit writes the record in the txn that creates the task; retry
+	 * writes the task's revision in it. Any other was changed since. */
+	const json_t *rec = json_object_get(q, "record");
+	bool as_written = json_integer_value(json_object_get(q, "rev")) == kv->create_rev ||
+	                  json_object_get(rec, "task_rev") != NULL;
 	/* When it may start, known before it enters the dispatch order. */
-	lr_sched sc;
-	if (lr_sched_from_json(rec, &sc) == 0)
+	lr_sched sc = { 0 };
+	if (as_written && lr_sched_from_json(rec, &sc) == 0) {
 		lr_taskset_add_sched(&l->r->set, id, kv->create_rev, LR_ENTRY_PENDING, &sc);
-	else if (loaded_entry(l, id, true, kv->create_rev) != NULL)
-		unreadable_queue(l->r, id);
+	} else {
+		lr_entry *e = loaded_entry(l, id, true, kv->create_rev);
+		if (e != NULL)
+			distrusted_queue(l->r, e, as_written ? "is unreadable"
+			                                     : "was changed after submit");
+	}
 	lr_sched_clear(&sc);
 	return 0;
 }
@@ -320,6 +334,8 @@ static struct lr_msg *watch_msg(const lr_runner *r, const lr_watch_batch *b, siz
 		m->u.watch.len = we->kv.value_len;
 		if (we->kv.value_len <= LR_SPEC_CACHE_ONE)
 			m->u.watch.value = lr_kv_value_dup(&we->kv);
+		else /* only the copy is capped: when it may start is kept */
+			m->u.watch.sched = lr_sched_record_of_text(we->kv.value, we->kv.value_len);
 	}
 	if (dir == LR_DIR_QUEUE && !m->u.watch.deleted) {
 		m->u.watch.len = we->kv.value_len;
@@ -376,16 +392,21 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		remove_entry(r, e);
 		e = NULL;
 	}
+	/* When it may start, from the spec the event carries (or, for a spec
+	 * too large to keep, from what was taken of it on the way). */
+	lr_sched sc;
+	if (m->u.watch.value != NULL)
+		lr_sched_from_text(m->u.watch.value, m->u.watch.len, &sc);
+	else
+		lr_sched_from_text(m->u.watch.sched,
+		                   m->u.watch.sched != NULL ? strlen(m->u.watch.sched) : 0, &sc);
 	if (e == NULL) {
-		/* When it may start, from the spec the event carries. */
-		lr_sched sc;
-		lr_sched_from_text(m->u.watch.value, m->u.watch.value != NULL ? m->u.watch.len : 0,
-		                   &sc);
 		e = lr_taskset_add_sched(&r->set, m->u.watch.id, m->u.watch.create_rev,
 		                         LR_ENTRY_PENDING, &sc);
-		lr_sched_clear(&sc);
-		if (e == NULL)
+		if (e == NULL) {
+			lr_sched_clear(&sc);
 			return;
+		}
 		e->fresh = m->u.watch.version == 1;
 	} else if (e->state == LR_ENTRY_LOCAL && e->create_rev < m->u.watch.create_rev) {
 		/* Submitted again while a worker still reports on the old one:
@@ -395,8 +416,12 @@ static void apply_task(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 		e->claim_present = false;
 		e->fresh = m->u.watch.version == 1;
 	} else {
+		/* Its claim's event came first: it entered knowing nothing of
+		 * when it may start. */
 		lr_taskset_set_create_rev(&r->set, e, m->u.watch.create_rev);
+		lr_taskset_set_sched(&r->set, e, &sc);
 	}
+	lr_sched_clear(&sc);
 	note_spec_size(r, m->u.watch.len);
 	if (m->u.watch.value != NULL)
 		lr_taskset_cache_spec(&r->set, e, m->u.watch.value, m->u.watch.len);
@@ -448,7 +473,7 @@ static void apply_queue(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 			e = lr_taskset_add(&r->set, m->u.watch.id, (int64_t)task_rev,
 			                   LR_ENTRY_PENDING);
 			if (e != NULL)
-				unreadable_queue(r, m->u.watch.id);
+				distrusted_queue(r, e, "is unreadable");
 		}
 		lr_sched_clear(&sc);
 		if (e != NULL)

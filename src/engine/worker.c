@@ -569,7 +569,8 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 		report(&h, LR_REP_BLOCKED, NULL);
 		return;
 	case LR_CLAIM_WAIT: {
-		struct report what = { .fence = h.t.wait_until };
+		struct report what = { .fence = h.t.wait_until,
+		                       .text = h.t.wait_for[0] != '\0' ? h.t.wait_for : NULL };
 		report(&h, LR_REP_WAIT, &what);
 		return;
 	}

@@ -120,12 +120,18 @@ int lr_sched_from_json(const json_t *obj, lr_sched *out)
 	return 0;
 }
 
+/* Whether text may name one of the fields: most specs need no parse. */
+static bool may_name_fields(const char *text, size_t len)
+{
+	return text != NULL && (memmem(text, len, "\"priority\"", 10) != NULL ||
+	                        memmem(text, len, "\"not_before\"", 12) != NULL ||
+	                        memmem(text, len, "\"after\"", 7) != NULL);
+}
+
 bool lr_sched_from_text(const char *text, size_t len, lr_sched *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (text == NULL || (memmem(text, len, "\"priority\"", 10) == NULL &&
-	                     memmem(text, len, "\"not_before\"", 12) == NULL &&
-	                     memmem(text, len, "\"after\"", 7) == NULL))
+	if (!may_name_fields(text, len))
 		return false;
 	json_t *doc = json_loadb(text, len, 0, NULL);
 	bool ok = json_is_object(doc) && lr_sched_from_json(doc, out) == 0;
@@ -143,6 +149,8 @@ void lr_sched_clear(lr_sched *s)
 
 char *lr_sched_record_of_text(const char *text, size_t len)
 {
+	if (!may_name_fields(text, len))
+		return NULL;
 	json_t *doc = json_loadb(text, len, 0, NULL);
 	char *rec = json_is_object(doc) ? lr_sched_record(doc, NULL) : NULL;
 	json_decref(doc);

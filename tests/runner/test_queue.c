@@ -5,8 +5,11 @@
  * dependents, retry resumes where the task failed (or from a step, with
  * the spec's state), a retry racing a purge leaves no half task, and a
  * runner killed meanwhile loses nothing. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +67,66 @@ static void span_of(fleet *f, const char *task, int64_t *first, int64_t *last)
 	free(m);
 }
 
+/* Txn calls etcd has served so far (reads included), from its /metrics:
+ * what runners cost while they should be idle. -1 when unreadable. */
+static long etcd_txns(void)
+{
+	const char *ep = etcdh_endpoint(cluster, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_port = htons((uint16_t)atoi(strchr(ep, ':') + 1));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	size_t cap = 1 << 20, len = 0;
+	char *buf = malloc(cap);
+	ssize_t n = -1;
+	if (buf != NULL && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1))
+		while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+			len += (size_t)n;
+	close(fd);
+	long txns = -1;
+	static const char line[] = "grpc_server_started_total{grpc_method=\"Txn\","
+	                           "grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"} ";
+	if (buf != NULL) {
+		buf[len] = '\0';
+		const char *at = strstr(buf, line);
+		if (at != NULL)
+			txns = strtol(at + sizeof(line) - 1, NULL, 10);
+	}
+	free(buf);
+	return txns;
+}
+
+/* Txns etcd serves in ms while the test only watches. */
+static long txns_during(int ms)
+{
+	long before = etcd_txns();
+	lr_sleep_ms(ms);
+	long after = etcd_txns();
+	CHECK(before >= 0 && after >= before);
+	return after - before;
+}
+
+/* Submit a spec of over 64 KiB (more than a runner keeps of a spec from
+ * its watch): id, the fields given (JSON members), one marked step, and a
+ * state padded out. */
+static void submit_big(fleet *f, const char *id, const char *fields)
+{
+	size_t pad = 70 * 1024;
+	char *spec = malloc(pad + 2048);
+	CHECK(spec != NULL);
+	int n = snprintf(spec, 2048, "{\"id\":\"%s\",%s%s\"steps\":[" MARKED "],"
+	                 "\"state\":{\"pad\":\"", id, fields, fields[0] ? "," : "");
+	memset(spec + n, 'x', pad);
+	strcpy(spec + n + pad, "\"}}");
+	char out[LR_ID_SIZE];
+	CHECK_OK(lr_submit_text(f->client, spec, strlen(spec), NULL, out, NULL, &err), &err);
+	free(spec);
+}
+
 /* ---- priorities ------------------------------------------------------------- */
 
 TEST(priorities_order_a_backlog)
@@ -102,6 +165,25 @@ TEST(priorities_order_a_backlog)
 	CHECK_INT(start_order(&f, more, 8), ==, 8);
 	CHECK_STR(more[6], "later-high");
 	CHECK_STR(more[7], "later-low");
+	fleet_destroy(&f);
+}
+
+/* A runner keeps only small specs from its watch; a large one's priority
+ * must not go with the rest of it. */
+TEST(a_large_spec_submitted_while_a_runner_runs_keeps_its_priority)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-bigprio");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "blocker", "{\"id\":\"%s\",\"steps\":[" STEP("s", "sleep 0.5") "]}");
+	CHECK(fleet_wait_state(&f, "blocker", LR_TASK_RUNNING, 5000) >= 0);
+	fleet_submit(&f, "plain", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	submit_big(&f, "big-urgent", "\"priority\":100");
+	CHECK(fleet_wait_state(&f, "plain", LR_TASK_SUCCEEDED, 10000) >= 0);
+	CHECK(fleet_wait_state(&f, "big-urgent", LR_TASK_SUCCEEDED, 10000) >= 0);
+	char order[2][64];
+	CHECK_INT(start_order(&f, order, 2), ==, 2);
+	CHECK_STR(order[0], "big-urgent");
 	fleet_destroy(&f);
 }
 
@@ -150,6 +232,32 @@ TEST(a_task_whose_queue_record_was_spoiled_still_runs)
 	                   &err), &err);
 	fleet_start(&f, 0, NULL);
 	CHECK(fleet_wait_state(&f, "spoiled", LR_TASK_SUCCEEDED, 5000) >= 0);
+	fleet_destroy(&f);
+}
+
+/* A queue record changed by hand to a later time: the spec's time holds
+ * (the record only orders dispatch), and the runner says so. */
+TEST(a_queue_record_changed_to_a_later_time_does_not_hold_a_task_back)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-edited");
+	char at[LR_TIME_BUF], spec[512];
+	int64_t due = lr_wall_ms() + 2000;
+	lr_rfc3339_format(due, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"steps\":[" MARKED "]}",
+	         at);
+	fleet_submit(&f, "edited", spec);
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_QUEUE, "edited", key);
+	static const char later[] = "{\"not_before\":\"2099-01-01T00:00:00.000Z\"}";
+	CHECK_OK(lr_kv_put(lr_client_etcd(f.client), key, later, sizeof(later) - 1, 0, NULL, NULL,
+	                   &err), &err);
+	fleet_start(&f, 0, NULL);
+	CHECK(fleet_wait_state(&f, "edited", LR_TASK_SUCCEEDED, 8000) >= 0);
+	int64_t first, last;
+	span_of(&f, "edited", &first, &last);
+	CHECK(first / 1000000 >= due);
+	CHECK(fleet_log_has(&f, 0, "its queue record was changed after submit"));
 	fleet_destroy(&f);
 }
 
@@ -247,6 +355,117 @@ TEST(a_dependency_finished_elsewhere_wakes_an_idle_runner)
 	       (long long)took);
 	CHECK(took >= 0);
 	lr_lease_revoke(etcd, lease, NULL);
+	fleet_destroy(&f);
+}
+
+/* A dependent whose spec is too large to keep from the watch waits for
+ * its dependency's end like any other: no claim is tried meanwhile. */
+TEST(a_large_dependent_waits_for_its_dependency_without_polling)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-bigdep");
+	fleet_start(&f, 0, (const char *const[]){ "--concurrency", "2", NULL });
+	fleet_submit(&f, "long", "{\"id\":\"%s\",\"steps\":[" STEP("s", MARK_START
+	             "; sleep 4; " MARK_END) "]}");
+	CHECK_INT(fleet_wait_marks(&f, "start long", 1, 5000), ==, 0);
+	submit_big(&f, "big-child", "\"after\":[\"long\"]");
+	lr_sleep_ms(300);
+	long txns = txns_during(2500);
+	printf("# %ld txns in 2.5 s while the dependent waited\n", txns);
+	CHECK(txns <= 1);
+	CHECK(fleet_wait_state(&f, "big-child", LR_TASK_SUCCEEDED, 10000) >= 0);
+	int64_t l0, l1, c0, c1;
+	span_of(&f, "long", &l0, &l1);
+	span_of(&f, "big-child", &c0, &c1);
+	CHECK(l1 < c0);
+	fleet_destroy(&f);
+}
+
+/* Its queue record deleted by hand: the runner learns that the task waits
+ * only from its claim, which says for which task; it waits for that one's
+ * end, and says once that the record is missing. */
+TEST(a_dependent_without_its_queue_record_waits_without_polling)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-norec");
+	fleet_submit(&f, "long", "{\"id\":\"%s\",\"steps\":[" STEP("s", MARK_START
+	             "; sleep 4; " MARK_END) "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"long\"],\"steps\":["
+	             MARKED "]}");
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_QUEUE, "child", key);
+	CHECK_OK(lr_kv_delete(lr_client_etcd(f.client), key, 0, NULL, NULL, &err), &err);
+	fleet_start(&f, 0, (const char *const[]){ "--concurrency", "2", NULL });
+	CHECK_INT(fleet_wait_marks(&f, "start long", 1, 5000), ==, 0);
+	lr_sleep_ms(300);
+	long txns = txns_during(2500);
+	printf("# %ld txns in 2.5 s while the dependent waited\n", txns);
+	CHECK(txns <= 1);
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_SUCCEEDED, 10000) >= 0);
+	int64_t l0, l1, c0, c1;
+	span_of(&f, "long", &l0, &l1);
+	span_of(&f, "child", &c0, &c1);
+	CHECK(l1 < c0);
+	CHECK(fleet_log_has(&f, 0, "queue record is missing"));
+	fleet_destroy(&f);
+}
+
+/* A dependency purged and submitted again is another task, which may wait
+ * for the dependent: the dependent fails, as for a dependency gone,
+ * instead of the two waiting for each other for ever. */
+TEST(a_dependency_purged_and_submitted_again_fails_its_dependent_instead_of_a_cycle)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-cycle");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "a", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	char at[LR_TIME_BUF], spec[512];
+	lr_rfc3339_format(lr_wall_ms() + 3000, at);
+	snprintf(spec, sizeof(spec), "{\"id\":\"%%s\",\"not_before\":\"%s\",\"after\":[\"a\"],"
+	         "\"steps\":[" MARKED "]}", at);
+	fleet_submit(&f, "b", spec);
+	CHECK(fleet_wait_state(&f, "a", LR_TASK_SUCCEEDED, 5000) >= 0);
+	kill(f.pids[0], SIGTERM);
+	CHECK_INT(fleet_wait(&f, 0, 10000), ==, 0);
+	size_t n = 0;
+	CHECK_OK(lr_purge(f.client, 0, -1, &n, &err), &err);
+	CHECK_INT(n, ==, 1);
+	fleet_submit(&f, "a", "{\"id\":\"%s\",\"after\":[\"b\"],\"steps\":[" MARKED "]}");
+	/* Read at start-up, then claimed when b's time comes. */
+	fleet_start(&f, 1, (const char *const[]){ "--exit-when-idle", NULL });
+	CHECK_INT(fleet_wait(&f, 1, 15000), ==, 0);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "b", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK(strstr(s.error, "dependency a no longer exists") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_OK(lr_task_get(f.client, "a", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	CHECK(strstr(s.error, "dependency b ended failed") != NULL);
+	lr_task_status_clear(&s);
+	CHECK_INT(fleet_count_marks(&f, "start b"), ==, 0);
+	fleet_destroy(&f);
+}
+
+/* A retried dependent keeps its tasks/ key, so its dependency is still
+ * older than it: it runs. */
+TEST(a_retried_dependent_still_runs_after_its_dependency)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-retrydep");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "dep", "{\"id\":\"%s\",\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"dep\"],\"max_attempts\":1,"
+	             "\"steps\":[" STEP("s", MARK_START "; test -f $MARKS/ok") "]}");
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_FAILED, 10000) >= 0);
+	char ok[400];
+	snprintf(ok, sizeof(ok), "%s/ok", f.dir);
+	FILE *fp = fopen(ok, "w");
+	CHECK(fp != NULL);
+	fclose(fp);
+	CHECK_OK(lr_retry(f.client, "child", NULL, NULL, &err), &err);
+	CHECK(fleet_wait_state(&f, "child", LR_TASK_SUCCEEDED, 10000) >= 0);
+	CHECK_INT(fleet_count_marks(&f, "start child"), ==, 2);
 	fleet_destroy(&f);
 }
 
@@ -414,8 +633,14 @@ static void teardown(void) { etcdh_destroy(cluster); }
 TEST_LIST(
 	TEST_CASE(a_dependency_finished_elsewhere_wakes_an_idle_runner),
 	TEST_CASE(priorities_order_a_backlog),
+	TEST_CASE(a_large_spec_submitted_while_a_runner_runs_keeps_its_priority),
+	TEST_CASE(a_large_dependent_waits_for_its_dependency_without_polling),
+	TEST_CASE(a_dependent_without_its_queue_record_waits_without_polling),
+	TEST_CASE(a_dependency_purged_and_submitted_again_fails_its_dependent_instead_of_a_cycle),
+	TEST_CASE(a_retried_dependent_still_runs_after_its_dependency),
 	TEST_CASE(a_delayed_task_starts_at_its_time_and_survives_the_restart_of_every_runner),
 	TEST_CASE(a_task_whose_queue_record_was_spoiled_still_runs),
+	TEST_CASE(a_queue_record_changed_to_a_later_time_does_not_hold_a_task_back),
 	TEST_CASE(a_diamond_of_dependencies_runs_in_a_valid_order),
 	TEST_CASE(a_failed_dependency_fails_its_dependents_naming_it),
 	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history),

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/taskset.h"
+#include "records/schedule.h"
 #include "test.h"
 
 static lr_taskset set;
@@ -253,6 +254,44 @@ TEST(a_create_revision_learnt_late_is_kept_only_outside_the_order)
 	CHECK_STR(take_oldest(), "early");
 }
 
+/* The schedule of a task submitted with priority 100, after dep. */
+static lr_sched urgent_after(const char *dep)
+{
+	lr_sched sc = { .priority = 100, .n_after = 1 };
+	sc.after = calloc(1, sizeof(*sc.after));
+	CHECK(sc.after != NULL);
+	snprintf(sc.after[0], LR_ID_SIZE, "%s", dep);
+	return sc;
+}
+
+TEST(a_schedule_learnt_late_is_kept_only_outside_the_order)
+{
+	fresh_set();
+	/* A claim's event came first; its task's, with its priority, next. */
+	lr_entry *e = lr_taskset_add(&set, "late", 60, LR_ENTRY_CLAIMED);
+	lr_sched sc = urgent_after("dep");
+	lr_taskset_set_sched(&set, e, &sc);
+	CHECK_INT(e->priority, ==, 100);
+	CHECK_INT(e->n_after, ==, 1);
+	CHECK_STR(e->after[0], "dep");
+	CHECK(sc.after == NULL); /* moved */
+	/* Known already, or in the heap: unchanged. */
+	sc = urgent_after("other");
+	sc.priority = -5;
+	lr_taskset_set_sched(&set, e, &sc);
+	CHECK_INT(e->priority, ==, 100);
+	CHECK_STR(e->after[0], "dep");
+	lr_entry *p = add("early", 50);
+	lr_taskset_set_sched(&set, p, &sc);
+	CHECK_INT(p->priority, ==, 0);
+	CHECK_INT(p->n_after, ==, 0);
+	lr_sched_clear(&sc);
+	/* Pending again, its priority counts: it goes before the older one. */
+	lr_taskset_set_state(&set, e, LR_ENTRY_PENDING);
+	CHECK_STR(take_oldest(), "late");
+	CHECK_STR(take_oldest(), "early");
+}
+
 static void cleanup(void)
 {
 	lr_taskset_free(&set);
@@ -269,5 +308,6 @@ TEST_LIST(
 	TEST_CASE(clear_remote_keeps_only_the_tasks_handed_out),
 	TEST_CASE(the_spec_cache_is_bounded_per_spec_and_in_total),
 	TEST_CASE(a_create_revision_learnt_late_is_kept_only_outside_the_order),
+	TEST_CASE(a_schedule_learnt_late_is_kept_only_outside_the_order),
 );
 TEST_MAIN(NULL, cleanup)
