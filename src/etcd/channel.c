@@ -405,12 +405,16 @@ static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
 	                        .value.integer = LR_MAX_MESSAGE };
+	/* A member that stops answering (frozen, its host gone) keeps its
+	 * connection READY, and round robin keeps sending it calls, until a
+	 * ping goes unanswered: at most 6 + 3 s. etcd refuses pings more often
+	 * than every 5 s (GOAWAY too_many_pings). */
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_KEEPALIVE_TIME_MS,
-	                        .value.integer = 10000 };
+	                        .value.integer = 6000 };
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-	                        .value.integer = 5000 };
+	                        .value.integer = 3000 };
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
 	                        .value.integer = 0 };
