@@ -35,6 +35,47 @@ static const char usage[] =
     "invalid lock, limit or option; 1 etcd error or a lost lease; 127 COMMAND\n"
     "not found.\n";
 
+/* One --lock PATH[=MODE] or --limit KEY=N (v) into the request. Each is
+ * checked here, since jansson takes no text that is not UTF-8: a value it
+ * refused would otherwise be left out of the request without a word. */
+static int add_request(bool lock, const char *v, json_t *locks, json_t *limits)
+{
+	const char *flag = lock ? "--lock" : "--limit";
+	char q[CLI_QUOTE_SIZE];
+	if (!cli_utf8_valid(v))
+		return cli_usage_error("run: %s \"%s\": not valid UTF-8", flag, cli_quote(v, q));
+	const char *eq = strrchr(v, '=');
+	char *key = strndup(v, eq != NULL ? (size_t)(eq - v) : strlen(v));
+	json_t *value = NULL;
+	int rc = CLI_CONTINUE;
+	if (key == NULL)
+		goto nomem;
+	if (json_object_get(lock ? locks : limits, key) != NULL) {
+		rc = cli_usage_error("run: %s %s given twice", flag, cli_quote(key, q));
+		goto out;
+	}
+	if (lock) {
+		value = json_string(eq != NULL ? eq + 1 : "X");
+	} else {
+		char *end = NULL;
+		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
+		if (eq == NULL || end == eq + 1 || *end != '\0') {
+			rc = cli_usage_error("run: --limit %s: expected KEY=N", cli_quote(v, q));
+			goto out;
+		}
+		value = json_integer(n);
+	}
+	if (value == NULL || json_object_set_new(lock ? locks : limits, key, value) != 0)
+		goto nomem;
+out:
+	free(key);
+	return rc;
+nomem:
+	free(key);
+	fputs("leaserun: run: out of memory\n", stderr);
+	return EXIT_RUNTIME;
+}
+
 /* Take --lock and --limit out of args (they repeat), into the request. */
 static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 {
@@ -59,21 +100,9 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 			argv[out++] = argv[i];
 			continue;
 		}
-		char key[1024];
-		const char *eq = strrchr(v, '=');
-		size_t len = eq != NULL ? (size_t)(eq - v) : strlen(v);
-		snprintf(key, sizeof(key), "%.*s", (int)len, v);
-		if (json_object_get(lock ? locks : limits, key) != NULL)
-			return cli_usage_error("run: %s %s given twice", a, key);
-		if (lock) {
-			json_object_set_new(locks, key, json_string(eq != NULL ? eq + 1 : "X"));
-			continue;
-		}
-		char *end = NULL;
-		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
-		if (eq == NULL || end == eq + 1 || *end != '\0')
-			return cli_usage_error("run: --limit %s: expected KEY=N", v);
-		json_object_set_new(limits, key, json_integer(n));
+		int rc = add_request(lock, v, locks, limits);
+		if (rc != CLI_CONTINUE)
+			return rc;
 	}
 	argv[out] = NULL; /* COMMAND's argv ends here */
 	*argc = out;

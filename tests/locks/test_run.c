@@ -172,6 +172,11 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 		{ "--lock", "a", "--wait", "-1", "--wait -1" },
 		{ "--lock", "a", "--lock", "a=S", "--lock a given twice" },
 		{ "--limit", "g=2", "--limit", "g=3", "--limit g given twice" },
+		/* jansson takes no text that is not UTF-8: never dropped */
+		{ "--lock", "a", "--lock", "b\xff", "--lock \"b\\xff\": not valid UTF-8" },
+		{ "--lock", "b=X\xff", NULL, NULL, "--lock \"b=X\\xff\": not valid UTF-8" },
+		{ "--limit", "g\xff=2", NULL, NULL, "--limit \"g\\xff=2\": not valid UTF-8" },
+		{ "--lock=\xff", "--limit=g=1", NULL, NULL, "--lock \"\\xff\": not valid UTF-8" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *const *b = bad[i];
