@@ -177,6 +177,8 @@ static int make_query(const char *id, const char *state, const char *limit,
 	long lim = 0;
 
 	*q = (struct query){ .id = id, .filter = -1, .json = json };
+	if (id != NULL && cli_check_id("status", id) != CLI_CONTINUE)
+		return EXIT_USAGE;
 	if (id != NULL && (state != NULL || limit != NULL))
 		return cli_usage_error("status: --state and --limit apply to the "
 		                       "list, not to one task");

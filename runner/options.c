@@ -160,6 +160,16 @@ int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 	return CLI_CONTINUE;
 }
 
+int cli_check_id(const char *cmd, const char *id)
+{
+	char q[CLI_QUOTE_SIZE];
+
+	if (lr_id_valid(id))
+		return CLI_CONTINUE;
+	return cli_usage_error("%s: \"%s\" is not a valid task id (1 to %d of A-Z a-z "
+	                       "0-9 . _ : -)", cmd, cli_quote(id, q), LR_ID_SIZE - 1);
+}
+
 /* ---- connecting ---------------------------------------------------------- */
 
 /* The flag, else the environment variable (empty counts as unset). */
@@ -389,8 +399,9 @@ int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char 
 		return rc;
 	if (nargs == 0)
 		return cli_usage_error("%s: missing task ID", cmd->name);
-	if (!lr_id_valid(args[0]))
-		return cli_usage_error("%s: \"%s\" is not a valid task id", cmd->name, args[0]);
+	rc = cli_check_id(cmd->name, args[0]);
+	if (rc != CLI_CONTINUE)
+		return rc;
 	*id = args[0];
 	return cli_open(&common, out);
 }

@@ -44,6 +44,11 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 /* Parse an integer flag value in lo..hi; EXIT_USAGE (printed) otherwise. */
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 
+/* CLI_CONTINUE when id is a valid task id, else EXIT_USAGE (printed):
+ * checked before connecting, so that it is exit 2 whether etcd answers or
+ * not. */
+int cli_check_id(const char *cmd, const char *id);
+
 /* Parse a command that takes one task ID and connect: CLI_CONTINUE with
  * *id and *out set, or an exit status after printing the reason. */
 int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char **id,

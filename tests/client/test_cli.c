@@ -517,6 +517,15 @@ TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, ep);
 	proc_result_free(&r);
+	/* So is an invalid task id, whichever command takes it. */
+	const char *const id_cmds[] = { "status", "cancel", "retry" };
+	for (int i = 0; i < 3; i++) {
+		r = cli_run(NULL, "--endpoints", ep, "--dial-timeout", "1", id_cmds[i], "a b",
+		            (char *)NULL);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, "\"a b\" is not a valid task id");
+		proc_result_free(&r);
+	}
 }
 
 /* A second etcd with authentication on: user root, password pw. */
