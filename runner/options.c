@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #define DEFAULT_DIAL_TIMEOUT_S 5.0
+/* The library takes a millisecond at least: below, every call would fail
+ * at once. */
+#define MIN_DIAL_TIMEOUT_S 0.001
 #define MAX_DIAL_TIMEOUT_S 3600.0
 
 const char cli_common_help[] =
@@ -170,6 +174,32 @@ int cli_check_id(const char *cmd, const char *id)
 	                       "0-9 . _ : -)", cmd, cli_quote(id, q), LR_ID_SIZE - 1);
 }
 
+/* lo or hi in a message: whole seconds without a fraction. */
+static int seconds_digits(double s)
+{
+	return s == floor(s) ? 0 : 3;
+}
+
+int cli_seconds(const char *flag, const char *s, double lo, double hi, double *out)
+{
+	static const char digits[] = "0123456789";
+	size_t whole = strspn(s, digits);
+	size_t point = s[whole] == '.';
+	size_t frac = point ? strspn(s + whole + 1, digits) : 0;
+	/* Decimal alone: strtod would take 0x10 as 16, and 1e3, inf, nan. */
+	bool decimal = s[whole + point + frac] == '\0' && whole + frac > 0;
+	double v = decimal ? strtod(s, NULL) : 0;
+
+	if (!decimal || v < lo || v > hi) {
+		char q[CLI_QUOTE_SIZE];
+		return cli_usage_error("%s: expected seconds from %.*f to %.*f, got \"%s\"", flag,
+		                       seconds_digits(lo), lo, seconds_digits(hi), hi,
+		                       cli_quote(s, q));
+	}
+	*out = v;
+	return CLI_CONTINUE;
+}
+
 /* ---- connecting ---------------------------------------------------------- */
 
 /* The flag, else the environment variable (empty counts as unset). */
@@ -182,19 +212,11 @@ static const char *pick(const char *flag, const char *env)
 
 static int dial_timeout(const cli_common *o, double *out)
 {
-	char *end = NULL;
-
 	*out = DEFAULT_DIAL_TIMEOUT_S;
 	if (o->dial_timeout == NULL)
 		return CLI_CONTINUE;
-	errno = 0;
-	*out = strtod(o->dial_timeout, &end);
-	if (errno != 0 || end == o->dial_timeout || *end != '\0' ||
-	    !isfinite(*out) || *out <= 0 || *out > MAX_DIAL_TIMEOUT_S)
-		return cli_usage_error("--dial-timeout: expected seconds above 0 "
-		                       "and up to %.0f, got \"%s\"",
-		                       MAX_DIAL_TIMEOUT_S, o->dial_timeout);
-	return CLI_CONTINUE;
+	return cli_seconds("--dial-timeout", o->dial_timeout, MIN_DIAL_TIMEOUT_S,
+	                   MAX_DIAL_TIMEOUT_S, out);
 }
 
 /* The terminal a password prompt turned echo off on, to turn it back on if

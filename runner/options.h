@@ -49,6 +49,10 @@ int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
  * not. */
 int cli_check_id(const char *cmd, const char *id);
 
+/* Parse seconds in lo..hi, written as a decimal number (digits, maybe a
+ * fraction); EXIT_USAGE (printed) otherwise. */
+int cli_seconds(const char *flag, const char *s, double lo, double hi, double *out);
+
 /* Parse a command that takes one task ID and connect: CLI_CONTINUE with
  * *id and *out set, or an exit status after printing the reason. */
 int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char **id,

@@ -447,6 +447,9 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 		{ "purge", "--older-than", "1h", "--status", "running" },
 		{ "runners", "extra" },
 		{ "status", "--dial-timeout", "0" },
+		{ "status", "--dial-timeout", "1e-9" },    /* below the library's millisecond */
+		{ "status", "--dial-timeout", "0.0009" },
+		{ "status", "--dial-timeout", "0x10" },
 		{ "status", "-x" },
 		/* a start time past 9999-12-31, or one that overflows */
 		{ "submit", "--in", "3000000d", "-" },
@@ -461,6 +464,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 			          a[1] ? a[1] : "", r.status);
 		CHECK_HAS(r.err, "leaserun: ");
 		CHECK_HAS(r.err, "--help");
+		CHECK(strstr(r.err, "lr_client_opts") == NULL && strstr(r.err, "_s ") == NULL);
 		proc_result_free(&r);
 	}
 	proc_result r = RUN(NULL);
