@@ -35,6 +35,9 @@ static const char usage[] =
     "invalid lock, limit or option; 1 etcd error or a lost lease; 127 COMMAND\n"
     "not found.\n";
 
+/* A year: beyond, nobody is waiting any more. */
+#define MAX_WAIT_S 31536000.0
+
 /* One --lock PATH[=MODE] or --limit KEY=N (v) into the request. Each is
  * checked here, since jansson takes no text that is not UTF-8: a value it
  * refused would otherwise be left out of the request without a word. */
@@ -138,12 +141,8 @@ int cmd_run(int argc, char **argv)
 		rc = cli_int("--ttl", ttl_s, 1, 3600, &ttl);
 	if (rc == CLI_CONTINUE && grace_s != NULL)
 		rc = cli_int("--grace", grace_s, 0, 3600, &grace);
-	if (rc == CLI_CONTINUE && wait_s != NULL) {
-		char *end = NULL;
-		wait = strtod(wait_s, &end);
-		if (end == wait_s || *end != '\0' || !(wait >= 0 && wait <= 31536000))
-			rc = cli_usage_error("run: --wait %s: expected seconds, 0 or more", wait_s);
-	}
+	if (rc == CLI_CONTINUE && wait_s != NULL)
+		rc = cli_seconds("--wait", wait_s, 0, MAX_WAIT_S, &wait);
 	lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
 	                   .limits = json_object_size(limits) ? limits : NULL,
 	                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),

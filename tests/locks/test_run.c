@@ -168,8 +168,10 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
 		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
 		{ "--lock", "a", "--ttl", "0", "--ttl" },
-		{ "--lock", "a", "--wait", "soon", "--wait soon" },
-		{ "--lock", "a", "--wait", "-1", "--wait -1" },
+		{ "--lock", "a", "--wait", "soon", "--wait: expected seconds" },
+		{ "--lock", "a", "--wait", "-1", "--wait: expected seconds" },
+		{ "--lock", "a", "--wait", "0x10", "got \"0x10\"" }, /* not 16 s */
+		{ "--lock", "a", "--wait", "1e3", "got \"1e3\"" },
 		{ "--lock", "a", "--lock", "a=S", "--lock a given twice" },
 		{ "--limit", "g=2", "--limit", "g=3", "--limit g given twice" },
 		/* jansson takes no text that is not UTF-8: never dropped */
