@@ -111,6 +111,10 @@ static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
 	if (value[0] == '\0')
 		return cli_usage_error("%s: --%s: empty value", cmd->name,
 		                       f->name);
+	/* The last one silently winning would hide a mistake: which did the
+	 * user mean? */
+	if (*f->value != NULL)
+		return cli_usage_error("%s: --%s given twice", cmd->name, f->name);
 	*f->value = value;
 	return CLI_CONTINUE;
 }

@@ -9,7 +9,8 @@
  * a switch. */
 typedef struct cli_flag {
 	const char *name;  /* without the leading "--" */
-	const char **value; /* where the value goes; NULL for a switch */
+	const char **value; /* where the value goes; NULL for a switch. It
+	                     * starts NULL: a flag with a value is given once */
 	int *on;            /* set to 1 by a switch */
 } cli_flag;
 

@@ -482,6 +482,39 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	lr_client_close(c);
 }
 
+/* Which of the two would the user have meant? Neither wins: a flag with
+ * one value given twice is refused, and nothing is stored. */
+TEST(a_flag_with_one_value_given_twice_exits_2)
+{
+	lr_client *c = fixture_client("cli_twice");
+	cli_use_client(c);
+	const char *const cases[][7] = {
+		{ "status", "--state", "failed", "--state", "pending", "--state" },
+		{ "status", "--prefix", "/a/", "--prefix=/b/", NULL, "--prefix" },
+		{ "--endpoints", "127.0.0.1:1", "status", "--endpoints", "127.0.0.1:1", "--endpoints" },
+		{ "submit", "--id", "a", "--id=b", "-", "--id" },
+		{ "worker", "--ttl=5", "--exit-when-idle", "--ttl", "6", "--ttl" },
+		{ "run", "--lock", "x", "--ttl=5", "--ttl=6", "--ttl" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i];
+		proc_result r = cli_run(spec_a, a[0], a[1], a[2], a[3], a[4],
+		                        a[0][0] == 'r' ? "--" : NULL, "true", (char *)NULL);
+		char want[64];
+		snprintf(want, sizeof(want), "%s given twice", a[5]);
+		if (r.status != 2 || strstr(r.err, want) == NULL)
+			TEST_FAIL("case %zu (%s %s): exit %d, expected 2 and \"%s\"", i, a[0], a[1],
+			          r.status, want);
+		proc_result_free(&r);
+	}
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	/* Flags meant to repeat still do. */
+	proc_result r = RUN("run", "--lock", "x", "--lock", "y", "--limit", "p=1", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* A loopback port with nobody listening. */
 static int closed_port(void)
 {
@@ -601,6 +634,7 @@ TEST_LIST(
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
+	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 );
