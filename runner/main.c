@@ -1,5 +1,6 @@
 /* main.c - the `leaserun` command: finds the subcommand and runs it.
  * Main thread. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,25 @@ static int only_global_flag(int argc, char **argv, const char *flag)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command printed must have arrived: a full disk or a closed
+ * standard output fails a command that thought it succeeded (exit 1). One
+ * that failed already keeps its status and its own message. A reader that
+ * went away (EPIPE, where SIGPIPE is ignored) wanted no more, as after
+ * `| head -1`: exit 1 without a word, as quietly as SIGPIPE would. */
+static int output_written(int rc)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	if (rc != EXIT_OK)
+		return rc;
+	if (errno != EPIPE)
+		fprintf(stderr, "leaserun: writing the output: %s\n",
+		        strerror(errno != 0 ? errno : EIO));
+	return EXIT_RUNTIME;
+}
+
+static int run_command(int argc, char **argv)
 {
 	/* gRPC's own log lines would break the one-JSON-object-per-line logs;
 	 * everything they say reaches the user through the library's errors.
@@ -110,4 +129,9 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	return cli_usage_error("unknown command \"%s\"", argv[at]);
+}
+
+int main(int argc, char **argv)
+{
+	return output_written(run_command(argc, argv));
 }

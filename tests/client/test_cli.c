@@ -421,6 +421,38 @@ TEST(runners_and_purge_print_their_results)
 	lr_client_close(c);
 }
 
+/* Output that could not be written is a failure (exit 1, saying so), not
+ * a success; a command that failed for its own reason keeps its status. */
+TEST(output_that_cannot_be_written_exits_1)
+{
+	lr_client *c = fixture_client("cli_full");
+	cli_use_client(c);
+	const char *path = cli_write_file("f1.json", spec_a);
+	const char *const cmds[][4] = {
+		{ "submit", path },
+		{ "status" },
+		{ "status", "--json" },
+		{ "status", "a" },
+		{ "runners" },
+		{ "runners", "--json" },
+		{ "locks", "--json" },
+		{ "status", "--help" },
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		proc_result r = cli_run_stdout_to("/dev/full", cmds[i]);
+		if (r.status != 1 || strstr(r.err, "leaserun: writing the output: ") == NULL)
+			TEST_FAIL("%s %s >/dev/full: exit %d, expected 1", cmds[i][0],
+			          cmds[i][1] ? cmds[i][1] : "", r.status);
+		proc_result_free(&r);
+	}
+	const char *const ghost[] = { "status", "ghost", NULL };
+	proc_result r = cli_run_stdout_to("/dev/full", ghost);
+	CHECK_INT(r.status, ==, 4);
+	CHECK(strstr(r.err, "writing the output") == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- usage errors and connection failures ---- */
 
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
@@ -633,6 +665,7 @@ TEST_LIST(
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
+	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
