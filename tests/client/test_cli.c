@@ -453,6 +453,36 @@ TEST(output_that_cannot_be_written_exits_1)
 	lr_client_close(c);
 }
 
+/* design.md: a worker's log lines each have time, level and runner; its
+ * own lines (the metrics address, the sweep of state directories) too. */
+TEST(every_worker_log_line_names_the_runner)
+{
+	lr_client *c = fixture_client("cli_worker_log");
+	cli_use_client(c);
+	char tmp[128];
+	snprintf(tmp, sizeof(tmp), "%s/no-such-dir", cli_tmpdir);
+	setenv("TMPDIR", tmp, 1); /* the sweep of state directories says it failed */
+	proc_result r = RUN("worker", "--name", "w-logs", "--exit-when-idle", "--metrics",
+	                    "127.0.0.1:0");
+	unsetenv("TMPDIR");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.err, "metrics on http://");
+	CHECK_HAS(r.err, "state directories in");
+	int lines = 0;
+	for (char *line = strtok(r.err, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+		json_t *o = json_loads(line, 0, NULL);
+		const char *runner = json_string_value(json_object_get(o, "runner"));
+		if (runner == NULL || strcmp(runner, "w-logs") != 0 ||
+		    json_object_get(o, "time") == NULL || json_object_get(o, "level") == NULL)
+			TEST_FAIL("a log line without time, level or runner w-logs: %s", line);
+		json_decref(o);
+		lines++;
+	}
+	CHECK(lines >= 3);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- usage errors and connection failures ---- */
 
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
@@ -666,6 +696,7 @@ TEST_LIST(
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
+	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
