@@ -47,10 +47,17 @@ static void usage(FILE *f)
 }
 
 /* Index of the subcommand word: the first argument that is neither an
- * option nor the value of a common option written as "--flag value". */
-static int find_subcommand(int argc, char **argv)
+ * option nor the value of a common option written as "--flag value", or
+ * the one after a "--" that ends the options before it (its index then in
+ * *dash, else -1: that "--" is not the subcommand's to see). */
+static int find_subcommand(int argc, char **argv, int *dash)
 {
+	*dash = -1;
 	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			*dash = i;
+			return i + 1 < argc ? i + 1 : -1;
+		}
 		if (argv[i][0] != '-')
 			return i;
 		if (cli_common_takes_value(argv[i]))
@@ -91,7 +98,8 @@ static int run_command(int argc, char **argv)
 	 * everything they say reaches the user through the library's errors.
 	 * GRPC_VERBOSITY set by the user still wins. */
 	setenv("GRPC_VERBOSITY", "NONE", 0);
-	int at = find_subcommand(argc, argv);
+	int dash;
+	int at = find_subcommand(argc, argv, &dash);
 
 	if (at < 0) {
 		if (only_global_flag(argc, argv, "--help") ||
@@ -122,7 +130,7 @@ static int run_command(int argc, char **argv)
 		}
 		int n = 0;
 		for (int j = 1; j < argc; j++)
-			if (j != at)
+			if (j != at && j != dash)
 				rest[n++] = argv[j];
 		int rc = subcommands[i].run(n, rest);
 		free(rest);

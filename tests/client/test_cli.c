@@ -540,6 +540,11 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "--watch");
 	proc_result_free(&r);
+	/* A "--" before the command ends the options before it, and is not
+	 * the command's: its flags are still flags. */
+	r = RUN("--", "status", "--limit", "1");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
 }
