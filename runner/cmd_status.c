@@ -184,10 +184,11 @@ static int make_query(const char *id, const char *state, const char *limit,
 		                       "list, not to one task");
 	if (state != NULL) {
 		q->filter = lr_task_state_parse(state);
+		char quoted[CLI_QUOTE_SIZE];
 		if (q->filter < 0)
 			return cli_usage_error("--state: unknown state \"%s\" "
 			                       "(pending, running, succeeded, "
-			                       "failed, cancelled)", state);
+			                       "failed, cancelled)", cli_quote(state, quoted));
 	}
 	if (limit != NULL && cli_int("--limit", limit, 1, 1000000000L, &lim) !=
 	                         CLI_CONTINUE)

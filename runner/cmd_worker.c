@@ -83,10 +83,11 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	long conc = 1, ttl = 10, grace = 10;
 	int rc = CLI_CONTINUE;
 
+	char q[CLI_QUOTE_SIZE];
 	if (f->name != NULL && !lr_id_valid(f->name))
 		return cli_usage_error("--name: \"%s\" is not a valid runner name "
 		                       "(1 to %d of A-Z a-z 0-9 . _ : -)",
-		                       f->name, LR_ID_SIZE - 1);
+		                       cli_quote(f->name, q), LR_ID_SIZE - 1);
 	if (f->concurrency != NULL)
 		rc = cli_int("--concurrency", f->concurrency, 1, LR_CONCURRENCY_MAX, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)

@@ -136,7 +136,8 @@ static int run_command(int argc, char **argv)
 		free(rest);
 		return rc;
 	}
-	return cli_usage_error("unknown command \"%s\"", argv[at]);
+	char q[CLI_QUOTE_SIZE];
+	return cli_usage_error("unknown command \"%s\"", cli_quote(argv[at], q));
 }
 
 int main(int argc, char **argv)

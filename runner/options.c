@@ -77,6 +77,15 @@ static void print_help(const cli_cmd *cmd)
 	printf("%s\n%s", cmd->usage, cli_common_help);
 }
 
+static int unknown_option(const cli_cmd *cmd, const char *name, size_t len)
+{
+	char q[CLI_QUOTE_SIZE], *n = strndup(name, len);
+	int rc = cli_usage_error("%s: unknown option --%s", cmd->name,
+	                         n != NULL ? cli_quote(n, q) : "");
+	free(n);
+	return rc;
+}
+
 /* One "--name[=value]" at argv[*i]; may consume the next argument. */
 static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
                       char **argv, int *i)
@@ -91,8 +100,7 @@ static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
 	if (f == NULL)
 		f = find_flag(common, name, len);
 	if (f == NULL)
-		return cli_usage_error("%s: unknown option --%.*s", cmd->name,
-		                       (int)len, name);
+		return unknown_option(cmd, name, len);
 	if (f->value == NULL) {
 		if (eq != NULL)
 			return cli_usage_error("%s: --%s takes no value",
@@ -123,6 +131,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
               const char **args, int *nargs)
 {
 	cli_flag table[9];
+	char q[CLI_QUOTE_SIZE];
 	int only_args = 0;
 
 	common_flags(common, table);
@@ -143,10 +152,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 		} else if (!only_args && a[0] == '-' && a[1] != '\0') {
 			/* "-" alone is an argument: standard input. */
 			return cli_usage_error("%s: unknown option %s", cmd->name,
-			                       a);
+			                       cli_quote(a, q));
 		} else if (*nargs == cmd->max_args) {
 			return cli_usage_error("%s: unexpected argument \"%s\"",
-			                       cmd->name, a);
+			                       cmd->name, cli_quote(a, q));
 		} else {
 			args[(*nargs)++] = a;
 		}
@@ -156,14 +165,14 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 {
-	char *end = NULL;
+	char *end = NULL, q[CLI_QUOTE_SIZE];
 	long v;
 
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
 		return cli_usage_error("%s: expected a whole number from %ld to "
-		                       "%ld, got \"%s\"", flag, lo, hi, s);
+		                       "%ld, got \"%s\"", flag, lo, hi, cli_quote(s, q));
 	*out = v;
 	return CLI_CONTINUE;
 }

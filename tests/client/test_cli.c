@@ -582,6 +582,27 @@ TEST(a_flag_with_one_value_given_twice_exits_2)
 	lr_client_close(c);
 }
 
+/* A message shows a long value cut short, so that the reason after it is
+ * never lost to the message's length. */
+TEST(a_very_long_value_is_cut_short_in_messages)
+{
+	static char value[5001];
+	memset(value, 'a', sizeof(value) - 1);
+	const char *const cases[][4] = {
+		{ "--endpoints", value, "expected host:port" },
+		{ "--limit", value, "expected a whole number" },
+		{ "--state", value, "unknown state" },
+		{ "--dial-timeout", value, "expected seconds" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		proc_result r = RUN("status", cases[i][0], cases[i][1]);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, cases[i][2]);
+		CHECK(strlen(r.err) < 400);
+		proc_result_free(&r);
+	}
+}
+
 /* A loopback port with nobody listening. */
 static int closed_port(void)
 {
@@ -704,6 +725,7 @@ TEST_LIST(
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
+	TEST_CASE(a_very_long_value_is_cut_short_in_messages),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 );
