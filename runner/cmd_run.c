@@ -112,6 +112,17 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 	return CLI_CONTINUE;
 }
 
+/* The library says "hold: ..." of its holds; here the user ran `run`. */
+static int acquire_failed(lr_err *err)
+{
+	static const char lib[] = "hold: ";
+	if (strncmp(err->msg, lib, sizeof(lib) - 1) == 0) {
+		fprintf(stderr, "leaserun: run: %s\n", err->msg + sizeof(lib) - 1);
+		return cli_exit_code(err->code);
+	}
+	return cli_fail(err);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	const char *ttl_s = NULL, *wait_s = NULL, *grace_s = NULL;
@@ -157,7 +168,7 @@ int cmd_run(int argc, char **argv)
 		o.cancel_fd = stop_fd;
 		if (lr_hold_acquire(c, &o, &h, &err) != 0)
 			rc = err.code == LR_ECANCELLED ? 128 + cli_stop_signal_read(stop_fd)
-			                               : cli_fail(&err);
+			                               : acquire_failed(&err);
 	}
 	if (rc == CLI_CONTINUE) {
 		int ws = 0;

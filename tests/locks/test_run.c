@@ -93,8 +93,10 @@ static int try_lock(const char *lock)
 {
 	proc_result r = RUN("run", "--lock", lock, "--wait", "0.3", "--", "true");
 	int st = r.status;
-	if (st == 5)
+	if (st == 5) {
+		CHECK_HAS(r.err, "leaserun: run: waited "); /* the command the user ran */
 		CHECK_HAS(r.err, "held by run ");
+	}
 	proc_result_free(&r);
 	return st;
 }
