@@ -33,7 +33,7 @@ static const char usage[] =
     "\n"
     "Exit status: COMMAND's; 5 when --wait ran out (naming a holder); 2 an\n"
     "invalid lock, limit or option; 1 etcd error or a lost lease; 127 COMMAND\n"
-    "not found.\n";
+    "not found; 126 COMMAND found but not runnable.\n";
 
 /* A year: beyond, nobody is waiting any more. */
 #define MAX_WAIT_S 31536000.0

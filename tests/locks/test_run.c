@@ -146,6 +146,14 @@ TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
 	CHECK_INT(r.status, ==, 127);
 	CHECK_HAS(r.err, "no-such-program-here");
 	proc_result_free(&r);
+	/* Found but not runnable is 126, as in the shell. */
+	r = RUN("run", "--lock", "a", "--", cli_tmpdir);
+	CHECK_INT(r.status, ==, 126);
+	CHECK_HAS(r.err, "permission denied");
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", cli_write_file("not-executable", "true\n"));
+	CHECK_INT(r.status, ==, 126);
+	proc_result_free(&r);
 	/* Given back each time, and each fence is newer. */
 	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
 	r = RUN("run", "--lock", "a", "--", "sh", "-c", "echo $LEASERUN_FENCE");
