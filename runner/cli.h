@@ -29,6 +29,17 @@ int cli_fail(const lr_err *err);
 /* Print "leaserun: <reason>" and the pointer to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A value from the command line as a message may show it: each byte that
+ * is not part of a printable UTF-8 character written \xNN, and at most
+ * CLI_QUOTE_MAX characters of it, "..." marking a cut, so that the reason
+ * after it is never lost to the message's length. Returns buf. */
+#define CLI_QUOTE_MAX 64
+#define CLI_QUOTE_SIZE (CLI_QUOTE_MAX * 8 + 4) /* "\xc2\x9b" each, and "..." */
+const char *cli_quote(const char *s, char buf[CLI_QUOTE_SIZE]);
+
+/* Whether s is valid UTF-8 (JSON, and so etcd's records, hold no other). */
+int cli_utf8_valid(const char *s);
+
 /* Block SIGINT and SIGTERM in the calling thread and in every thread
  * started after, and return a signalfd that reads them; -1 on failure.
  * Call before the first thread starts (before connecting). */

@@ -28,9 +28,10 @@ static int purge_args(const char *older, const char *status, int64_t *ms,
 	if (status == NULL)
 		return CLI_CONTINUE;
 	*filter = lr_task_state_parse(status);
+	char q[CLI_QUOTE_SIZE];
 	if (*filter < LR_TASK_SUCCEEDED)
 		return cli_usage_error("--status: \"%s\" is not a final state "
-		                       "(succeeded, failed, cancelled)", status);
+		                       "(succeeded, failed, cancelled)", cli_quote(status, q));
 	return CLI_CONTINUE;
 }
 

@@ -33,7 +33,51 @@ static const char usage[] =
     "\n"
     "Exit status: COMMAND's; 5 when --wait ran out (naming a holder); 2 an\n"
     "invalid lock, limit or option; 1 etcd error or a lost lease; 127 COMMAND\n"
-    "not found.\n";
+    "not found; 126 COMMAND found but not runnable.\n";
+
+/* A year: beyond, nobody is waiting any more. */
+#define MAX_WAIT_S 31536000.0
+
+/* One --lock PATH[=MODE] or --limit KEY=N (v) into the request. Each is
+ * checked here, since jansson takes no text that is not UTF-8: a value it
+ * refused would otherwise be left out of the request without a word. */
+static int add_request(bool lock, const char *v, json_t *locks, json_t *limits)
+{
+	const char *flag = lock ? "--lock" : "--limit";
+	char q[CLI_QUOTE_SIZE];
+	if (!cli_utf8_valid(v))
+		return cli_usage_error("run: %s \"%s\": not valid UTF-8", flag, cli_quote(v, q));
+	const char *eq = strrchr(v, '=');
+	char *key = strndup(v, eq != NULL ? (size_t)(eq - v) : strlen(v));
+	json_t *value = NULL;
+	int rc = CLI_CONTINUE;
+	if (key == NULL)
+		goto nomem;
+	if (json_object_get(lock ? locks : limits, key) != NULL) {
+		rc = cli_usage_error("run: %s %s given twice", flag, cli_quote(key, q));
+		goto out;
+	}
+	if (lock) {
+		value = json_string(eq != NULL ? eq + 1 : "X");
+	} else {
+		char *end = NULL;
+		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
+		if (eq == NULL || end == eq + 1 || *end != '\0') {
+			rc = cli_usage_error("run: --limit %s: expected KEY=N", cli_quote(v, q));
+			goto out;
+		}
+		value = json_integer(n);
+	}
+	if (value == NULL || json_object_set_new(lock ? locks : limits, key, value) != 0)
+		goto nomem;
+out:
+	free(key);
+	return rc;
+nomem:
+	free(key);
+	fputs("leaserun: run: out of memory\n", stderr);
+	return EXIT_RUNTIME;
+}
 
 /* Take --lock and --limit out of args (they repeat), into the request. */
 static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
@@ -59,25 +103,24 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 			argv[out++] = argv[i];
 			continue;
 		}
-		char key[1024];
-		const char *eq = strrchr(v, '=');
-		size_t len = eq != NULL ? (size_t)(eq - v) : strlen(v);
-		snprintf(key, sizeof(key), "%.*s", (int)len, v);
-		if (json_object_get(lock ? locks : limits, key) != NULL)
-			return cli_usage_error("run: %s %s given twice", a, key);
-		if (lock) {
-			json_object_set_new(locks, key, json_string(eq != NULL ? eq + 1 : "X"));
-			continue;
-		}
-		char *end = NULL;
-		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
-		if (eq == NULL || end == eq + 1 || *end != '\0')
-			return cli_usage_error("run: --limit %s: expected KEY=N", v);
-		json_object_set_new(limits, key, json_integer(n));
+		int rc = add_request(lock, v, locks, limits);
+		if (rc != CLI_CONTINUE)
+			return rc;
 	}
 	argv[out] = NULL; /* COMMAND's argv ends here */
 	*argc = out;
 	return CLI_CONTINUE;
+}
+
+/* The library says "hold: ..." of its holds; here the user ran `run`. */
+static int acquire_failed(lr_err *err)
+{
+	static const char lib[] = "hold: ";
+	if (strncmp(err->msg, lib, sizeof(lib) - 1) == 0) {
+		fprintf(stderr, "leaserun: run: %s\n", err->msg + sizeof(lib) - 1);
+		return cli_exit_code(err->code);
+	}
+	return cli_fail(err);
 }
 
 int cmd_run(int argc, char **argv)
@@ -109,12 +152,8 @@ int cmd_run(int argc, char **argv)
 		rc = cli_int("--ttl", ttl_s, 1, 3600, &ttl);
 	if (rc == CLI_CONTINUE && grace_s != NULL)
 		rc = cli_int("--grace", grace_s, 0, 3600, &grace);
-	if (rc == CLI_CONTINUE && wait_s != NULL) {
-		char *end = NULL;
-		wait = strtod(wait_s, &end);
-		if (end == wait_s || *end != '\0' || !(wait >= 0 && wait <= 31536000))
-			rc = cli_usage_error("run: --wait %s: expected seconds, 0 or more", wait_s);
-	}
+	if (rc == CLI_CONTINUE && wait_s != NULL)
+		rc = cli_seconds("--wait", wait_s, 0, MAX_WAIT_S, &wait);
 	lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
 	                   .limits = json_object_size(limits) ? limits : NULL,
 	                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),
@@ -129,7 +168,7 @@ int cmd_run(int argc, char **argv)
 		o.cancel_fd = stop_fd;
 		if (lr_hold_acquire(c, &o, &h, &err) != 0)
 			rc = err.code == LR_ECANCELLED ? 128 + cli_stop_signal_read(stop_fd)
-			                               : cli_fail(&err);
+			                               : acquire_failed(&err);
 	}
 	if (rc == CLI_CONTINUE) {
 		int ws = 0;

@@ -177,15 +177,18 @@ static int make_query(const char *id, const char *state, const char *limit,
 	long lim = 0;
 
 	*q = (struct query){ .id = id, .filter = -1, .json = json };
+	if (id != NULL && cli_check_id("status", id) != CLI_CONTINUE)
+		return EXIT_USAGE;
 	if (id != NULL && (state != NULL || limit != NULL))
 		return cli_usage_error("status: --state and --limit apply to the "
 		                       "list, not to one task");
 	if (state != NULL) {
 		q->filter = lr_task_state_parse(state);
+		char quoted[CLI_QUOTE_SIZE];
 		if (q->filter < 0)
 			return cli_usage_error("--state: unknown state \"%s\" "
 			                       "(pending, running, succeeded, "
-			                       "failed, cancelled)", state);
+			                       "failed, cancelled)", cli_quote(state, quoted));
 	}
 	if (limit != NULL && cli_int("--limit", limit, 1, 1000000000L, &lim) !=
 	                         CLI_CONTINUE)

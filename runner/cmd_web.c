@@ -75,6 +75,7 @@ int cmd_web(int argc, char **argv)
 	lr_web *w = NULL;
 	lr_err err = { 0 };
 	int nargs, sfd = -1;
+	char q[CLI_QUOTE_SIZE];
 
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc != CLI_CONTINUE)
@@ -88,7 +89,7 @@ int cmd_web(int argc, char **argv)
 	}
 	if (allow_hosts != NULL && !host_names(allow_hosts))
 		return cli_usage_error("--allow-host: expected host names separated by "
-		                       "commas, got \"%s\"", allow_hosts);
+		                       "commas, got \"%s\"", cli_quote(allow_hosts, q));
 	sfd = cli_stop_signal_fd();
 	if (sfd < 0) {
 		fputs("leaserun: web: cannot wait for signals\n", stderr);

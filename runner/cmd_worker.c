@@ -1,11 +1,13 @@
 /* cmd_worker.c - `leaserun worker`: one runner with the shell step handler,
  * stopped gracefully by SIGTERM or SIGINT. Main thread; the signal handler
- * only calls lr_runner_stop, which is async-signal-safe. */
+ * only calls lr_runner_stop, which is async-signal-safe. Its own log lines
+ * go through the runner's log (lr_runner_log), so that each names it. */
 #include <signal.h>
 #include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 
+#include "engine/runner_int.h"
 #include "exec/orphans.h"
 #include "http/server.h"
 #include "options.h"
@@ -81,10 +83,11 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	long conc = 1, ttl = 10, grace = 10;
 	int rc = CLI_CONTINUE;
 
+	char q[CLI_QUOTE_SIZE];
 	if (f->name != NULL && !lr_id_valid(f->name))
 		return cli_usage_error("--name: \"%s\" is not a valid runner name "
 		                       "(1 to %d of A-Z a-z 0-9 . _ : -)",
-		                       f->name, LR_ID_SIZE - 1);
+		                       cli_quote(f->name, q), LR_ID_SIZE - 1);
 	if (f->concurrency != NULL)
 		rc = cli_int("--concurrency", f->concurrency, 1, LR_CONCURRENCY_MAX, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)
@@ -110,22 +113,15 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 }
 
 /* Steps of a runner killed here before left their state directories. */
-static void sweep_state_dirs(void)
+static void sweep_state_dirs(lr_runner *r)
 {
 	size_t swept = 0;
 	lr_err err = { 0 };
-	char msg[600];
-	lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
-	if (lr_shell_step_sweep(NULL, &swept, &err) != 0) {
-		snprintf(msg, sizeof(msg), "%s", err.msg);
-	} else if (swept > 0) {
-		rec.level = LR_LOG_INFO;
-		snprintf(msg, sizeof(msg), "removed %zu state directories left by steps "
-		         "whose runner was killed", swept);
-	} else {
-		return;
-	}
-	lr_log_stderr(NULL, &rec);
+	if (lr_shell_step_sweep(NULL, &swept, &err) != 0)
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", err.msg);
+	else if (swept > 0)
+		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "removed %zu state directories "
+		              "left by steps whose runner was killed", swept);
 }
 
 /* /metrics on its own thread, before the runner claims anything: an
@@ -134,14 +130,11 @@ static int serve_metrics(lr_runner *r, const char *listen,
                          lr_metrics_server **out)
 {
 	lr_err err = { 0 };
-	char msg[160];
 
 	if (lr_metrics_serve(&r, 1, listen, out, &err) != 0)
 		return cli_fail(&err);
-	snprintf(msg, sizeof(msg), "metrics on http://%s/metrics",
-	         lr_metrics_server_address(*out));
-	lr_log_record rec = { LR_LOG_INFO, NULL, NULL, NULL, -1, msg };
-	lr_log_stderr(NULL, &rec);
+	lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "metrics on http://%s/metrics",
+	              lr_metrics_server_address(*out));
 	return CLI_CONTINUE;
 }
 
@@ -185,7 +178,7 @@ int cmd_worker(int argc, char **argv)
 		rc = EXIT_RUNTIME;
 		goto cleanup;
 	}
-	sweep_state_dirs();
+	sweep_state_dirs(r);
 	/* Its only children are guards: what a killed one leaves comes here
 	 * and is stopped, so that the step may run again. */
 	(void)lr_orphans_adopt();

@@ -1,5 +1,6 @@
 /* main.c - the `leaserun` command: finds the subcommand and runs it.
  * Main thread. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +47,17 @@ static void usage(FILE *f)
 }
 
 /* Index of the subcommand word: the first argument that is neither an
- * option nor the value of a common option written as "--flag value". */
-static int find_subcommand(int argc, char **argv)
+ * option nor the value of a common option written as "--flag value", or
+ * the one after a "--" that ends the options before it (its index then in
+ * *dash, else -1: that "--" is not the subcommand's to see). */
+static int find_subcommand(int argc, char **argv, int *dash)
 {
+	*dash = -1;
 	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			*dash = i;
+			return i + 1 < argc ? i + 1 : -1;
+		}
 		if (argv[i][0] != '-')
 			return i;
 		if (cli_common_takes_value(argv[i]))
@@ -66,13 +74,32 @@ static int only_global_flag(int argc, char **argv, const char *flag)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command printed must have arrived: a full disk or a closed
+ * standard output fails a command that thought it succeeded (exit 1). One
+ * that failed already keeps its status and its own message. A reader that
+ * went away (EPIPE, where SIGPIPE is ignored) wanted no more, as after
+ * `| head -1`: exit 1 without a word, as quietly as SIGPIPE would. */
+static int output_written(int rc)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	if (rc != EXIT_OK)
+		return rc;
+	if (errno != EPIPE)
+		fprintf(stderr, "leaserun: writing the output: %s\n",
+		        strerror(errno != 0 ? errno : EIO));
+	return EXIT_RUNTIME;
+}
+
+static int run_command(int argc, char **argv)
 {
 	/* gRPC's own log lines would break the one-JSON-object-per-line logs;
 	 * everything they say reaches the user through the library's errors.
 	 * GRPC_VERBOSITY set by the user still wins. */
 	setenv("GRPC_VERBOSITY", "NONE", 0);
-	int at = find_subcommand(argc, argv);
+	int dash;
+	int at = find_subcommand(argc, argv, &dash);
 
 	if (at < 0) {
 		if (only_global_flag(argc, argv, "--help") ||
@@ -103,11 +130,17 @@ int main(int argc, char **argv)
 		}
 		int n = 0;
 		for (int j = 1; j < argc; j++)
-			if (j != at)
+			if (j != at && j != dash)
 				rest[n++] = argv[j];
 		int rc = subcommands[i].run(n, rest);
 		free(rest);
 		return rc;
 	}
-	return cli_usage_error("unknown command \"%s\"", argv[at]);
+	char q[CLI_QUOTE_SIZE];
+	return cli_usage_error("unknown command \"%s\"", cli_quote(argv[at], q));
+}
+
+int main(int argc, char **argv)
+{
+	return output_written(run_command(argc, argv));
 }

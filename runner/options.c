@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,9 @@
 #include <unistd.h>
 
 #define DEFAULT_DIAL_TIMEOUT_S 5.0
+/* The library takes a millisecond at least: below, every call would fail
+ * at once. */
+#define MIN_DIAL_TIMEOUT_S 0.001
 #define MAX_DIAL_TIMEOUT_S 3600.0
 
 const char cli_common_help[] =
@@ -73,6 +77,15 @@ static void print_help(const cli_cmd *cmd)
 	printf("%s\n%s", cmd->usage, cli_common_help);
 }
 
+static int unknown_option(const cli_cmd *cmd, const char *name, size_t len)
+{
+	char q[CLI_QUOTE_SIZE], *n = strndup(name, len);
+	int rc = cli_usage_error("%s: unknown option --%s", cmd->name,
+	                         n != NULL ? cli_quote(n, q) : "");
+	free(n);
+	return rc;
+}
+
 /* One "--name[=value]" at argv[*i]; may consume the next argument. */
 static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
                       char **argv, int *i)
@@ -87,8 +100,7 @@ static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
 	if (f == NULL)
 		f = find_flag(common, name, len);
 	if (f == NULL)
-		return cli_usage_error("%s: unknown option --%.*s", cmd->name,
-		                       (int)len, name);
+		return unknown_option(cmd, name, len);
 	if (f->value == NULL) {
 		if (eq != NULL)
 			return cli_usage_error("%s: --%s takes no value",
@@ -107,6 +119,10 @@ static int parse_flag(const cli_cmd *cmd, const cli_flag *common, int argc,
 	if (value[0] == '\0')
 		return cli_usage_error("%s: --%s: empty value", cmd->name,
 		                       f->name);
+	/* The last one silently winning would hide a mistake: which did the
+	 * user mean? */
+	if (*f->value != NULL)
+		return cli_usage_error("%s: --%s given twice", cmd->name, f->name);
 	*f->value = value;
 	return CLI_CONTINUE;
 }
@@ -115,6 +131,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
               const char **args, int *nargs)
 {
 	cli_flag table[9];
+	char q[CLI_QUOTE_SIZE];
 	int only_args = 0;
 
 	common_flags(common, table);
@@ -135,10 +152,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 		} else if (!only_args && a[0] == '-' && a[1] != '\0') {
 			/* "-" alone is an argument: standard input. */
 			return cli_usage_error("%s: unknown option %s", cmd->name,
-			                       a);
+			                       cli_quote(a, q));
 		} else if (*nargs == cmd->max_args) {
 			return cli_usage_error("%s: unexpected argument \"%s\"",
-			                       cmd->name, a);
+			                       cmd->name, cli_quote(a, q));
 		} else {
 			args[(*nargs)++] = a;
 		}
@@ -148,14 +165,50 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 {
-	char *end = NULL;
+	char *end = NULL, q[CLI_QUOTE_SIZE];
 	long v;
 
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
 		return cli_usage_error("%s: expected a whole number from %ld to "
-		                       "%ld, got \"%s\"", flag, lo, hi, s);
+		                       "%ld, got \"%s\"", flag, lo, hi, cli_quote(s, q));
+	*out = v;
+	return CLI_CONTINUE;
+}
+
+int cli_check_id(const char *cmd, const char *id)
+{
+	char q[CLI_QUOTE_SIZE];
+
+	if (lr_id_valid(id))
+		return CLI_CONTINUE;
+	return cli_usage_error("%s: \"%s\" is not a valid task id (1 to %d of A-Z a-z "
+	                       "0-9 . _ : -)", cmd, cli_quote(id, q), LR_ID_SIZE - 1);
+}
+
+/* lo or hi in a message: whole seconds without a fraction. */
+static int seconds_digits(double s)
+{
+	return s == floor(s) ? 0 : 3;
+}
+
+int cli_seconds(const char *flag, const char *s, double lo, double hi, double *out)
+{
+	static const char digits[] = "0123456789";
+	size_t whole = strspn(s, digits);
+	size_t point = s[whole] == '.';
+	size_t frac = point ? strspn(s + whole + 1, digits) : 0;
+	/* Decimal alone: strtod would take 0x10 as 16, and 1e3, inf, nan. */
+	bool decimal = s[whole + point + frac] == '\0' && whole + frac > 0;
+	double v = decimal ? strtod(s, NULL) : 0;
+
+	if (!decimal || v < lo || v > hi) {
+		char q[CLI_QUOTE_SIZE];
+		return cli_usage_error("%s: expected seconds from %.*f to %.*f, got \"%s\"", flag,
+		                       seconds_digits(lo), lo, seconds_digits(hi), hi,
+		                       cli_quote(s, q));
+	}
 	*out = v;
 	return CLI_CONTINUE;
 }
@@ -172,19 +225,11 @@ static const char *pick(const char *flag, const char *env)
 
 static int dial_timeout(const cli_common *o, double *out)
 {
-	char *end = NULL;
-
 	*out = DEFAULT_DIAL_TIMEOUT_S;
 	if (o->dial_timeout == NULL)
 		return CLI_CONTINUE;
-	errno = 0;
-	*out = strtod(o->dial_timeout, &end);
-	if (errno != 0 || end == o->dial_timeout || *end != '\0' ||
-	    !isfinite(*out) || *out <= 0 || *out > MAX_DIAL_TIMEOUT_S)
-		return cli_usage_error("--dial-timeout: expected seconds above 0 "
-		                       "and up to %.0f, got \"%s\"",
-		                       MAX_DIAL_TIMEOUT_S, o->dial_timeout);
-	return CLI_CONTINUE;
+	return cli_seconds("--dial-timeout", o->dial_timeout, MIN_DIAL_TIMEOUT_S,
+	                   MAX_DIAL_TIMEOUT_S, out);
 }
 
 /* The terminal a password prompt turned echo off on, to turn it back on if
@@ -389,8 +434,9 @@ int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char 
 		return rc;
 	if (nargs == 0)
 		return cli_usage_error("%s: missing task ID", cmd->name);
-	if (!lr_id_valid(args[0]))
-		return cli_usage_error("%s: \"%s\" is not a valid task id", cmd->name, args[0]);
+	rc = cli_check_id(cmd->name, args[0]);
+	if (rc != CLI_CONTINUE)
+		return rc;
 	*id = args[0];
 	return cli_open(&common, out);
 }

@@ -9,7 +9,8 @@
  * a switch. */
 typedef struct cli_flag {
 	const char *name;  /* without the leading "--" */
-	const char **value; /* where the value goes; NULL for a switch */
+	const char **value; /* where the value goes; NULL for a switch. It
+	                     * starts NULL: a flag with a value is given once */
 	int *on;            /* set to 1 by a switch */
 } cli_flag;
 
@@ -43,6 +44,15 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 
 /* Parse an integer flag value in lo..hi; EXIT_USAGE (printed) otherwise. */
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
+
+/* CLI_CONTINUE when id is a valid task id, else EXIT_USAGE (printed):
+ * checked before connecting, so that it is exit 2 whether etcd answers or
+ * not. */
+int cli_check_id(const char *cmd, const char *id);
+
+/* Parse seconds in lo..hi, written as a decimal number (digits, maybe a
+ * fraction); EXIT_USAGE (printed) otherwise. */
+int cli_seconds(const char *flag, const char *s, double lo, double hi, double *out);
 
 /* Parse a command that takes one task ID and connect: CLI_CONTINUE with
  * *id and *out set, or an exit status after printing the reason. */

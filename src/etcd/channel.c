@@ -207,16 +207,16 @@ static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
 	const char *colon = strrchr(s, ':');
 	if (colon == NULL || colon == s || colon[1] == '\0')
 		return lr_err_set(err, LR_EINVAL,
-		                  "endpoint \"%s\": expected host:port", ep);
+		                  "endpoint \"%.64s\": expected host:port", ep);
 	char *end;
 	long port = strtol(colon + 1, &end, 10);
 	if (*end != '\0' || port < 1 || port > 65535)
 		return lr_err_set(err, LR_EINVAL,
-		                  "endpoint \"%s\": port must be 1..65535", ep);
+		                  "endpoint \"%.64s\": port must be 1..65535", ep);
 	char host[256];
 	size_t hl = (size_t)(colon - s);
 	if (hl >= sizeof(host))
-		return lr_err_set(err, LR_EINVAL, "endpoint \"%s\": host too long", ep);
+		return lr_err_set(err, LR_EINVAL, "endpoint \"%.64s\": host too long", ep);
 	memcpy(host, s, hl);
 	host[hl] = '\0';
 	if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
@@ -239,7 +239,7 @@ static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
 		int rc = getaddrinfo(host, NULL, &hints, &res);
 		if (rc != 0 || res == NULL)
 			return lr_err_set(err, LR_EUNAVAILABLE,
-			                  "endpoint \"%s\": cannot resolve %s: %s", ep,
+			                  "endpoint \"%.64s\": cannot resolve %.64s: %s", ep,
 			                  host, gai_strerror(rc));
 		struct addrinfo *pick = res;
 		for (struct addrinfo *a = res; a != NULL; a = a->ai_next)

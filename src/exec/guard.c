@@ -140,8 +140,10 @@ static bool arrange_fds(const struct guard_args *a)
 }
 
 /* Why execve failed, on the step's stderr, so that it shows in the step's
- * error with exit status 127: write(2) only, as befits a forked child. */
-static void exec_failed(const char *path, int e)
+ * error; and the shell's exit status for it: 127 not found, 126 found but
+ * not runnable (a directory, no permission, not an executable). write(2)
+ * only, as befits a forked child. */
+__attribute__((noreturn)) static void exec_failed(const char *path, int e)
 {
 	const char *why = e == E2BIG    ? "its arguments or environment are too long"
 	                  : e == ENOENT ? "no such file"
@@ -152,7 +154,8 @@ static void exec_failed(const char *path, int e)
 	const char *parts[] = { "leaserun: cannot run ", path, ": ", why, "\n" };
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
 		if (write(2, parts[i], strlen(parts[i])) < 0)
-			return;
+			break;
+	_exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
 }
 
 static void exec_shell(const lr_guard_spec *spec, pid_t guard)
@@ -179,7 +182,6 @@ static void exec_shell(const lr_guard_spec *spec, pid_t guard)
 	const char *path = spec->path != NULL ? spec->path : "/bin/sh";
 	execve(path, spec->argv, spec->envp);
 	exec_failed(path, errno);
-	_exit(127);
 }
 
 static pid_t fork_now(void)

@@ -19,12 +19,13 @@
 
 extern char **environ;
 
-/* argv0 as a path execve can take: as given when it has a '/', else the
- * first executable file of that name on PATH. */
+/* argv0 as a path execve can take: as given when it has a '/' and exists
+ * (execve then says why it cannot run it, exit 126 as in the shell), else
+ * the first executable file of that name on PATH. */
 static char *find_program(const char *argv0)
 {
 	if (strchr(argv0, '/') != NULL)
-		return access(argv0, X_OK) == 0 ? strdup(argv0) : NULL;
+		return access(argv0, F_OK) == 0 ? strdup(argv0) : NULL;
 	const char *path = getenv("PATH");
 	if (path == NULL || path[0] == '\0')
 		path = "/usr/local/bin:/usr/bin:/bin";

@@ -82,6 +82,18 @@ proc_result cli_run_long(const char *const *args, int timeout_ms)
 	return r;
 }
 
+proc_result cli_run_stdout_to(const char *path, const char *const *args)
+{
+	struct run_env e;
+	char script[300];
+	char *argv[37] = { "/bin/sh", "-c", script };
+	snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >'%s'", path);
+	proc_cli_argv(argv + 3, 34, args);
+	proc_result r = proc_run(argv, run_env(&e), NULL, 60000);
+	show(&r);
+	return r;
+}
+
 void cli_start(proc_bg *p, const char *log_path, const char *const *args)
 {
 	struct run_env e;

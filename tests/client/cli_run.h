@@ -23,6 +23,10 @@ proc_result cli_run(const char *input, ...);
  * killed after timeout_ms: for long runs. */
 proc_result cli_run_long(const char *const *args, int timeout_ms);
 
+/* The same with its standard output into the file at path (/dev/full:
+ * every write fails); `out` is then empty. */
+proc_result cli_run_stdout_to(const char *path, const char *const *args);
+
 /* The same on a terminal of 200 columns (a pseudo-terminal): what it
  * wrote there is `out`, with the terminal's line ends (\r\n). */
 proc_result cli_run_tty(const char *const *args);

@@ -519,6 +519,68 @@ TEST(runners_and_purge_print_their_results)
 	lr_client_close(c);
 }
 
+/* Output that could not be written is a failure (exit 1, saying so), not
+ * a success; a command that failed for its own reason keeps its status. */
+TEST(output_that_cannot_be_written_exits_1)
+{
+	lr_client *c = fixture_client("cli_full");
+	cli_use_client(c);
+	const char *path = cli_write_file("f1.json", spec_a);
+	const char *const cmds[][4] = {
+		{ "submit", path },
+		{ "status" },
+		{ "status", "--json" },
+		{ "status", "a" },
+		{ "runners" },
+		{ "runners", "--json" },
+		{ "locks", "--json" },
+		{ "status", "--help" },
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		proc_result r = cli_run_stdout_to("/dev/full", cmds[i]);
+		if (r.status != 1 || strstr(r.err, "leaserun: writing the output: ") == NULL)
+			TEST_FAIL("%s %s >/dev/full: exit %d, expected 1", cmds[i][0],
+			          cmds[i][1] ? cmds[i][1] : "", r.status);
+		proc_result_free(&r);
+	}
+	const char *const ghost[] = { "status", "ghost", NULL };
+	proc_result r = cli_run_stdout_to("/dev/full", ghost);
+	CHECK_INT(r.status, ==, 4);
+	CHECK(strstr(r.err, "writing the output") == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* design.md: a worker's log lines each have time, level and runner; its
+ * own lines (the metrics address, the sweep of state directories) too. */
+TEST(every_worker_log_line_names_the_runner)
+{
+	lr_client *c = fixture_client("cli_worker_log");
+	cli_use_client(c);
+	char tmp[128];
+	snprintf(tmp, sizeof(tmp), "%s/no-such-dir", cli_tmpdir);
+	setenv("TMPDIR", tmp, 1); /* the sweep of state directories says it failed */
+	proc_result r = RUN("worker", "--name", "w-logs", "--exit-when-idle", "--metrics",
+	                    "127.0.0.1:0");
+	unsetenv("TMPDIR");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.err, "metrics on http://");
+	CHECK_HAS(r.err, "state directories in");
+	int lines = 0;
+	for (char *line = strtok(r.err, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+		json_t *o = json_loads(line, 0, NULL);
+		const char *runner = json_string_value(json_object_get(o, "runner"));
+		if (runner == NULL || strcmp(runner, "w-logs") != 0 ||
+		    json_object_get(o, "time") == NULL || json_object_get(o, "level") == NULL)
+			TEST_FAIL("a log line without time, level or runner w-logs: %s", line);
+		json_decref(o);
+		lines++;
+	}
+	CHECK(lines >= 3);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- usage errors and connection failures ---- */
 
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
@@ -545,6 +607,9 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 		{ "purge", "--older-than", "1h", "--status", "running" },
 		{ "runners", "extra" },
 		{ "status", "--dial-timeout", "0" },
+		{ "status", "--dial-timeout", "1e-9" },    /* below the library's millisecond */
+		{ "status", "--dial-timeout", "0.0009" },
+		{ "status", "--dial-timeout", "0x10" },
 		{ "status", "-x" },
 		/* a start time past 9999-12-31, or one that overflows */
 		{ "submit", "--in", "3000000d", "-" },
@@ -559,6 +624,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 			          a[1] ? a[1] : "", r.status);
 		CHECK_HAS(r.err, "leaserun: ");
 		CHECK_HAS(r.err, "--help");
+		CHECK(strstr(r.err, "lr_client_opts") == NULL && strstr(r.err, "_s ") == NULL);
 		proc_result_free(&r);
 	}
 	proc_result r = RUN(NULL);
@@ -572,8 +638,67 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "--watch");
 	proc_result_free(&r);
+	/* A "--" before the command ends the options before it, and is not
+	 * the command's: its flags are still flags. */
+	r = RUN("--", "status", "--limit", "1");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	lr_client_close(c);
+}
+
+/* Which of the two would the user have meant? Neither wins: a flag with
+ * one value given twice is refused, and nothing is stored. */
+TEST(a_flag_with_one_value_given_twice_exits_2)
+{
+	lr_client *c = fixture_client("cli_twice");
+	cli_use_client(c);
+	const char *const cases[][7] = {
+		{ "status", "--state", "failed", "--state", "pending", "--state" },
+		{ "status", "--prefix", "/a/", "--prefix=/b/", NULL, "--prefix" },
+		{ "--endpoints", "127.0.0.1:1", "status", "--endpoints", "127.0.0.1:1", "--endpoints" },
+		{ "submit", "--id", "a", "--id=b", "-", "--id" },
+		{ "worker", "--ttl=5", "--exit-when-idle", "--ttl", "6", "--ttl" },
+		{ "run", "--lock", "x", "--ttl=5", "--ttl=6", "--ttl" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i];
+		proc_result r = cli_run(spec_a, a[0], a[1], a[2], a[3], a[4],
+		                        a[0][0] == 'r' ? "--" : NULL, "true", (char *)NULL);
+		char want[64];
+		snprintf(want, sizeof(want), "%s given twice", a[5]);
+		if (r.status != 2 || strstr(r.err, want) == NULL)
+			TEST_FAIL("case %zu (%s %s): exit %d, expected 2 and \"%s\"", i, a[0], a[1],
+			          r.status, want);
+		proc_result_free(&r);
+	}
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	/* Flags meant to repeat still do. */
+	proc_result r = RUN("run", "--lock", "x", "--lock", "y", "--limit", "p=1", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* A message shows a long value cut short, so that the reason after it is
+ * never lost to the message's length. */
+TEST(a_very_long_value_is_cut_short_in_messages)
+{
+	static char value[5001];
+	memset(value, 'a', sizeof(value) - 1);
+	const char *const cases[][4] = {
+		{ "--endpoints", value, "expected host:port" },
+		{ "--limit", value, "expected a whole number" },
+		{ "--state", value, "unknown state" },
+		{ "--dial-timeout", value, "expected seconds" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		proc_result r = RUN("status", cases[i][0], cases[i][1]);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, cases[i][2]);
+		CHECK(strlen(r.err) < 400);
+		proc_result_free(&r);
+	}
 }
 
 /* A loopback port with nobody listening. */
@@ -615,6 +740,15 @@ TEST(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout)
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, ep);
 	proc_result_free(&r);
+	/* So is an invalid task id, whichever command takes it. */
+	const char *const id_cmds[] = { "status", "cancel", "retry" };
+	for (int i = 0; i < 3; i++) {
+		r = cli_run(NULL, "--endpoints", ep, "--dial-timeout", "1", id_cmds[i], "a b",
+		            (char *)NULL);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, "\"a b\" is not a valid task id");
+		proc_result_free(&r);
+	}
 }
 
 /* A second etcd with authentication on: user root, password pw. */
@@ -687,7 +821,11 @@ TEST_LIST(
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
+	TEST_CASE(output_that_cannot_be_written_exits_1),
+	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
+	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
+	TEST_CASE(a_very_long_value_is_cut_short_in_messages),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 );

@@ -94,8 +94,10 @@ static int try_lock(const char *lock)
 {
 	proc_result r = RUN("run", "--lock", lock, "--wait", "0.3", "--", "true");
 	int st = r.status;
-	if (st == 5)
+	if (st == 5) {
+		CHECK_HAS(r.err, "leaserun: run: waited "); /* the command the user ran */
 		CHECK_HAS(r.err, "held by run ");
+	}
 	proc_result_free(&r);
 	return st;
 }
@@ -145,6 +147,14 @@ TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
 	CHECK_INT(r.status, ==, 127);
 	CHECK_HAS(r.err, "no-such-program-here");
 	proc_result_free(&r);
+	/* Found but not runnable is 126, as in the shell. */
+	r = RUN("run", "--lock", "a", "--", cli_tmpdir);
+	CHECK_INT(r.status, ==, 126);
+	CHECK_HAS(r.err, "permission denied");
+	proc_result_free(&r);
+	r = RUN("run", "--lock", "a", "--", cli_write_file("not-executable", "true\n"));
+	CHECK_INT(r.status, ==, 126);
+	proc_result_free(&r);
 	/* Given back each time, and each fence is newer. */
 	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
 	r = RUN("run", "--lock", "a", "--", "sh", "-c", "echo $LEASERUN_FENCE");
@@ -169,10 +179,17 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
 		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
 		{ "--lock", "a", "--ttl", "0", "--ttl" },
-		{ "--lock", "a", "--wait", "soon", "--wait soon" },
-		{ "--lock", "a", "--wait", "-1", "--wait -1" },
+		{ "--lock", "a", "--wait", "soon", "--wait: expected seconds" },
+		{ "--lock", "a", "--wait", "-1", "--wait: expected seconds" },
+		{ "--lock", "a", "--wait", "0x10", "got \"0x10\"" }, /* not 16 s */
+		{ "--lock", "a", "--wait", "1e3", "got \"1e3\"" },
 		{ "--lock", "a", "--lock", "a=S", "--lock a given twice" },
 		{ "--limit", "g=2", "--limit", "g=3", "--limit g given twice" },
+		/* jansson takes no text that is not UTF-8: never dropped */
+		{ "--lock", "a", "--lock", "b\xff", "--lock \"b\\xff\": not valid UTF-8" },
+		{ "--lock", "b=X\xff", NULL, NULL, "--lock \"b=X\\xff\": not valid UTF-8" },
+		{ "--limit", "g\xff=2", NULL, NULL, "--limit \"g\\xff=2\": not valid UTF-8" },
+		{ "--lock=\xff", "--limit=g=1", NULL, NULL, "--lock \"\\xff\": not valid UTF-8" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *const *b = bad[i];

@@ -59,6 +59,15 @@ static bool registered(fleet *f, const char *name)
 	return found;
 }
 
+/* Whether the NULL-terminated list (may be NULL) holds the flag. */
+static bool has_flag(const char *const *args, const char *flag)
+{
+	for (int k = 0; args != NULL && args[k] != NULL; k++)
+		if (strcmp(args[k], flag) == 0)
+			return true;
+	return false;
+}
+
 /* Fork and exec `leaserun worker` as runner i, named f->names[i], against
  * endpoints; stderr goes to <dir>/<name>.log, and <dir> is its TMPDIR. The
  * runner gets SIGKILL when the thread that started it exits, so that a
@@ -78,8 +87,10 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	argv[n++] = f->prefix;
 	argv[n++] = "--name";
 	argv[n++] = f->names[i];
-	argv[n++] = "--ttl";
-	argv[n++] = "2";
+	if (!has_flag(extra, "--ttl")) { /* a flag may be given once */
+		argv[n++] = "--ttl";
+		argv[n++] = "2";
+	}
 	for (int k = 0; extra != NULL && extra[k] != NULL && n < 30; k++)
 		argv[n++] = extra[k];
 	argv[n] = NULL;
