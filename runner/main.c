@@ -1,9 +1,11 @@
 /* main.c - the `leaserun` command: finds the subcommand and runs it.
  * Main thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "options.h"
@@ -140,7 +142,20 @@ static int run_command(int argc, char **argv)
 	return cli_usage_error("unknown command \"%s\"", cli_quote(argv[at], q));
 }
 
+/* A standard stream started closed is opened on /dev/null: else the next
+ * file opened (a socket of the etcd connection, a step's pipe) would take
+ * its number, and what is printed would go there. Standard output is
+ * opened read-only, so that output lost is still reported. */
+static void standard_streams_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+		    open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY) != fd)
+			_exit(EXIT_RUNTIME);
+}
+
 int main(int argc, char **argv)
 {
+	standard_streams_open();
 	return output_written(run_command(argc, argv));
 }

@@ -87,7 +87,10 @@ proc_result cli_run_stdout_to(const char *path, const char *const *args)
 	struct run_env e;
 	char script[300];
 	char *argv[37] = { "/bin/sh", "-c", script };
-	snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >'%s'", path);
+	if (path == NULL)
+		snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >&-");
+	else
+		snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >'%s'", path);
 	proc_cli_argv(argv + 3, 34, args);
 	proc_result r = proc_run(argv, run_env(&e), NULL, 60000);
 	show(&r);

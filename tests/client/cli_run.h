@@ -24,7 +24,7 @@ proc_result cli_run(const char *input, ...);
 proc_result cli_run_long(const char *const *args, int timeout_ms);
 
 /* The same with its standard output into the file at path (/dev/full:
- * every write fails); `out` is then empty. */
+ * every write fails), or closed (path NULL); `out` is then empty. */
 proc_result cli_run_stdout_to(const char *path, const char *const *args);
 
 /* The same on a terminal of 200 columns (a pseudo-terminal): what it

@@ -548,6 +548,14 @@ TEST(output_that_cannot_be_written_exits_1)
 	CHECK_INT(r.status, ==, 4);
 	CHECK(strstr(r.err, "writing the output") == NULL);
 	proc_result_free(&r);
+	/* Started with standard output closed: what it prints goes nowhere
+	 * (not into a file opened meanwhile, which takes the lowest number),
+	 * and it says so. */
+	const char *const list[] = { "status", NULL };
+	r = cli_run_stdout_to(NULL, list);
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "leaserun: writing the output: Bad file descriptor");
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
