@@ -94,6 +94,11 @@ void lr__status_text(grpc_slice details, const char *error_string, const char *d
 	gpr_free(d);
 }
 
+bool lr__no_leader(grpc_status_code st, const char *details)
+{
+	return st == GRPC_STATUS_UNAVAILABLE && strstr(details, "etcdserver: no leader") != NULL;
+}
+
 int lr__status_code(grpc_status_code st, const char *details, bool write)
 {
 	switch (st) {
@@ -104,7 +109,9 @@ int lr__status_code(grpc_status_code st, const char *details, bool write)
 		    strstr(details, "handshake") != NULL ||
 		    strstr(details, "certificate") != NULL)
 			return LR_ETLS;
-		return write ? LR_EAMBIGUOUS : LR_EUNAVAILABLE;
+		/* Refused for want of a leader (the hasleader metadata) before
+		 * etcd looked at the request: not applied. */
+		return write && !lr__no_leader(st, details) ? LR_EAMBIGUOUS : LR_EUNAVAILABLE;
 	case GRPC_STATUS_DEADLINE_EXCEEDED:
 		return write ? LR_EAMBIGUOUS : LR_ETIMEDOUT;
 	case GRPC_STATUS_PERMISSION_DENIED:

@@ -44,5 +44,9 @@ void lr__status_text(grpc_slice details, const char *error_string, const char *d
 /* A gRPC status as a library code; `write` marks calls whose effect may
  * have happened although the reply was lost. */
 int lr__status_code(grpc_status_code st, const char *details, bool write);
+/* Whether etcd refused the call for want of a leader, before looking at
+ * it (calls carry the hasleader metadata): a write so refused was not
+ * applied. */
+bool lr__no_leader(grpc_status_code st, const char *details);
 
 #endif

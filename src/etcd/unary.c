@@ -57,8 +57,12 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 	grpc_call *call = grpc_channel_create_call(c->chan.channel, NULL, GRPC_PROPAGATE_DEFAULTS,
 	                                           w.cq, grpc_slice_from_static_string(method),
 	                                           NULL, deadline, NULL);
-	grpc_metadata md[1];
+	grpc_metadata md[2];
 	size_t nmd = 0;
+	/* A member without a leader refuses at once ("etcdserver: no
+	 * leader"), rather than holding the call until its deadline: a read
+	 * then tries another member, a write hears so within milliseconds. */
+	lr__metadata(&md[nmd++], "hasleader", "true");
 	if (token != NULL)
 		lr__metadata(&md[nmd++], "token", token);
 	grpc_metadata_array md_in, md_trail;
@@ -165,7 +169,10 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 		}
 		bool transient = r->status == GRPC_STATUS_UNAVAILABLE ||
 		                 r->status == GRPC_STATUS_DEADLINE_EXCEEDED;
-		if (!transient || write || lr__status_code(r->status, r->details, false) == LR_ETLS)
+		/* A write refused for want of a leader was not applied: another
+		 * member may have one. */
+		bool again = write ? lr__no_leader(r->status, r->details) : transient;
+		if (!again || lr__status_code(r->status, r->details, false) == LR_ETLS)
 			return 0;
 		pthread_mutex_lock(&c->mu);
 		int64_t wait = lr_backoff_next(&bo, &c->rng);

@@ -118,6 +118,15 @@ TEST(without_a_quorum_streams_reopen_with_a_growing_backoff)
 	printf("# %llu stream reopens in 6 s without a quorum\n",
 	       (unsigned long long)(after - before));
 	CHECK_INT(after - before, <, 30);
+	/* A call says why: no leader, not a deadline; and a write refused
+	 * so was not applied, which is certain, not ambiguous. */
+	lr_range_result r = { 0 };
+	lr_err e = { 0 };
+	CHECK_INT(lr_kv_get(c, "/failover/x", &r, &e), ==, LR_EUNAVAILABLE);
+	CHECK_HAS(e.msg, "no leader");
+	CHECK_INT(lr_kv_put(c, "/failover/x", "v", 1, 0, NULL, NULL, &e), ==, LR_EUNAVAILABLE);
+	CHECK_HAS(e.msg, "no leader");
+	CHECK(strstr(e.msg, "may have applied") == NULL);
 	CHECK_INT(etcdh_restart(cluster, leader), ==, 0);
 	CHECK_INT(etcdh_restart(cluster, other), ==, 0);
 	lr_watcher_cancel(wr);

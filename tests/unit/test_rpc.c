@@ -14,6 +14,9 @@ TEST(a_lost_reply_is_ambiguous_only_for_a_write)
 	CHECK_INT(lr__status_code(GRPC_STATUS_UNAVAILABLE, "connection reset", false), ==,
 	          LR_EUNAVAILABLE);
 	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", true), ==, LR_EAMBIGUOUS);
+	/* Refused before etcd looked at it: not applied. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader", true), ==,
+	          LR_EUNAVAILABLE);
 	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", false), ==, LR_ETIMEDOUT);
 }
 
