@@ -11,13 +11,20 @@
 #include "records/schedule.h"
 #include "records/spec.h"
 
-/* Whether two stored forms are one spec but for their not_before, both
- * having one. */
-static bool same_but_start(const char *a, size_t alen, const char *b, size_t blen)
+/* Whether the stored form is the new one but for its not_before, which is
+ * no later than the new one's: an earlier run of the same submit, which
+ * computed its start time earlier. */
+static bool same_but_start(const char *stored, size_t slen, const char *value, size_t vlen)
 {
-	json_t *x = json_loadb(a, alen, 0, NULL);
-	json_t *y = json_loadb(b, blen, 0, NULL);
-	bool same = json_object_del(x, "not_before") == 0 &&
+	json_t *x = json_loadb(stored, slen, 0, NULL);
+	json_t *y = json_loadb(value, vlen, 0, NULL);
+	lr_sched a, b;
+	bool read = lr_sched_from_json(x, &a) == 0;
+	read = lr_sched_from_json(y, &b) == 0 && read;
+	bool earlier = read && a.not_before_ms > 0 && a.not_before_ms <= b.not_before_ms;
+	lr_sched_clear(&a);
+	lr_sched_clear(&b);
+	bool same = earlier && json_object_del(x, "not_before") == 0 &&
 	            json_object_del(y, "not_before") == 0 && json_equal(x, y);
 	json_decref(x);
 	json_decref(y);

@@ -25,8 +25,8 @@ int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
 
 /* Create tasks/<id> holding value, guarded by version == 0; see submit.c.
  * start_added: value's not_before was given by the submit (`--in`), so a
- * stored spec that differs from it only in its not_before is this submit
- * retried (an earlier run computed an earlier time). *created: 1 new, 0
+ * stored spec that differs from it only in an earlier not_before is this
+ * submit retried (an earlier run computed an earlier time). *created: 1 new, 0
  * an identical value was already stored. Errors: LR_EEXIST (a different
  * value is stored), etcd errors. */
 int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_added,

@@ -382,13 +382,19 @@ static bool interrupted_attempt(struct hold *h, const char *name, const char *er
 	              "the step was stopped before the lease could expire; it runs again once "
 	              "a renewal comes", (long long)t->attempt, (long long)t->max_attempts,
 	              error != NULL ? error : "stopped");
-	/* A renewal puts the deadline about a TTL ahead; until then it is
-	 * nearer than the guard's lead. */
-	int64_t need_ms = (int64_t)h->r->ttl_s * 1000 / 2;
+	/* Until a renewal moves the deadline (one that came before this
+	 * look costs a wait for the next), or the lease is lost (the clock
+	 * reaching the deadline included). A shutdown meanwhile releases the
+	 * task with the attempt given back, as for any interrupted step. */
+	int64_t stopped_under = lr_stop_deadline(&h->w->stop);
 	enum lr_stop_reason why;
 	while ((why = lr_stop_wait(&h->w->stop, 50)) == LR_STOP_NONE &&
-	       lr_stop_deadline(&h->w->stop) - lr_mono_ms() < need_ms)
-		;
+	       lr_stop_deadline(&h->w->stop) <= stopped_under) {
+		if (atomic_load(&h->r->draining)) {
+			why = LR_STOP_SHUTDOWN;
+			break;
+		}
+	}
 	if (why != LR_STOP_NONE) {
 		stopped(h, why, true);
 		return false;

@@ -228,6 +228,15 @@ TEST(submit_with_in_run_again_is_a_success_keeping_the_first_start_time)
 	              "\"not_before\":\"2999-01-01T00:00:00Z\"}", "submit", "--in", "2h");
 	CHECK_INT(r.status, ==, 3);
 	proc_result_free(&r);
+	/* And a stored start time later than this run's: not an earlier run. */
+	r = RUN_STDIN("{\"id\":\"fixed\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}],"
+	              "\"not_before\":\"2999-01-01T00:00:00Z\"}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	r = RUN_STDIN("{\"id\":\"fixed\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}", "submit",
+	              "--in", "60s");
+	CHECK_INT(r.status, ==, 3);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
