@@ -29,8 +29,6 @@ static const char *const step_fields[] = { "name", "run", "timeout_s", NULL };
 
 /* ---- checks of one JSON value, shared with record.c ---- */
 
-/* A string quoted as JSON (so control characters stay escaped and the
- * message stays on one line), cut at a character boundary. */
 /* s quoted, with each byte that is not part of a valid UTF-8 character,
  * and each control, written as \xNN; "..." before the closing quote when
  * cut. */
@@ -56,6 +54,8 @@ static void describe_bytes(const char *s, size_t len, bool cut, char *buf, size_
 	snprintf(buf + o, size - o, "%s\"", cut ? "..." : "");
 }
 
+/* A string quoted as JSON (so control characters stay escaped and the
+ * message stays on one line), cut at a character boundary. */
 static void describe_string(const char *s, size_t len, char *buf, size_t size)
 {
 	size_t cut = len < DESCRIBE_BYTES ? len : DESCRIBE_BYTES;
