@@ -110,6 +110,17 @@ static long txns_during(int ms)
 	return after - before;
 }
 
+/* Task id ended failed, its error saying why. */
+static void check_failed(fleet *f, const char *id, const char *why)
+{
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f->client, id, &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_FAILED);
+	if (s.error == NULL || strstr(s.error, why) == NULL)
+		TEST_FAIL("%s failed with \"%s\", not \"%s\"", id, s.error ? s.error : "", why);
+	lr_task_status_clear(&s);
+}
+
 /* Submit a spec of over 64 KiB (more than a runner keeps of a spec from
  * its watch): id, the fields given (JSON members), one marked step, and a
  * state padded out. */
@@ -304,14 +315,8 @@ TEST(a_failed_dependency_fails_its_dependents_naming_it)
 	fleet_submit(&f, "grandchild", "{\"id\":\"%s\",\"after\":[\"child\"],\"steps\":["
 	             MARKED "]}");
 	CHECK(fleet_wait_state(&f, "grandchild", LR_TASK_FAILED, 15000) >= 0);
-	lr_task_status s;
-	CHECK_OK(lr_task_get(f.client, "child", &s, &err), &err);
-	CHECK_INT(s.state, ==, LR_TASK_FAILED);
-	CHECK(strstr(s.error, "dependency broken ended failed") != NULL);
-	lr_task_status_clear(&s);
-	CHECK_OK(lr_task_get(f.client, "grandchild", &s, &err), &err);
-	CHECK(strstr(s.error, "dependency child ended failed") != NULL);
-	lr_task_status_clear(&s);
+	check_failed(&f, "child", "dependency broken ended failed");
+	check_failed(&f, "grandchild", "dependency child ended failed");
 	CHECK_INT(fleet_count_marks(&f, "start child"), ==, 0); /* never ran */
 	fleet_destroy(&f);
 }
@@ -434,15 +439,8 @@ TEST(a_dependency_purged_and_submitted_again_fails_its_dependent_instead_of_a_cy
 	/* Read at start-up, then claimed when b's time comes. */
 	fleet_start(&f, 1, (const char *const[]){ "--exit-when-idle", NULL });
 	CHECK_INT(fleet_wait(&f, 1, 15000), ==, 0);
-	lr_task_status s;
-	CHECK_OK(lr_task_get(f.client, "b", &s, &err), &err);
-	CHECK_INT(s.state, ==, LR_TASK_FAILED);
-	CHECK(strstr(s.error, "dependency a no longer exists") != NULL);
-	lr_task_status_clear(&s);
-	CHECK_OK(lr_task_get(f.client, "a", &s, &err), &err);
-	CHECK_INT(s.state, ==, LR_TASK_FAILED);
-	CHECK(strstr(s.error, "dependency b ended failed") != NULL);
-	lr_task_status_clear(&s);
+	check_failed(&f, "b", "dependency a no longer exists");
+	check_failed(&f, "a", "dependency b ended failed");
 	CHECK_INT(fleet_count_marks(&f, "start b"), ==, 0);
 	fleet_destroy(&f);
 }
