@@ -225,9 +225,14 @@ static int64_t ka_tick(void *owner, int64_t now)
 restart:
 	for (struct lease *l = k->leases; l != NULL; l = l->next) {
 		if (now >= l->deadline) {
-			char why[400];
+			char why[500], pending[80] = "";
+			if (l->sent_at != 0)
+				snprintf(pending, sizeof(pending), ", and the one sent %lld ms ago has "
+				         "no answer", (long long)(now - l->sent_at));
 			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds) "
-			         "from etcd %s%s%s", (long long)(l->ttl_ms / 1000), k->endpoints,
+			         "from etcd %s: the last one answered was sent %lld ms ago%s%s%s",
+			         (long long)(l->ttl_ms / 1000), k->endpoints,
+			         (long long)(now - (l->deadline - l->ttl_ms)), pending,
 			         k->trouble[0] ? "; last: " : "", k->trouble);
 			lose(k, l, why);
 			goto restart; /* the table may have changed meanwhile */

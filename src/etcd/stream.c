@@ -25,6 +25,8 @@
 
 #define LR_STREAM_BACKOFF_MIN_MS 50
 #define LR_STREAM_BACKOFF_MAX_MS 2000
+/* The longest the stream thread waits in gRPC at a time (see stream_thread). */
+#define LR_STREAM_WAIT_SLICE_MS 100
 
 enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE, TAG_UNARY };
 
@@ -494,8 +496,15 @@ static void *stream_thread(void *arg)
 			if (!open_calls && !calls_left)
 				break;
 		}
-		gpr_timespec dl = next == INT64_MAX ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
-		                                    : lr__mono_ms_to_timespec(next);
+		/* gRPC's poller, its epoll_wait interrupted by a stop signal
+		 * (SIGSTOP, a debugger), waits its whole timeout again after
+		 * SIGCONT: a process frozen for a second would renew its lease
+		 * that much late, up to a third of the TTL. Waiting in slices
+		 * bounds the delay to a slice. */
+		int64_t slice_end = lr_mono_ms() + LR_STREAM_WAIT_SLICE_MS;
+		if (next > slice_end)
+			next = slice_end;
+		gpr_timespec dl = lr__mono_ms_to_timespec(next);
 		pthread_mutex_unlock(&st->mu);
 		grpc_event ev = grpc_completion_queue_next(st->cq, dl, NULL);
 		if (ev.type == GRPC_OP_COMPLETE && unary_done(ev.tag)) {
