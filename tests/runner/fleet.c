@@ -1,6 +1,7 @@
 /* fleet.c - starting, watching and killing real runner processes. */
 #include "fleet.h"
 #include "client/client.h"
+#include "etcd/lease.h"
 #include "history.h"
 #include "proc.h"
 
@@ -316,4 +317,21 @@ int64_t fleet_runner_lease(fleet *f, const char *name)
 				lease = list[i].lease;
 	free(list);
 	return lease;
+}
+
+void fleet_wait_renewal(fleet *f, int i)
+{
+	int64_t lease = fleet_runner_lease(f, f->names[i]);
+	CHECK(lease != 0);
+	lr_err e;
+	int64_t last = -1, left = 0, granted = 0, t0 = lr_mono_ms();
+	for (;;) {
+		CHECK_OK(lr_lease_ttl(lr_client_etcd(f->client), lease, &left, &granted, &e), &e);
+		if (last >= 0 && left > last)
+			return;
+		last = left;
+		if (lr_mono_ms() - t0 > 15000)
+			TEST_FAIL("no renewal of lease %lld in 15 s", (long long)lease);
+		lr_sleep_ms(10);
+	}
 }

@@ -38,6 +38,9 @@ pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints
 bool fleet_registered(fleet *f, const char *name);
 /* The lease of the live runner named name; 0 when there is none. */
 int64_t fleet_runner_lease(fleet *f, const char *name);
+/* Return just after runner i's lease was renewed, as etcd counts it (the
+ * TTL left goes up); fails the test after 15 s. */
+void fleet_wait_renewal(fleet *f, int i);
 /* Wait for runner i to exit; returns its exit status (-1 if signalled). */
 int fleet_wait(fleet *f, int i, int timeout_ms);
 /* Kill every runner left and free everything. */

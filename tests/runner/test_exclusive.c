@@ -294,27 +294,6 @@ static void teardown(void) { etcdh_destroy(cluster); }
 #define ONE_ATTEMPT "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":[" STEP("beat", UNTIL_GO) \
                     "," STEP("after", MARK_START "; " MARK_END) "]}"
 
-/* Just after runner 0's lease was renewed, as etcd counts it (the TTL
- * left goes up), and its reply reached the runner. */
-static void just_after_a_renewal(fleet *f)
-{
-	int64_t lease = fleet_runner_lease(f, f->names[0]);
-	CHECK(lease != 0);
-	lr_err err;
-	int64_t last = -1, left = 0, granted = 0, t0 = lr_mono_ms();
-	for (;;) {
-		CHECK_OK(lr_lease_ttl(lr_client_etcd(f->client), lease, &left, &granted, &err),
-		         &err);
-		if (last >= 0 && left > last)
-			break;
-		last = left;
-		if (lr_mono_ms() - t0 > 15000)
-			TEST_FAIL("no renewal of lease %lld in 15 s", (long long)lease);
-		lr_sleep_ms(10);
-	}
-	lr_sleep_ms(300);
-}
-
 static void check_ran_again_after_a_stall(fleet *f, const char *id, const char *scenario)
 {
 	char go[300];
@@ -339,7 +318,8 @@ TEST(a_runner_frozen_for_less_than_its_ttl_runs_the_stopped_step_again)
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z1", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z1"), ==, 0);
-	just_after_a_renewal(&f);
+	fleet_wait_renewal(&f, 0);
+	lr_sleep_ms(300); /* its reply reached the runner */
 	kill(f.pids[0], SIGSTOP);
 	lr_sleep_ms(7200);
 	kill(f.pids[0], SIGCONT);
@@ -355,7 +335,8 @@ TEST(an_etcd_stalled_for_less_than_the_ttl_costs_the_stopped_step_no_attempt)
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z2", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z2"), ==, 0);
-	just_after_a_renewal(&f);
+	fleet_wait_renewal(&f, 0);
+	lr_sleep_ms(300); /* its reply reached the runner */
 	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
 	lr_sleep_ms(7200);
 	CHECK_INT(etcdh_resume(cluster, 0), ==, 0);
