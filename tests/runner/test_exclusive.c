@@ -284,10 +284,11 @@ static void teardown(void) { etcdh_destroy(cluster); }
 /* A stall shorter than the TTL, of the runner or of etcd, long enough
  * that no renewal comes before the guard must stop the step: the step is
  * interrupted, not failed. Once a renewal comes it runs again under the
- * same attempt, so a task allowed one attempt still succeeds. TTL 9 s:
- * renewals every 3 s, and the guard stops the step 2.45 s before the
- * deadline; the stall starts just after a renewal and lasts 7.2 s, so the
- * guard has acted and the lease still lives when it ends. The step beats
+ * same attempt, so a task allowed one attempt still succeeds. TTL 6 s:
+ * renewals every 2 s, and the guard stops the step 1.7 s before the
+ * deadline; the stall starts 0.3 s after a renewal and lasts 4.8 s, so the
+ * guard has acted (0.8 s before its end) and the lease still lives (0.9 s
+ * left) when it ends. The step beats
  * until the stall is over (file go). */
 #define UNTIL_GO MARK_START "; i=0; while [ ! -e $MARKS/go ] && [ $i -lt 600 ]; do " MARK_HB \
                  "; sleep 0.05; i=$((i+1)); done; " MARK_END
@@ -314,16 +315,16 @@ TEST(a_runner_frozen_for_less_than_its_ttl_runs_the_stopped_step_again)
 {
 	fleet f;
 	fleet_init(&f, etcdh_endpoints(cluster), "ex-freeze");
-	const char *const extra[] = { "--ttl", "9", "--grace", "5", NULL };
+	const char *const extra[] = { "--ttl", "6", "--grace", "5", NULL };
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z1", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z1"), ==, 0);
 	fleet_wait_renewal(&f, 0);
 	lr_sleep_ms(300); /* its reply reached the runner */
 	kill(f.pids[0], SIGSTOP);
-	lr_sleep_ms(7200);
+	lr_sleep_ms(4800);
 	kill(f.pids[0], SIGCONT);
-	check_ran_again_after_a_stall(&f, "z1", "the runner frozen for 7.2 s of a 9 s TTL");
+	check_ran_again_after_a_stall(&f, "z1", "the runner frozen for 4.8 s of a 6 s TTL");
 	fleet_destroy(&f);
 }
 
@@ -331,16 +332,16 @@ TEST(an_etcd_stalled_for_less_than_the_ttl_costs_the_stopped_step_no_attempt)
 {
 	fleet f;
 	fleet_init(&f, etcdh_endpoints(cluster), "ex-stall");
-	const char *const extra[] = { "--ttl", "9", "--grace", "5", NULL };
+	const char *const extra[] = { "--ttl", "6", "--grace", "5", NULL };
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z2", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z2"), ==, 0);
 	fleet_wait_renewal(&f, 0);
 	lr_sleep_ms(300); /* its reply reached the runner */
 	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
-	lr_sleep_ms(7200);
+	lr_sleep_ms(4800);
 	CHECK_INT(etcdh_resume(cluster, 0), ==, 0);
-	check_ran_again_after_a_stall(&f, "z2", "etcd stalled for 7.2 s of a 9 s TTL");
+	check_ran_again_after_a_stall(&f, "z2", "etcd stalled for 4.8 s of a 6 s TTL");
 	fleet_destroy(&f);
 }
 
