@@ -240,8 +240,9 @@ static void end_reason(const struct view *v, bool count_starts, char *why, size_
 		return;
 	}
 	if (count_starts && attempt + 1 > lr_spec_max_attempts(v->spec))
-		snprintf(why, size, "step %s started %lld times without finishing",
-		         lr_spec_step_name(v->spec, (size_t)next), (long long)attempt);
+		snprintf(why, size, "step %s started %lld time%s without finishing",
+		         lr_spec_step_name(v->spec, (size_t)next), (long long)attempt,
+		         attempt == 1 ? "" : "s");
 }
 
 /* The state a task ends with when its claimer ends it. */

@@ -415,8 +415,8 @@ static bool count_start(struct hold *h, const char *name)
 		return true;
 	if (t->attempt >= t->max_attempts) {
 		char why[LR_ID_SIZE + 128];
-		snprintf(why, sizeof(why), "step %s started %lld times without finishing", name,
-		         (long long)t->attempt);
+		snprintf(why, sizeof(why), "step %s started %lld time%s without finishing", name,
+		         (long long)t->attempt, t->attempt == 1 ? "" : "s");
 		finish(h, LR_TASK_FAILED, why, NULL);
 		return false;
 	}
