@@ -64,30 +64,10 @@ int cli_usage_error(const char *fmt, ...)
 
 const char *cli_quote(const char *s, char buf[CLI_QUOTE_SIZE])
 {
-	size_t len = strlen(s), out = 0, i = 0;
-
-	for (int shown = 0; i < len && shown < CLI_QUOTE_MAX; shown++) {
-		const unsigned char *p = (const unsigned char *)s + i;
-		size_t k = lr_utf8_char_len(p, len - i);
-		/* Control characters too, C1 ones included: they could
-		 * drive the terminal the message is shown on. */
-		bool control = (k == 1 && (*p < 0x20 || *p == 0x7f)) ||
-		               (k == 2 && p[0] == 0xc2 && p[1] < 0xa0);
-		if (k == 0 || control) {
-			k = k == 0 ? 1 : k;
-			for (size_t j = 0; j < k; j++, out += 4)
-				snprintf(buf + out, 5, "\\x%02x", p[j]);
-		} else {
-			memcpy(buf + out, p, k);
-			out += k;
-		}
-		i += k;
-	}
-	if (i < len) {
-		memcpy(buf + out, "...", 3);
-		out += 3;
-	}
-	buf[out] = '\0';
+	size_t len = strlen(s);
+	/* Room is left for "...": the characters always fit the rest. */
+	if (lr_utf8_escape(s, len, CLI_QUOTE_MAX, buf, CLI_QUOTE_SIZE - 3) < len)
+		strcat(buf, "...");
 	return buf;
 }
 

@@ -1,6 +1,8 @@
 /* utf8.c - text made fit for JSON (see utf8.h). Pure; any thread. */
 #include "base/utf8.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +36,32 @@ size_t lr_utf8_char_len(const unsigned char *s, size_t n)
 	if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
 		return 0;
 	return len;
+}
+
+size_t lr_utf8_escape(const char *s, size_t len, size_t max_chars, char *buf, size_t size)
+{
+	size_t out = 0, i = 0;
+	for (size_t shown = 0; i < len && shown < max_chars; shown++) {
+		const unsigned char *p = (const unsigned char *)s + i;
+		size_t k = lr_utf8_char_len(p, len - i);
+		bool control = (k == 1 && (*p < 0x20 || *p == 0x7f)) ||
+		               (k == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+		bool escaped = k == 0 || control;
+		if (k == 0)
+			k = 1;
+		if (out + (escaped ? 4 * k : k) >= size)
+			break;
+		for (size_t j = 0; escaped && j < k; j++, out += 4)
+			snprintf(buf + out, 5, "\\x%02x", p[j]);
+		if (!escaped) {
+			memcpy(buf + out, p, k);
+			out += k;
+		}
+		i += k;
+	}
+	if (size > 0)
+		buf[out] = '\0';
+	return i;
 }
 
 json_t *lr_json_string_lossy(const char *s)

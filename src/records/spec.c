@@ -29,29 +29,17 @@ static const char *const step_fields[] = { "name", "run", "timeout_s", NULL };
 
 /* ---- checks of one JSON value, shared with record.c ---- */
 
-/* s quoted, with each byte that is not part of a valid UTF-8 character,
- * and each control, written as \xNN; "..." before the closing quote when
- * cut. */
+/* s quoted, escaped by lr_utf8_escape; "..." before the closing quote
+ * when cut. size: at least 6. */
 static void describe_bytes(const char *s, size_t len, bool cut, char *buf, size_t size)
 {
-	size_t o = 0;
-	if (size < 8) {
-		snprintf(buf, size, "%s", "");
+	if (size < 6) {
+		buf[0] = '\0';
 		return;
 	}
-	buf[o++] = '"';
-	for (size_t i = 0; i < len && o + 9 < size;) {
-		size_t k = lr_utf8_char_len((const unsigned char *)s + i, len - i);
-		if (k == 0 || (unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", (unsigned char)s[i]);
-			i++;
-			continue;
-		}
-		memcpy(buf + o, s + i, k);
-		o += k;
-		i += k;
-	}
-	snprintf(buf + o, size - o, "%s\"", cut ? "..." : "");
+	buf[0] = '"';
+	cut |= lr_utf8_escape(s, len, SIZE_MAX, buf + 1, size - 5) < len;
+	strcat(buf, cut ? "...\"" : "\"");
 }
 
 /* A string quoted as JSON (so control characters stay escaped and the
