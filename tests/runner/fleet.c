@@ -319,19 +319,22 @@ int64_t fleet_runner_lease(fleet *f, const char *name)
 	return lease;
 }
 
-void fleet_wait_renewal(fleet *f, int i)
+int64_t fleet_lease_left(fleet *f, int i)
 {
-	int64_t lease = fleet_runner_lease(f, f->names[i]);
+	int64_t lease = fleet_runner_lease(f, f->names[i]), left = 0, granted = 0;
 	CHECK(lease != 0);
 	lr_err e;
-	int64_t last = -1, left = 0, granted = 0, t0 = lr_mono_ms();
-	for (;;) {
-		CHECK_OK(lr_lease_ttl(lr_client_etcd(f->client), lease, &left, &granted, &e), &e);
-		if (last >= 0 && left > last)
-			return;
-		last = left;
+	CHECK_OK(lr_lease_ttl(lr_client_etcd(f->client), lease, &left, &granted, &e), &e);
+	return left;
+}
+
+void fleet_wait_renewal(fleet *f, int i, int64_t left)
+{
+	if (left < 0)
+		left = fleet_lease_left(f, i);
+	for (int64_t t0 = lr_mono_ms(), now; (now = fleet_lease_left(f, i)) <= left; left = now) {
 		if (lr_mono_ms() - t0 > 15000)
-			TEST_FAIL("no renewal of lease %lld in 15 s", (long long)lease);
-		lr_sleep_ms(10);
+			TEST_FAIL("no renewal of runner %d's lease in 15 s", i);
+		lr_sleep_ms(5);
 	}
 }

@@ -38,9 +38,12 @@ pid_t fleet_start_named(fleet *f, int i, const char *name, const char *endpoints
 bool fleet_registered(fleet *f, const char *name);
 /* The lease of the live runner named name; 0 when there is none. */
 int64_t fleet_runner_lease(fleet *f, const char *name);
-/* Return just after runner i's lease was renewed, as etcd counts it (the
- * TTL left goes up); fails the test after 15 s. */
-void fleet_wait_renewal(fleet *f, int i);
+/* The TTL left of runner i's lease, in whole seconds as etcd tells it. */
+int64_t fleet_lease_left(fleet *f, int i);
+/* Return just after runner i's lease was renewed, as etcd counts it: the
+ * TTL left goes up, from `left` (< 0: as it is now) at first; fails the
+ * test after 15 s. */
+void fleet_wait_renewal(fleet *f, int i, int64_t left);
 /* Wait for runner i to exit; returns its exit status (-1 if signalled). */
 int fleet_wait(fleet *f, int i, int timeout_ms);
 /* Kill every runner left and free everything. */

@@ -319,7 +319,7 @@ TEST(a_runner_frozen_for_less_than_its_ttl_runs_the_stopped_step_again)
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z1", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z1"), ==, 0);
-	fleet_wait_renewal(&f, 0);
+	fleet_wait_renewal(&f, 0, -1);
 	lr_sleep_ms(300); /* its reply reached the runner */
 	kill(f.pids[0], SIGSTOP);
 	lr_sleep_ms(4800);
@@ -336,7 +336,7 @@ TEST(an_etcd_stalled_for_less_than_the_ttl_costs_the_stopped_step_no_attempt)
 	fleet_start(&f, 0, extra);
 	fleet_submit(&f, "z2", ONE_ATTEMPT);
 	CHECK_INT(holder_once_beating(&f, "z2"), ==, 0);
-	fleet_wait_renewal(&f, 0);
+	fleet_wait_renewal(&f, 0, -1);
 	lr_sleep_ms(300); /* its reply reached the runner */
 	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
 	lr_sleep_ms(4800);

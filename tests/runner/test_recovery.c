@@ -12,7 +12,6 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "etcd/kv.h"
-#include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
@@ -223,18 +222,14 @@ TEST(a_runner_frozen_past_a_renewal_renews_as_soon_as_it_wakes)
 	fleet_init(&f, etcdh_endpoints(cluster), "rec-thaw");
 	const char *const extra[] = { "--ttl", "6", NULL };
 	fleet_start(&f, 0, extra);
-	fleet_wait_renewal(&f, 0);
+	fleet_wait_renewal(&f, 0, -1);
 	lr_sleep_ms(300);
 	kill(f.pids[0], SIGSTOP);
 	lr_sleep_ms(2500);
-	int64_t lease = fleet_runner_lease(&f, f.names[0]), before = 0, left = 0, granted = 0;
-	CHECK_OK(lr_lease_ttl(lr_client_etcd(f.client), lease, &before, &granted, &err), &err);
+	int64_t before = fleet_lease_left(&f, 0);
 	int64_t woke = lr_mono_ms();
 	kill(f.pids[0], SIGCONT);
-	do {
-		lr_sleep_ms(5);
-		CHECK_OK(lr_lease_ttl(lr_client_etcd(f.client), lease, &left, &granted, &err), &err);
-	} while (left <= before && lr_mono_ms() - woke < 5000);
+	fleet_wait_renewal(&f, 0, before);
 	int64_t late = lr_mono_ms() - woke;
 	printf("# renewed %lld ms after SIGCONT\n", (long long)late);
 	CHECK_INT(late, <, 700);
