@@ -3,8 +3,8 @@
  * A test file defines cases with TEST(name) { ... }, lists them with
  * TEST_LIST(TEST_CASE(name), ...), and ends with TEST_MAIN(setup, teardown)
  * (either may be NULL). The program runs every case, or only the ones named
- * on its command line, prints "ok <name>" or "FAIL <name>: <why>" for each,
- * and exits 1 when any case failed. A failed CHECK ends its case at once. */
+ * on its command line, prints "ok <name> (<ms> ms)" or "FAIL <name>" (after
+ * the reason on stderr) for each, and exits 1 when any case failed. A failed CHECK ends its case at once. */
 #ifndef LR_TEST_H
 #define LR_TEST_H
 
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct test_case {
 	const char *name;
@@ -87,6 +88,14 @@ extern int test__failed;
 	jmp_buf test__jump;                                                   \
 	int test__failed
 
+/* Milliseconds on the monotonic clock, for the time each case took. */
+static inline double test__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 #define TEST_MAIN(setup, teardown)                                            \
 	TEST_GLOBALS;                                                         \
 	int main(int argc, char **argv)                                       \
@@ -106,9 +115,11 @@ extern int test__failed;
 			if (!wanted)                                          \
 				continue;                                     \
 			fprintf(stderr, "-- %s\n", test__cases[i].name);      \
+			volatile double test__t0 = test__now_ms();            \
 			if (setjmp(test__jump) == 0) {                        \
 				test__cases[i].fn();                          \
-				printf("ok %s\n", test__cases[i].name);       \
+				printf("ok %s (%.0f ms)\n", test__cases[i].name, \
+				       test__now_ms() - test__t0);            \
 			} else {                                              \
 				printf("FAIL %s\n", test__cases[i].name);     \
 				test__failed++;                               \
