@@ -22,6 +22,15 @@
 /* A step body that is alive for about ms, with a heartbeat every 50 ms. */
 #define MARK_BEATS(loops) "i=0; while [ $i -lt " loops " ]; do " MARK_HB "; sleep 0.05; " \
                           "i=$((i+1)); done"
+/* Shell that sets n to first in the step's first execution and to again in
+ * any later one (a takeover's): a test whose step must outlive a kill or a
+ * freeze need not wait for the whole length again once it has moved. */
+#define MARK_FIRST_OR(first, again) "n=" again "; o=$MARKS/once-$LEASERUN_TASK_ID-" \
+                                    "$LEASERUN_STEP; [ -e $o ] || { n=" first "; : > $o; }"
+/* Heartbeats first times in the step's first execution, again times after. */
+#define MARK_BEATS_FIRST(first, again) MARK_FIRST_OR(first, again) "; " MARK_BEATS("$n")
+/* Sleeps first seconds in the step's first execution, again after. */
+#define MARK_SLEEP_FIRST(first, again) MARK_FIRST_OR(first, again) "; sleep $n"
 
 enum mark_kind { MARK_KIND_START, MARK_KIND_HB, MARK_KIND_END };
 

@@ -121,7 +121,7 @@ TEST(locks_go_back_on_success_failure_and_cancel)
 	submit(&f, "bad", "{\"r\":\"X\"}", "{\"gpu\":2}", "exit 3", ",\"max_attempts\":1");
 	CHECK(fleet_wait_state(&f, "bad", LR_TASK_FAILED, 10000) >= 0);
 	CHECK(nothing_held(&f));
-	submit(&f, "long", "{\"r\":\"X\"}", "{\"gpu\":2}", BEATING("400"), NULL);
+	submit(&f, "long", "{\"r\":\"X\"}", "{\"gpu\":2}", BEATING("60"), NULL);
 	CHECK_INT(fleet_wait_marks(&f, "hb long", 2, 10000), ==, 0);
 	CHECK(!nothing_held(&f));
 	int already = 0;
@@ -139,7 +139,7 @@ TEST(sigterm_gives_locks_back_and_sigkill_frees_them_when_the_lease_expires)
 	fleet_init(&f, etcdh_endpoints(cluster), "lk-kill");
 	const char *extra[] = { "--grace", "0", NULL };
 	fleet_start(&f, 0, extra);
-	submit(&f, "t", "{\"doc/1\":\"X\"}", "{\"api\":1}", BEATING("400"), NULL);
+	submit(&f, "t", "{\"doc/1\":\"X\"}", "{\"api\":1}", BEATING("60"), NULL);
 	CHECK_INT(fleet_wait_marks(&f, "hb t", 2, 10000), ==, 0);
 	kill(f.pids[0], SIGTERM);
 	CHECK_INT(fleet_wait(&f, 0, 10000), ==, 0);

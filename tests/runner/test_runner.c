@@ -12,6 +12,7 @@
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
+#include "marks.h"
 #include "test.h"
 
 static etcdh_cluster *cluster;
@@ -44,9 +45,9 @@ TEST(three_runners_run_thirty_tasks_and_commit_each_step_once)
 		snprintf(id, sizeof(id), "t%02d", t);
 		CHECK(fleet_wait_state(&f, id, LR_TASK_SUCCEEDED, 60000) >= 0);
 		for (int s = 0; s < 3; s++) {
-			char mark[32];
-			snprintf(mark, sizeof(mark), "run %s %d ", id, s);
-			CHECK_INT(fleet_count_marks(&f, mark), ==, 1);
+			char want[32];
+			snprintf(want, sizeof(want), "run %s %d ", id, s);
+			CHECK_INT(fleet_count_marks(&f, want), ==, 1);
 		}
 	}
 	fleet_check_history(&f, 30);
@@ -60,7 +61,7 @@ TEST(sigkill_of_the_holder_mid_step_reruns_that_step_elsewhere)
 	for (int i = 0; i < 3; i++)
 		fleet_start(&f, i, NULL);
 	fleet_submit(&f, "k1", "{\"id\":\"%s\",\"steps\":[" STEP("a", MARK) ","
-	                       STEP("b", MARK "; sleep 4") "," STEP("c", MARK) "]}");
+	                       STEP("b", MARK "; " MARK_SLEEP_FIRST("4", "0.2")) "," STEP("c", MARK) "]}");
 	CHECK_INT(fleet_wait_marks(&f, "run k1 1 ", 1, 10000), ==, 0);
 	int holder = fleet_holder(&f, "k1");
 	CHECK(holder >= 0);
@@ -128,7 +129,7 @@ TEST(sigterm_hands_the_task_over_at_once_not_at_lease_expiry)
 	for (int i = 0; i < 2; i++)
 		fleet_start(&f, i, extra);
 	fleet_submit(&f, "g1", "{\"id\":\"%s\",\"steps\":[" STEP("a", MARK) ","
-	                       STEP("b", MARK "; sleep 5") "," STEP("c", MARK) "]}");
+	                       STEP("b", MARK "; " MARK_SLEEP_FIRST("5", "0.2")) "," STEP("c", MARK) "]}");
 	CHECK_INT(fleet_wait_marks(&f, "run g1 1 ", 1, 10000), ==, 0);
 	int holder = fleet_holder(&f, "g1");
 	CHECK(holder >= 0);
