@@ -187,10 +187,11 @@ lr_entry *lr_taskset_add_sched(lr_taskset *s, const char *id, int64_t create_rev
 		return e;
 	if (s->count >= s->nbuckets)
 		grow_table(s);
-	e = calloc(1, sizeof(*e));
+	size_t id_len = strnlen(id, LR_ID_SIZE - 1);
+	e = calloc(1, sizeof(*e) + id_len + 1);
 	if (e == NULL)
 		return NULL;
-	snprintf(e->id, sizeof(e->id), "%s", id);
+	memcpy(e->id, id, id_len);
 	e->create_rev = create_rev;
 	if (sc != NULL) /* known before it enters the dispatch order, which it sets */
 		take_sched(e, sc);

@@ -20,7 +20,6 @@ enum lr_entry_state {
 };
 
 typedef struct lr_entry {
-	char id[LR_ID_SIZE];
 	int64_t create_rev;   /* of tasks/<id>: the dispatch order */
 	enum lr_entry_state state;
 	bool fresh;           /* never claimed as far as we know: no checkpoint */
@@ -51,6 +50,8 @@ typedef struct lr_entry {
 	uint64_t gate_seq;    /* the runner's gate_changes when it last passed
 	                         the gate */
 	struct lr_entry *next; /* hash chain */
+	char id[];            /* as long as it is: a queue of 10,000 costs no
+	                         10,000 ids of the longest size */
 } lr_entry;
 
 /* Callers read `count`, `pending` and `claimed`; the rest is internal. */
