@@ -10,6 +10,13 @@
  *   fills the lr_err the caller passed (may be NULL) with the same code and a
  *   message that names the endpoint, task and step involved.
  * - Handles are opaque; each has exactly one function that frees it.
+ * - Pointer arguments are required unless their comment says "may be NULL"
+ *   (or gives NULL a meaning). A function that returns a code fails with
+ *   LR_EINVAL, doing nothing else, when a required handle, input or out
+ *   pointer is NULL; its message names the function and the argument
+ *   ("lr_task_get: out must not be NULL"). Functions that return a value
+ *   rather than a code (lr_client_prefix, lr_hold_fence, the lr_step_*
+ *   accessors...) need a valid handle. Freeing functions accept NULL.
  */
 #ifndef LEASERUN_H
 #define LEASERUN_H
@@ -110,7 +117,7 @@ LR_API int lr_id_valid(const char *s);
 
 /* Validate and store a task spec given as JSON text (at most 1 MiB).
  * id_override (may be NULL) sets the id when the spec has none. On success
- * id_out receives the task's id and *created (may be NULL) tells whether
+ * id_out (may be NULL) receives the task's id and *created (may be NULL) tells whether
  * the task is new (false: an identical spec was already stored, which is a
  * success so that a submit may be retried).
  * Errors: LR_EINVAL (invalid spec; the message names the field, or line and

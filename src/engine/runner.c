@@ -65,6 +65,8 @@ int64_t lr_runner_deadline(lr_runner *r, int64_t lease)
 
 int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err *err)
 {
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out))
+		return LR_EINVAL;
 	lr_runner_opts dflt = {0};
 	if (o == NULL)
 		o = &dflt;

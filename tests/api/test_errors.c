@@ -1,6 +1,7 @@
 /* test_errors.c - the error codes the embedding API reports, against a real
- * etcd: the real code whether or not the caller passes an lr_err, and the
- * documented code of each limit. */
+ * etcd: the real code whether or not the caller passes an lr_err, the
+ * documented code of each limit, and the misuses it refuses (NULL
+ * arguments). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,10 +120,72 @@ TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 		}
 }
 
+/* ---- misuse --------------------------------------------------------------- */
+
+/* Every required pointer: LR_EINVAL naming it, never a crash. */
+TEST(null_handles_and_out_pointers_are_refused_with_their_name)
+{
+	lr_client *c = hosted_client("/errors-nulls/");
+	lr_client *no_client = NULL;
+	lr_err e;
+	void *doc;
+	size_t n;
+
+	CHECK_INT(lr_client_open(NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_client_open: out must not be NULL");
+	char id[LR_ID_SIZE];
+	const char *spec = "{\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}";
+	CHECK_INT(lr_submit_text(no_client, spec, strlen(spec), NULL, id, NULL, &e), ==,
+	          LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_submit_text: c must not be NULL");
+	CHECK_INT(lr_submit_text(c, NULL, 3, NULL, id, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "text must not be NULL");
+	lr_task_status st;
+	CHECK_INT(lr_task_get(no_client, "t", &st, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_task_get(c, "t", NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_get: out must not be NULL");
+	lr_task_status *list;
+	CHECK_INT(lr_task_list(c, -1, 0, NULL, &n, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_list: out must not be NULL");
+	CHECK_INT(lr_task_list(c, -1, 0, &list, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_list: n must not be NULL");
+	lr_runner_info *runners;
+	CHECK_INT(lr_runners_list(c, NULL, &n, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_runners_list(c, &runners, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runners_list: n must not be NULL");
+	CHECK_INT(lr_locks_read(c, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_locks_read: doc must not be NULL");
+	CHECK_INT(lr_locks_read(no_client, &doc, NULL), ==, LR_EINVAL);
+	CHECK_INT(lr_update(c, "x", NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_update: fn must not be NULL");
+	CHECK_INT(lr_shared_get(c, "x", NULL, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_cancel(no_client, "t", NULL, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_retry(c, NULL, NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_retry: id must not be NULL");
+
+	CHECK_INT(lr_hold_check(NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_hold_check: o must not be NULL");
+	lr_hold *hold;
+	CHECK_INT(lr_hold_acquire(c, NULL, &hold, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_hold_acquire: o must not be NULL");
+
+	lr_runner *r;
+	CHECK_INT(lr_runner_new(no_client, NULL, &r, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runner_new: c must not be NULL");
+	CHECK_INT(lr_runner_new(c, NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runner_new: out must not be NULL");
+	lr_runner_free(NULL);
+
+	/* The id is optional by nature: the caller may not need it. */
+	CHECK_OK(lr_submit_text(c, spec, strlen(spec), "optional-id-out", NULL, NULL, &e), &e);
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(timeouts_beyond_a_day_or_not_numbers_are_refused),
 	TEST_CASE(client_calls_without_an_lr_err_return_the_real_code),
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
+	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
