@@ -434,7 +434,8 @@ static int start_up(lr_runner *r, lr_err *err)
 	}
 }
 
-int lr_runner_run(lr_runner *r, lr_err *err)
+/* lr_runner_run once it is known to be the only run of r. */
+static int run(lr_runner *r, lr_err *err)
 {
 	lr_err local = {0};
 	if (err == NULL)
@@ -471,5 +472,17 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 	atomic_store(&r->stats.tasks_pending, 0);
 	if (rc == 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "stopped");
+	return rc;
+}
+
+int lr_runner_run(lr_runner *r, lr_err *err)
+{
+	if (LR_NULL_ARG(err, r))
+		return LR_EINVAL;
+	int rc = lr_runner_run_begin(r, err);
+	if (rc != 0)
+		return rc;
+	rc = run(r, err);
+	lr_runner_run_end(r);
 	return rc;
 }
