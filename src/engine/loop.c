@@ -448,10 +448,12 @@ static int run(lr_runner *r, lr_err *err)
 		rc = lr_watch_new(c, &r->watch, err);
 	if (rc == 0)
 		rc = start_up(r, err);
-	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested))
+	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested)) {
 		rc = 0; /* stopped while reading: nothing was started */
-	else if (rc == 0)
+		*err = (lr_err){0};
+	} else if (rc == 0) {
 		rc = lr_workers_start(r, err);
+	}
 	if (rc == 0 && r->workers != NULL)
 		run_loop(r);
 	lr_workers_join(r);

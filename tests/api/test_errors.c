@@ -286,6 +286,25 @@ TEST(a_running_runner_refuses_configuration_and_a_second_run)
 	lr_client_close(c);
 }
 
+/* A stop asked for before the run is a clean return: no leftover message
+ * from the listing it cut short. */
+TEST(a_runner_stopped_before_it_runs_returns_0_with_no_error)
+{
+	lr_client *c = hosted_client("/errors-stopped/");
+	lr_runner_opts o = { .name = "early", .ttl_s = 2, .log = hosted_quiet };
+	lr_runner *r;
+	lr_err e;
+	CHECK_OK(lr_runner_new(c, &o, &r, &e), &e);
+	CHECK_OK(lr_runner_handle(r, NULL, never_runs, NULL), &e);
+	lr_runner_stop(r);
+	memset(&e, 'x', sizeof(e));
+	CHECK_OK(lr_runner_run(r, &e), &e);
+	CHECK_INT(e.code, ==, 0);
+	CHECK_STR(e.msg, "");
+	lr_runner_free(r);
+	lr_client_close(c);
+}
+
 #define FREE_CHILD "LR_TEST_FREE_WHILE_RUNNING"
 
 /* In the child: free a runner that runs. Does not return when refused. */
@@ -354,6 +373,7 @@ TEST_LIST(
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
 	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
+	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
 	TEST_CASE(freeing_a_running_runner_aborts_with_a_message),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
