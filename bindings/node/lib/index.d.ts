@@ -38,7 +38,8 @@ export type ErrorCode =
 	| 'LR_ESYS'
 	| 'LR_ENOMEM'
 	| 'LR_ECLOSED'
-	| 'LR_EINTERNAL';
+	| 'LR_EINTERNAL'
+	| 'LR_EBUSY';
 
 /** A failure of libleaserun, with its code and a message that names the
  * endpoint, task and step involved. */
