@@ -698,8 +698,8 @@ LR_API int lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb,
  * running already" when another thread is inside lr_runner_run with the
  * same r. Blocking. Once it has returned, it may be called again (after a
  * failure to start, or exit_when_idle); but a stop is for good: a runner
- * stopped by lr_runner_stop, also one stopped before it ran, returns 0 at
- * once from every later lr_runner_run. */
+ * stopped by lr_runner_stop, also one stopped before it ran, returns 0
+ * from every later lr_runner_run without taking a task (err cleared). */
 LR_API int lr_runner_run(lr_runner *r, lr_err *err);
 
 /* Ask the runner to stop gracefully (docs/how-it-works.md, "Runners"). Callable from any
