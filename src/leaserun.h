@@ -10,6 +10,13 @@
  *   fills the lr_err the caller passed (may be NULL) with the same code and a
  *   message that names the endpoint, task and step involved.
  * - Handles are opaque; each has exactly one function that frees it.
+ * - Pointer arguments are required unless their comment says "may be NULL"
+ *   (or gives NULL a meaning). A function that returns a code fails with
+ *   LR_EINVAL, doing nothing else, when a required handle, input or out
+ *   pointer is NULL; its message names the function and the argument
+ *   ("lr_task_get: out must not be NULL"). Functions that return a value
+ *   rather than a code (lr_client_prefix, lr_hold_fence, the lr_step_*
+ *   accessors...) need a valid handle. Freeing functions accept NULL.
  */
 #ifndef LEASERUN_H
 #define LEASERUN_H
@@ -110,7 +117,7 @@ LR_API int lr_id_valid(const char *s);
 
 /* Validate and store a task spec given as JSON text (at most 1 MiB).
  * id_override (may be NULL) sets the id when the spec has none. On success
- * id_out receives the task's id and *created (may be NULL) tells whether
+ * id_out (may be NULL) receives the task's id and *created (may be NULL) tells whether
  * the task is new (false: an identical spec was already stored, which is a
  * success so that a submit may be retried).
  * Errors: LR_EINVAL (invalid spec; the message names the field, or line and
@@ -655,29 +662,49 @@ typedef struct lr_runner_callbacks {
 	                  const char *error);
 } lr_runner_callbacks;
 
-/* A runner on client c (which must outlive it). *out is freed by
- * lr_runner_free. */
+/* A runner on client c (which must outlive it). opts may be NULL (the
+ * defaults). *out is freed by lr_runner_free.
+ *
+ * Life cycle: configure it (lr_runner_handle, lr_runner_set_callbacks),
+ * then lr_runner_run, on one thread at a time; lr_runner_stop from any
+ * thread; lr_runner_free once lr_runner_run has returned (or was never
+ * called). */
 LR_API int lr_runner_new(lr_client *c, const lr_runner_opts *opts, lr_runner **out,
                   lr_err *err);
+/* Free r (NULL is allowed). Only while lr_runner_run is not running: the
+ * runner's threads would go on using r. Called during a run, it prints
+ * why on stderr and aborts the process, as freeing memory in use would
+ * otherwise corrupt it silently (and it returns nothing to refuse with);
+ * call lr_runner_stop and wait for lr_runner_run to return first. */
 LR_API void lr_runner_free(lr_runner *r);
 
 /* Handle steps named step_name with fn (step_name NULL: every step without
- * a handler of its own). Before lr_runner_run only. A step with no handler
- * fails the task with an error naming it. */
+ * a handler of its own). A step with no handler fails the task with an
+ * error naming it. Handlers are set while lr_runner_run is not running:
+ * during a run (the workers read them without a lock), or with r or fn
+ * NULL, it returns LR_EINVAL and changes nothing. Having no lr_err, it
+ * says why through r's log sink (LR_LOG_ERROR). LR_ENOMEM. */
 LR_API int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn,
                      void *user);
-/* Before lr_runner_run only. */
-LR_API void lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb,
-                             void *user);
+/* Replace the lifecycle callbacks (cb is copied). Like lr_runner_handle:
+ * not during a run, r and cb required; LR_EINVAL otherwise, logged. */
+LR_API int lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb,
+                            void *user);
 
 /* Run until stopped: register, claim and run tasks. Returns 0 after a
  * graceful stop (lr_runner_stop) or, with exit_when_idle, when idle;
  * LR_EINUSE when the runner name is held by a live runner; etcd errors
- * when the cluster cannot be reached at start. Blocking. */
+ * when the cluster cannot be reached at start; LR_EINVAL "the runner is
+ * running already" when another thread is inside lr_runner_run with the
+ * same r. Blocking. Once it has returned, it may be called again (after a
+ * failure to start, or exit_when_idle); but a stop is for good: a runner
+ * stopped by lr_runner_stop, also one stopped before it ran, returns 0
+ * from every later lr_runner_run without taking a task (err cleared). */
 LR_API int lr_runner_run(lr_runner *r, lr_err *err);
 
 /* Ask the runner to stop gracefully (docs/how-it-works.md, "Runners"). Callable from any
- * thread and from a signal handler (async-signal-safe). */
+ * thread and from a signal handler (async-signal-safe). NULL does
+ * nothing, as free(NULL). */
 LR_API void lr_runner_stop(lr_runner *r);
 
 /* ---- statistics ----------------------------------------------------------- */

@@ -21,4 +21,13 @@ int lr_err_wrap(lr_err *err, int code, const char *fmt, ...)
  * returns code. */
 int lr_err_set_code(lr_err *err, int code);
 
+/* True, with LR_EINVAL and "<function>: <arg> must not be NULL" in err (may
+ * be NULL), when p, a pointer argument the public function in which it is
+ * used requires, is NULL; false otherwise. Arguments are checked in order,
+ * so the message names the first one missing:
+ * `if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out)) return LR_EINVAL;` */
+#define LR_NULL_ARG(err, p)                                                  \
+	((p) == NULL &&                                                      \
+	 lr_err_set((err), LR_EINVAL, "%s: %s must not be NULL", __func__, #p) != 0)
+
 #endif

@@ -190,6 +190,8 @@ int lr_cancel(lr_client *c, const char *id, int *already, lr_err *err)
 
 	if (already != NULL)
 		*already = -1;
+	if (LR_NULL_ARG(err, c))
+		return LR_EINVAL;
 	rc = lr_check_task_id("cancel", id, err);
 	if (rc != 0)
 		return rc;

@@ -54,6 +54,8 @@ int lr_client_open(const lr_client_opts *opts, lr_client **out, lr_err *err)
 	lr_client *c = NULL;
 	int rc;
 
+	if (LR_NULL_ARG(err, out))
+		return LR_EINVAL;
 	*out = NULL;
 	if (!timeout_ok(o->dial_timeout_s) || !timeout_ok(o->call_timeout_s))
 		return lr_err_set(err, LR_EINVAL, "lr_client_opts: dial_timeout_s %g, call_timeout_s "

@@ -98,6 +98,8 @@ int lr_purge(lr_client *c, int64_t older_than_ms, int state_filter,
 
 	if (purged != NULL)
 		*purged = 0;
+	if (LR_NULL_ARG(err, c))
+		return LR_EINVAL;
 	if (older_than_ms < 0)
 		return lr_err_set(err, LR_EINVAL,
 		                  "purge: the age must not be negative");

@@ -91,6 +91,8 @@ static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *ru
 int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step_out,
              lr_err *err)
 {
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
+		return LR_EINVAL;
 	if (!lr_id_valid(id))
 		return lr_err_set(err, LR_EINVAL, "retry: \"%.64s\" is not a task id", id);
 	struct reads rd;

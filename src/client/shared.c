@@ -212,6 +212,8 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 	lr_rng rng;
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, fn))
+		return LR_EINVAL;
 	rc = lr_shared_key(c, name, key, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "update");
@@ -248,6 +250,8 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 	json_t *v = NULL;
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, value))
+		return LR_EINVAL;
 	*value = NULL;
 	rc = lr_shared_key(c, name, key, err);
 	if (rc != 0)
@@ -326,6 +330,8 @@ int lr_shared_list(lr_client *c, const char *name_prefix, int flags,
 	                     .keys_only = (flags & LR_SHARED_KEYS_ONLY) != 0 };
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out) || LR_NULL_ARG(err, n))
+		return LR_EINVAL;
 	*out = NULL;
 	*n = 0;
 	rc = check_prefix("list shared values", name_prefix, err);
@@ -363,6 +369,8 @@ int lr_shared_delete(lr_client *c, const char *name, int flags,
 
 	if (deleted != NULL)
 		*deleted = 0;
+	if (LR_NULL_ARG(err, c))
+		return LR_EINVAL;
 	rc = prefix ? check_prefix("delete shared values", name, err)
 	            : lr_shared_key(c, name, key, err);
 	if (rc != 0)

@@ -316,6 +316,8 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 	lr_task_records rec;
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out))
+		return LR_EINVAL;
 	memset(out, 0, sizeof(*out));
 	rc = lr_check_task_id("status", id, err);
 	if (rc != 0)
@@ -546,6 +548,8 @@ int lr_task_list(lr_client *c, int state_filter, size_t limit,
 	struct task_refs tasks = { 0 };
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out) || LR_NULL_ARG(err, n))
+		return LR_EINVAL;
 	*out = NULL;
 	*n = 0;
 	if (state_filter < -1 || state_filter > LR_TASK_CANCELLED)
@@ -648,6 +652,8 @@ int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err *err)
 	struct runner_list l = { .c = c };
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out) || LR_NULL_ARG(err, n))
+		return LR_EINVAL;
 	*out = NULL;
 	*n = 0;
 	lr_walk_opts runners = { .kind = LR_K_RUNNERS, .page = RUNNERS_PAGE };

@@ -172,7 +172,8 @@ static int store_prepared(lr_client *c, const char *id, char *value,
 	free(value);
 	if (rc != 0)
 		return rc;
-	snprintf(id_out, LR_ID_SIZE, "%s", id);
+	if (id_out != NULL)
+		snprintf(id_out, LR_ID_SIZE, "%s", id);
 	if (created != NULL)
 		*created = was_created;
 	return 0;
@@ -186,6 +187,8 @@ int lr_submit_text(lr_client *c, const char *text, size_t len,
 	char *value = NULL;
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, text))
+		return LR_EINVAL;
 	rc = lr_submit_prepare(text, len, id_override, id, &value, err);
 	if (rc != 0)
 		return rc;
@@ -200,6 +203,8 @@ int lr_submit_json(lr_client *c, const void *spec, const char *id_override,
 	json_t *norm = NULL;
 	int rc;
 
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, spec))
+		return LR_EINVAL;
 	/* lr_spec_validate does not modify its input; the cast only drops
 	 * the const of the public signature. */
 	rc = lr_spec_validate((json_t *)spec, id_override, &norm, err);

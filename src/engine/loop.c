@@ -434,7 +434,8 @@ static int start_up(lr_runner *r, lr_err *err)
 	}
 }
 
-int lr_runner_run(lr_runner *r, lr_err *err)
+/* lr_runner_run once it is known to be the only run of r. */
+static int run(lr_runner *r, lr_err *err)
 {
 	lr_err local = {0};
 	if (err == NULL)
@@ -447,10 +448,12 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 		rc = lr_watch_new(c, &r->watch, err);
 	if (rc == 0)
 		rc = start_up(r, err);
-	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested))
+	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested)) {
 		rc = 0; /* stopped while reading: nothing was started */
-	else if (rc == 0)
+		*err = (lr_err){0};
+	} else if (rc == 0) {
 		rc = lr_workers_start(r, err);
+	}
 	if (rc == 0 && r->workers != NULL)
 		run_loop(r);
 	lr_workers_join(r);
@@ -471,5 +474,17 @@ int lr_runner_run(lr_runner *r, lr_err *err)
 	atomic_store(&r->stats.tasks_pending, 0);
 	if (rc == 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "stopped");
+	return rc;
+}
+
+int lr_runner_run(lr_runner *r, lr_err *err)
+{
+	if (LR_NULL_ARG(err, r))
+		return LR_EINVAL;
+	int rc = lr_runner_run_begin(r, err);
+	if (rc != 0)
+		return rc;
+	rc = run(r, err);
+	lr_runner_run_end(r);
 	return rc;
 }

@@ -3,8 +3,9 @@
  * (logging, handler lookup, the lease deadline). lr_runner_run itself is
  * in loop.c.
  *
- * Threads: creation and configuration happen before lr_runner_run, on the
- * caller's thread; lr_runner_stop and the statistics are for any thread;
+ * Threads: creation and configuration happen while lr_runner_run is not
+ * running (config_mu keeps them apart from its start), on any one thread
+ * at a time; lr_runner_stop and the statistics are for any thread;
  * the services are called from the loop and the workers (log_mu keeps one
  * record at a time). */
 #include <errno.h>
@@ -65,6 +66,8 @@ int64_t lr_runner_deadline(lr_runner *r, int64_t lease)
 
 int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err *err)
 {
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out))
+		return LR_EINVAL;
 	lr_runner_opts dflt = {0};
 	if (o == NULL)
 		o = &dflt;
@@ -101,6 +104,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->log = o->log != NULL ? o->log : lr_log_stderr;
 	r->log_user = o->log_user;
 	r->log_level = o->log_level;
+	pthread_mutex_init(&r->config_mu, NULL);
 	pthread_mutex_init(&r->log_mu, NULL);
 	pthread_mutex_init(&r->workers_mu, NULL);
 	lr_rng_init(&r->rng, NULL);
@@ -119,6 +123,14 @@ void lr_runner_free(lr_runner *r)
 {
 	if (r == NULL)
 		return;
+	if (atomic_load(&r->running)) {
+		/* Its threads would go on using the memory freed here: stop
+		 * at the caller's mistake rather than corrupt the heap. */
+		fprintf(stderr, "leaserun: lr_runner_free(%s) called while lr_runner_run runs; "
+		        "call lr_runner_stop and wait for lr_runner_run to return first\n",
+		        r->name);
+		abort();
+	}
 	while (r->handlers != NULL) {
 		struct lr_handler *h = r->handlers;
 		r->handlers = h->next;
@@ -129,13 +141,40 @@ void lr_runner_free(lr_runner *r)
 	lr_taskset_free(&r->set);
 	lr_gate_free(r);
 	lr_sched_free(r);
+	pthread_mutex_destroy(&r->config_mu);
 	pthread_mutex_destroy(&r->log_mu);
 	pthread_mutex_destroy(&r->workers_mu);
 	free(r);
 }
 
+/* Take config_mu for a change of r's configuration, unless lr_runner_run
+ * is running: then LR_EINVAL, logged, as these calls have no lr_err. */
+static int config_begin(lr_runner *r, const char *what)
+{
+	pthread_mutex_lock(&r->config_mu);
+	if (!atomic_load(&r->running))
+		return 0;
+	pthread_mutex_unlock(&r->config_mu);
+	lr_runner_log(r, LR_LOG_ERROR, NULL, NULL, -1,
+	              "%s: not while lr_runner_run runs (handlers and callbacks are set "
+	              "before it)", what);
+	return LR_EINVAL;
+}
+
+/* LR_EINVAL, logged through r's sink when there is an r, for a NULL
+ * argument of a call that has no lr_err. */
+static int null_arg(lr_runner *r, const char *what, const char *arg)
+{
+	if (r != NULL)
+		lr_runner_log(r, LR_LOG_ERROR, NULL, NULL, -1, "%s: %s must not be NULL", what,
+		              arg);
+	return LR_EINVAL;
+}
+
 int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn, void *user)
 {
+	if (r == NULL || fn == NULL)
+		return null_arg(r, "lr_runner_handle", r == NULL ? "r" : "fn");
 	struct lr_handler *h = calloc(1, sizeof(*h));
 	if (h == NULL)
 		return LR_ENOMEM;
@@ -145,19 +184,53 @@ int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn, void *u
 	}
 	h->fn = fn;
 	h->user = user;
+	if (config_begin(r, "lr_runner_handle") != 0) {
+		free(h->name);
+		free(h);
+		return LR_EINVAL;
+	}
 	h->next = r->handlers;
 	r->handlers = h;
+	pthread_mutex_unlock(&r->config_mu);
 	return 0;
 }
 
-void lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb, void *user)
+int lr_runner_set_callbacks(lr_runner *r, const lr_runner_callbacks *cb, void *user)
 {
+	if (r == NULL || cb == NULL)
+		return null_arg(r, "lr_runner_set_callbacks", r == NULL ? "r" : "cb");
+	if (config_begin(r, "lr_runner_set_callbacks") != 0)
+		return LR_EINVAL;
 	r->cb = *cb;
 	r->cb_user = user;
+	pthread_mutex_unlock(&r->config_mu);
+	return 0;
+}
+
+int lr_runner_run_begin(lr_runner *r, lr_err *err)
+{
+	pthread_mutex_lock(&r->config_mu);
+	bool already = atomic_load(&r->running);
+	if (!already)
+		atomic_store(&r->running, true);
+	pthread_mutex_unlock(&r->config_mu);
+	if (already)
+		return lr_err_set(err, LR_EINVAL, "runner %s: the runner is running already",
+		                  r->name);
+	return 0;
+}
+
+void lr_runner_run_end(lr_runner *r)
+{
+	pthread_mutex_lock(&r->config_mu);
+	atomic_store(&r->running, false);
+	pthread_mutex_unlock(&r->config_mu);
 }
 
 void lr_runner_stop(lr_runner *r)
 {
+	if (r == NULL)
+		return; /* like free(NULL) */
 	/* Only async-signal-safe calls: an atomic store and write(2). */
 	atomic_store(&r->stop_requested, 1);
 	lr_inbox_wake(&r->inbox);

@@ -9,8 +9,9 @@
  * and the workers talk only through the inbox (inbox.h) and the job queue
  * (jobq.h), never through each other's data.
  *
- * Threads and owners: options, handlers and callbacks are set before
- * lr_runner_run and read-only after; the loop thread owns `set`, `busy`,
+ * Threads and owners: options, handlers and callbacks are set while
+ * lr_runner_run is not running (`running`, under config_mu, refuses them
+ * otherwise) and read-only while it runs; the loop thread owns `set`, `busy`,
  * `rng`, `spec_avg`, the watchers and the lease life cycle; each worker
  * owns its struct lr_worker but its `stop`, which anyone may request;
  * `lease`, `stop_requested` and `draining` are atomics; statistics are
@@ -92,6 +93,13 @@ struct lr_runner {
 	lr_runner_callbacks cb;
 	void *cb_user;
 
+	/* lr_runner_run is running: a second run, new handlers and
+	 * callbacks are refused, and lr_runner_free aborts. Set and
+	 * cleared under config_mu, which the configuration calls hold, so
+	 * that none of them can slip in as a run starts. */
+	pthread_mutex_t config_mu;
+	atomic_bool running;
+
 	pthread_mutex_t log_mu;             /* one record at a time */
 	lr_inbox inbox;                     /* to the loop */
 	lr_jobq jobs;                       /* from the loop to the workers */
@@ -141,6 +149,10 @@ void lr_runner_vlog(lr_runner *r, lr_log_level level, const char *task,
     __attribute__((format(printf, 6, 0)));
 /* The handler for a step name (or the default), NULL if none. */
 const struct lr_handler *lr_runner_handler(const lr_runner *r, const char *step);
+/* lr_runner_run starts: LR_EINVAL when it is running already; else it is
+ * running from now on, until lr_runner_run_end. */
+int lr_runner_run_begin(lr_runner *r, lr_err *err);
+void lr_runner_run_end(lr_runner *r);
 /* Monotonic ms by which everything done under `lease` must have stopped;
  * 0 when that lease is lost. Any thread. */
 int64_t lr_runner_deadline(lr_runner *r, int64_t lease);

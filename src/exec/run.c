@@ -80,6 +80,8 @@ static void take_back_terminal(void)
 int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
                  int *wstatus, lr_err *err)
 {
+	if (LR_NULL_ARG(err, h) || LR_NULL_ARG(err, wstatus))
+		return LR_EINVAL;
 	*wstatus = 0;
 	if (argv == NULL || argv[0] == NULL)
 		return lr_err_set(err, LR_EINVAL, "run: no command");

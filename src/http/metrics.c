@@ -214,6 +214,9 @@ static void write_metrics(lr_expo *e, const lr_runner_stats *st)
 int lr_metrics_text(lr_runner *const *rs, size_t n, char **text, size_t *len,
                     lr_err *err)
 {
+	if (LR_NULL_ARG(err, text) || LR_NULL_ARG(err, len) ||
+	    (n > 0 && LR_NULL_ARG(err, rs)))
+		return LR_EINVAL;
 	lr_runner_stats *st = malloc(sizeof(*st));
 	lr_expo e = { 0 };
 
@@ -271,6 +274,9 @@ static void serve(void *user, lr_http_req *req)
 int lr_metrics_serve(lr_runner *const *rs, size_t n, const char *listen,
                      lr_metrics_server **out, lr_err *err)
 {
+	if (LR_NULL_ARG(err, out) || LR_NULL_ARG(err, listen) ||
+	    (n > 0 && LR_NULL_ARG(err, rs)))
+		return LR_EINVAL;
 	lr_metrics_server *s = calloc(1, sizeof(*s));
 	int rc;
 

@@ -367,6 +367,8 @@ static int parse_request(const lr_hold_opts *o, lr_lockset **set, lr_err *err)
 
 int lr_hold_check(const lr_hold_opts *o, lr_err *err)
 {
+	if (LR_NULL_ARG(err, o))
+		return LR_EINVAL;
 	lr_lockset *set = NULL;
 	int rc = parse_request(o, &set, err);
 	free(set);
@@ -375,6 +377,8 @@ int lr_hold_check(const lr_hold_opts *o, lr_err *err)
 
 int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err)
 {
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, o) || LR_NULL_ARG(err, out))
+		return LR_EINVAL;
 	*out = NULL;
 	lr_lockset *set = NULL;
 	int rc = parse_request(o, &set, err);

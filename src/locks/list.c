@@ -74,6 +74,8 @@ json_t *lr_lock_table_doc(const lr_lock_table *t)
 
 int lr_locks_read(lr_client *c, void **doc, lr_err *err)
 {
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, doc))
+		return LR_EINVAL;
 	*doc = NULL;
 	lr_lock_table *t = lr_lock_table_new(c);
 	int64_t rev = 0;

@@ -10,6 +10,10 @@
 
 int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 {
+	if (LR_NULL_ARG(err, c))
+		return LR_EINVAL;
+	if (n > 0 && LR_NULL_ARG(err, list))
+		return LR_EINVAL;
 	bool any = false;
 	for (size_t i = 0; i < n && !any; i++)
 		any = list[i].state == LR_TASK_PENDING;

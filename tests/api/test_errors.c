@@ -1,12 +1,21 @@
 /* test_errors.c - the error codes the embedding API reports, against a real
- * etcd: the real code whether or not the caller passes an lr_err, and the
- * documented code of each limit. */
+ * etcd: the real code whether or not the caller passes an lr_err, the
+ * documented code of each limit, and the misuses it refuses (NULL
+ * arguments, a runner configured, run or freed while it runs). */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
+#include "base/clock.h"
 #include "etcd_harness.h"
 #include "hosted.h"
 #include "leaserun.h"
@@ -119,10 +128,252 @@ TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 		}
 }
 
+/* ---- misuse --------------------------------------------------------------- */
+
+/* Every required pointer: LR_EINVAL naming it, never a crash. */
+TEST(null_handles_and_out_pointers_are_refused_with_their_name)
+{
+	lr_client *c = hosted_client("/errors-nulls/");
+	lr_client *no_client = NULL;
+	lr_err e;
+	void *doc;
+	size_t n;
+
+	CHECK_INT(lr_client_open(NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_client_open: out must not be NULL");
+	char id[LR_ID_SIZE];
+	const char *spec = "{\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}";
+	CHECK_INT(lr_submit_text(no_client, spec, strlen(spec), NULL, id, NULL, &e), ==,
+	          LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_submit_text: c must not be NULL");
+	CHECK_INT(lr_submit_text(c, NULL, 3, NULL, id, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "text must not be NULL");
+	lr_task_status st;
+	CHECK_INT(lr_task_get(no_client, "t", &st, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_task_get(c, "t", NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_get: out must not be NULL");
+	lr_task_status *list;
+	CHECK_INT(lr_task_list(c, -1, 0, NULL, &n, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_list: out must not be NULL");
+	CHECK_INT(lr_task_list(c, -1, 0, &list, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_task_list: n must not be NULL");
+	lr_runner_info *runners;
+	CHECK_INT(lr_runners_list(c, NULL, &n, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_runners_list(c, &runners, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runners_list: n must not be NULL");
+	CHECK_INT(lr_locks_read(c, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_locks_read: doc must not be NULL");
+	CHECK_INT(lr_locks_read(no_client, &doc, NULL), ==, LR_EINVAL);
+	CHECK_INT(lr_update(c, "x", NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_update: fn must not be NULL");
+	CHECK_INT(lr_shared_get(c, "x", NULL, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_cancel(no_client, "t", NULL, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_retry(c, NULL, NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_retry: id must not be NULL");
+
+	CHECK_INT(lr_hold_check(NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_hold_check: o must not be NULL");
+	lr_hold *hold;
+	CHECK_INT(lr_hold_acquire(c, NULL, &hold, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_hold_acquire: o must not be NULL");
+
+	lr_runner *r;
+	CHECK_INT(lr_runner_new(no_client, NULL, &r, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runner_new: c must not be NULL");
+	CHECK_INT(lr_runner_new(c, NULL, NULL, &e), ==, LR_EINVAL);
+	CHECK_HAS(e.msg, "lr_runner_new: out must not be NULL");
+	CHECK_INT(lr_runner_run(NULL, &e), ==, LR_EINVAL);
+	CHECK_INT(lr_runner_handle(NULL, "x", never_runs, NULL), ==, LR_EINVAL);
+	CHECK_INT(lr_runner_set_callbacks(NULL, NULL, NULL), ==, LR_EINVAL);
+	lr_runner_stop(NULL); /* nothing, as free(NULL) */
+	lr_runner_free(NULL);
+
+	/* The id is optional by nature: the caller may not need it. */
+	CHECK_OK(lr_submit_text(c, spec, strlen(spec), "optional-id-out", NULL, NULL, &e), &e);
+	lr_client_close(c);
+}
+
+/* What a runner logged at LR_LOG_ERROR, for calls that have no lr_err. */
+static char runner_error[512];
+
+static void keep_errors(void *user, const lr_log_record *rec)
+{
+	if (rec->level == LR_LOG_ERROR)
+		snprintf(runner_error, sizeof(runner_error), "%s", rec->msg);
+	hosted_quiet(user, rec);
+}
+
+static atomic_int held_in_step, release_step;
+
+/* Stays in its step until the test lets it go. */
+static lr_step_result hold_step(lr_step *s, void *user)
+{
+	atomic_store(&held_in_step, 1);
+	while (!atomic_load(&release_step) && !lr_step_cancelled(s))
+		lr_sleep_ms(5);
+	return LR_STEP_OK;
+}
+
+struct run_arg {
+	lr_runner *r;
+	int rc;
+	lr_err err;
+};
+
+static void *run_thread(void *arg)
+{
+	struct run_arg *a = arg;
+	a->rc = lr_runner_run(a->r, &a->err);
+	return NULL;
+}
+
+/* A runner is configured and run from one thread at a time: a handler, a
+ * callback or a second lr_runner_run while it runs is refused, and once
+ * it has returned it may run again. */
+TEST(a_running_runner_refuses_configuration_and_a_second_run)
+{
+	lr_client *c = hosted_client("/errors-running/");
+	lr_runner_opts o = { .name = "busy", .ttl_s = 2, .grace_s = 1, .exit_when_idle = 1,
+	                     .log = keep_errors };
+	lr_runner *r;
+	lr_err e;
+	CHECK_OK(lr_runner_new(c, &o, &r, &e), &e);
+	runner_error[0] = '\0';
+	CHECK_INT(lr_runner_handle(r, "x", NULL, NULL), ==, LR_EINVAL);
+	CHECK_HAS(runner_error, "lr_runner_handle: fn must not be NULL");
+	CHECK_INT(lr_runner_set_callbacks(r, NULL, NULL), ==, LR_EINVAL);
+	CHECK_HAS(runner_error, "lr_runner_set_callbacks: cb must not be NULL");
+	CHECK_OK(lr_runner_handle(r, NULL, hold_step, NULL), &e);
+
+	atomic_store(&held_in_step, 0);
+	atomic_store(&release_step, 0);
+	hosted_submit(c, "{\"id\":\"held\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");
+	struct run_arg a = { .r = r };
+	pthread_t th;
+	pthread_create(&th, NULL, run_thread, &a);
+	for (int64_t end = lr_mono_ms() + 10000; !atomic_load(&held_in_step);) {
+		if (lr_mono_ms() > end) {
+			atomic_store(&release_step, 1);
+			lr_runner_stop(r);
+			pthread_join(th, NULL);
+			TEST_FAIL("the step did not start: %s", a.err.msg);
+		}
+		lr_sleep_ms(5);
+	}
+	int second = lr_runner_run(r, &e);
+	char second_msg[sizeof(e.msg)];
+	snprintf(second_msg, sizeof(second_msg), "%s", e.msg);
+	int handle_rc = lr_runner_handle(r, "late", never_runs, NULL);
+	char handle_msg[sizeof(runner_error)];
+	snprintf(handle_msg, sizeof(handle_msg), "%s", runner_error);
+	lr_runner_callbacks cb = { 0 };
+	int callbacks_rc = lr_runner_set_callbacks(r, &cb, NULL);
+	atomic_store(&release_step, 1);
+	pthread_join(th, NULL);
+	CHECK_INT(second, ==, LR_EINVAL);
+	CHECK_HAS(second_msg, "the runner is running already");
+	CHECK_INT(handle_rc, ==, LR_EINVAL);
+	CHECK_HAS(handle_msg, "lr_runner_handle: not while lr_runner_run runs");
+	CHECK_INT(callbacks_rc, ==, LR_EINVAL);
+	CHECK_OK(a.rc, &a.err);
+	CHECK_INT(hosted_wait_done(c, "held", 1000), ==, LR_TASK_SUCCEEDED);
+
+	/* Returned (idle): it runs again, and takes the next task. */
+	hosted_submit(c, "{\"id\":\"again\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");
+	CHECK_OK(lr_runner_run(r, &e), &e);
+	CHECK_INT(hosted_wait_done(c, "again", 1000), ==, LR_TASK_SUCCEEDED);
+	lr_runner_free(r);
+	lr_client_close(c);
+}
+
+/* A stop asked for before the run is a clean return: no leftover message
+ * from the listing it cut short. */
+TEST(a_runner_stopped_before_it_runs_returns_0_with_no_error)
+{
+	lr_client *c = hosted_client("/errors-stopped/");
+	lr_runner_opts o = { .name = "early", .ttl_s = 2, .log = hosted_quiet };
+	lr_runner *r;
+	lr_err e;
+	CHECK_OK(lr_runner_new(c, &o, &r, &e), &e);
+	CHECK_OK(lr_runner_handle(r, NULL, never_runs, NULL), &e);
+	lr_runner_stop(r);
+	memset(&e, 'x', sizeof(e));
+	CHECK_OK(lr_runner_run(r, &e), &e);
+	CHECK_INT(e.code, ==, 0);
+	CHECK_STR(e.msg, "");
+	lr_runner_free(r);
+	lr_client_close(c);
+}
+
+#define FREE_CHILD "LR_TEST_FREE_WHILE_RUNNING"
+
+/* In the child: free a runner that runs. Does not return when refused. */
+static void free_while_running(void)
+{
+	lr_client *c = hosted_client("/errors-free/");
+	struct hosted h;
+	hosted_new(&h, c, "freed", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, never_runs, NULL), &err);
+	hosted_start(&h);
+	lr_runner_info *list = NULL;
+	size_t n = 0;
+	for (int64_t end = lr_mono_ms() + 10000; n == 0 && lr_mono_ms() < end;) {
+		free(list);
+		CHECK_OK(lr_runners_list(c, &list, &n, &err), &err);
+		lr_sleep_ms(10);
+	}
+	free(list);
+	lr_runner_free(h.r);
+	printf("# lr_runner_free returned\n");
+	exit(0);
+}
+
+/* Freeing a runner inside lr_runner_run would be a use after free: the
+ * process stops at once, saying why (run in a child process). */
+TEST(freeing_a_running_runner_aborts_with_a_message)
+{
+	if (getenv(FREE_CHILD) != NULL)
+		free_while_running();
+	int out[2];
+	CHECK(pipe2(out, O_CLOEXEC) == 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 2);
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	CHECK(len > 0);
+	exe[len] = '\0';
+	char *argv[] = { exe, "freeing_a_running_runner_aborts_with_a_message", NULL };
+	setenv(FREE_CHILD, "1", 1);
+	extern char **environ;
+	pid_t pid;
+	int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+	unsetenv(FREE_CHILD);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	CHECK_INT(rc, ==, 0);
+	static char text[65536];
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof(text) - 1 && (k = read(out[0], text + got, sizeof(text) - 1 - got)) > 0)
+		got += (size_t)k;
+	text[got] = '\0';
+	close(out[0]);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+		TEST_FAIL("the child was not aborted (status %#x); its stderr:\n%s", status, text);
+	CHECK_HAS(text, "lr_runner_free(freed) called while lr_runner_run runs");
+}
+
 TEST_LIST(
 	TEST_CASE(timeouts_beyond_a_day_or_not_numbers_are_refused),
 	TEST_CASE(client_calls_without_an_lr_err_return_the_real_code),
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
+	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
+	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
+	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
+	TEST_CASE(freeing_a_running_runner_aborts_with_a_message),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)

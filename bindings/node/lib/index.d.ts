@@ -38,7 +38,8 @@ export type ErrorCode =
 	| 'LR_ESYS'
 	| 'LR_ENOMEM'
 	| 'LR_ECLOSED'
-	| 'LR_EINTERNAL';
+	| 'LR_EINTERNAL'
+	| 'LR_EBUSY';
 
 /** A failure of libleaserun, with its code and a message that names the
  * endpoint, task and step involved. */
@@ -222,7 +223,9 @@ export class Step<S = any> {
 	/** Fired on lease loss, cancel, shutdown or a passed lease deadline;
 	 * its reason is a LeaseRunError (LR_ECANCELLED). */
 	readonly signal: AbortSignal;
-	/** The task's state, committed with the step when the handler returns. */
+	/** The task's state, committed with the step when the handler returns
+	 * (undefined commits null; a function or a symbol fails the attempt
+	 * with LR_EINVAL). */
 	state: S;
 	/** The step's spec object. */
 	readonly spec: { name: string; run: string; timeout_s: number };
@@ -230,7 +233,8 @@ export class Step<S = any> {
 	readonly env: Record<string, string>;
 	/** Commit `state` now (fenced) without finishing the step: a resumed
 	 * attempt starts from it. LR_ELEASE when the claim is gone,
-	 * LR_ECANCELLED once stopped, LR_ETOOLARGE over 512 KiB. */
+	 * LR_ECANCELLED once stopped, LR_ETOOLARGE over 512 KiB, LR_EINVAL
+	 * when `state` is a function or a symbol. */
 	checkpoint(): Promise<void>;
 	/** Write shared values in one txn fenced by this step's claim (at most
 	 * 100, 1 MiB together); LR_ELEASE once another holder may have the

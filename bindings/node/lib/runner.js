@@ -46,6 +46,21 @@ function isFail(err) {
 	}
 }
 
+// step.state as the JSON text to commit or checkpoint: undefined is null,
+// as a handler that sets no state means none; a value JSON.stringify has
+// no text for (a function, a symbol, an object whose toJSON gives
+// undefined) is an error, never "unchanged". Throws JSON.stringify's own
+// TypeError for a BigInt or a cycle.
+function stateText(state) {
+	const text = JSON.stringify(state ?? null);
+	if (text === undefined) {
+		const type = typeof state;
+		const what = `${type === 'object' ? 'an' : 'a'} ${type}`;
+		throw new LeaseRunError(`step.state is not JSON (${what})`, 'LR_EINVAL');
+	}
+	return text;
+}
+
 /** One attempt of one step, as a handler sees it. */
 export class Step {
 	#handle;
@@ -91,10 +106,11 @@ export class Step {
 
 	/** Commit step.state now without finishing the step (a fenced txn): a
 	 * resumed attempt starts from it. Rejects with LR_ELEASE when the
-	 * claim is gone, LR_ECANCELLED once the step was stopped, and with
-	 * JSON.stringify's error when the state is not JSON. */
+	 * claim is gone, LR_ECANCELLED once the step was stopped, LR_EINVAL
+	 * when the state is a function or a symbol, and with JSON.stringify's
+	 * error when it holds a BigInt or a cycle. */
 	async checkpoint() {
-		return this.#handle.checkpoint(JSON.stringify(this.state));
+		return this.#handle.checkpoint(stateText(this.state));
 	}
 
 	/** Write shared values (name -> JSON value) in one txn fenced by this
@@ -223,7 +239,7 @@ export class Runner extends EventEmitter {
 			const step = new Step(handle, info, controller.signal);
 			const fn = this.#handlers.get(info.stepName) ?? this.#handlers.get(DEFAULT);
 			await fn(step);
-			state = JSON.stringify(step.state ?? null);
+			state = stateText(step.state);
 			[result, error] = [RESULT.ok, null];
 		} catch (err) {
 			[result, error] = [isFail(err) ? RESULT.fail : RESULT.retry, message(err)];

@@ -149,6 +149,42 @@ test('a state that is not JSON fails the attempt with a clear error', async (t) 
 	assert.match(st.error, /BigInt/);
 });
 
+test('a state JSON has no text for fails the attempt, never commits the old one; undefined is null', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const seen = {};
+	startRunner(t, c, { name: 'notext' }, (r) => {
+		r.handle('fn', async (step) => {
+			step.state = () => 1;
+		});
+		r.handle('sym', async (step) => {
+			step.state = Symbol('s');
+		});
+		r.handle('ckpt', async (step) => {
+			step.state = () => 1;
+			seen.checkpoint = await step.checkpoint().then(
+				() => 'resolved',
+				(err) => `${err.name} ${err.code}: ${err.message}`,
+			);
+			step.state = undefined;
+		});
+		r.handle('read', async (step) => {
+			seen.after = step.state;
+		});
+	});
+	await c.submit(spec('f1', ['fn'], { state: { old: true }, max_attempts: 1 }));
+	await c.submit(spec('s1', ['sym'], { state: { old: true }, max_attempts: 1 }));
+	await c.submit(spec('u1', ['ckpt', 'read'], { state: { old: true } }));
+	const f1 = await waitDone(c, 'f1');
+	assert.equal(f1.state, 'failed');
+	assert.match(f1.error, /step\.state is not JSON \(a function\)/);
+	const s1 = await waitDone(c, 's1');
+	assert.equal(s1.state, 'failed');
+	assert.match(s1.error, /step\.state is not JSON \(a symbol\)/);
+	assert.equal((await waitDone(c, 'u1')).state, 'succeeded');
+	assert.equal(seen.checkpoint, 'LeaseRunError LR_EINVAL: step.state is not JSON (a function)');
+	assert.equal(seen.after, null);
+});
+
 test('cancel fires step.signal at once and ends the task cancelled', async (t) => {
 	const c = await connect(t, await startEtcd(t));
 	let started = false;

@@ -32,6 +32,12 @@ export async function useIt(): Promise<void> {
 	});
 	await runner.run();
 	const e = new LeaseRunError('x', 'LR_ELEASE');
+	try {
+		await client.withLocks({ 'org/a': 'X' }, { wait: 0 }, async () => 1);
+	} catch (err) {
+		// The code a wait that ran out rejects with.
+		if (err instanceof LeaseRunError && err.code === 'LR_EBUSY') void err.message;
+	}
 
 	const State = Annotation.Root({ n: Annotation<number>() });
 	const graph = new StateGraph(State)
