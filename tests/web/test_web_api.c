@@ -8,7 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "base/clock.h"
+#include "client/client.h"
+#include "etcd/kv.h"
 #include "fleet.h"
 #include "httpc.h"
 #include "servers.h"
@@ -52,6 +56,38 @@ TEST(neither_the_stream_nor_the_detail_carries_env_values)
 	http_resp_free(&r);
 	proc_stop(&web, SIGTERM, 5000);
 	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
+/* The checkpoint the claim txn writes says fence 0, "this claim"; the
+ * detail says which claim: its create revision, as LEASERUN_FENCE does. */
+TEST(the_detail_of_a_claimed_task_gives_the_claims_fence)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], key[LR_KEY_SIZE], *body = NULL;
+	lr_range_result claim;
+	lr_err err = { 0 };
+	fleet_init(&f, etcdh_endpoints(web_etcd), "fence");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "held", SECRET_SPEC);
+	CHECK(fleet_wait_state(&f, "held", LR_TASK_RUNNING, 10000) >= 0);
+	web_start(&web, &f, false, addr);
+	lr_key(f.client, LR_K_CLAIMS, "held", key);
+	CHECK_OK(lr_kv_get(lr_client_etcd(f.client), key, &claim, &err), &err);
+	CHECK_INT(claim.n, ==, 1);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/held", NULL, &body), ==, 200);
+	json_t *detail = json_loads(body, 0, NULL);
+	CHECK(detail != NULL);
+	printf("# claims/held created at revision %lld; the detail says fence %lld\n",
+	       (long long)claim.kvs[0].create_rev,
+	       (long long)json_integer_value(json_object_get(detail, "fence")));
+	CHECK(json_is_integer(json_object_get(detail, "fence")));
+	CHECK_INT(json_integer_value(json_object_get(detail, "fence")), ==, claim.kvs[0].create_rev);
+	json_decref(detail);
+	free(body);
+	lr_range_result_free(&claim);
+	proc_stop(&web, SIGTERM, 5000);
 	fleet_destroy(&f);
 }
 
@@ -258,6 +294,7 @@ TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 }
 
 TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
+          TEST_CASE(the_detail_of_a_claimed_task_gives_the_claims_fence),
           TEST_CASE(the_page_is_served_with_a_strict_content_security_policy),
           TEST_CASE(cancel_is_refused_by_a_read_only_server),
           TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
