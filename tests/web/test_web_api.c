@@ -273,6 +273,37 @@ TEST(event_streams_leave_room_for_requests)
 	fleet_destroy(&f);
 }
 
+/* A client that opens connections and sends nothing holds each until the
+ * idle timeout: one address cannot take them all, another still gets the
+ * page. */
+TEST(one_address_cannot_take_every_connection)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], req[128];
+	int fds[64];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "perip");
+	web_start(&web, &f, false, addr);
+	for (int i = 0; i < 64; i++)
+		fds[i] = http_connect_from("127.0.0.1", addr, 2000);
+	lr_sleep_ms(300); /* the server takes them in */
+	int n = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
+	http_resp same = http_raw_from("127.0.0.1", addr, req, (size_t)n, 2000);
+	http_resp other = http_raw_from("127.0.0.2", addr, req, (size_t)n, 2000);
+	printf("# with 64 idle connections from 127.0.0.1: its next request %d, "
+	       "127.0.0.2's %d (-1: refused)\n", same.status, other.status);
+	CHECK_INT(same.status, ==, -1);
+	CHECK_INT(other.status, ==, 200);
+	http_resp_free(&same);
+	http_resp_free(&other);
+	for (int i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -300,6 +331,7 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
           TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
           TEST_CASE(event_streams_leave_room_for_requests),
+          TEST_CASE(one_address_cannot_take_every_connection),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)
