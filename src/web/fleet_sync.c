@@ -41,6 +41,8 @@ static void on_watch(void *user, const lr_watch_batch *b)
 		break;
 	case LR_WATCH_CREATED:
 	case LR_WATCH_PROGRESS:
+	case LR_WATCH_DOWN:
+	case LR_WATCH_UP:
 		return;
 	}
 	lr_fleet_notify(f);
