@@ -249,6 +249,24 @@ TEST(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel)
 	page_close(&p);
 }
 
+TEST(the_page_says_when_etcd_is_unreachable_and_when_it_is_back)
+{
+	struct page p;
+	page_open(&p, "outage", false);
+	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
+	long long took = cdp_wait_for(&p.b, 10000, "document.getElementById('conn').textContent"
+	                              ".startsWith('etcd unreachable, data as of ')");
+	char *said = cdp_eval_str(&p.b, "document.getElementById('conn').textContent");
+	printf("# \"%s\" %lld ms after the stop\n", said, took);
+	free(said);
+	CHECK(took >= 0);
+	CHECK(cdp_eval_bool(&p.b, "document.getElementById('conn').dataset.state === 'stale'"));
+	CHECK_INT(etcdh_restart(web_etcd, 0), ==, 0);
+	CHECK(cdp_wait_for(&p.b, 10000, "document.getElementById('conn').dataset.state === 'live'") >= 0);
+	CHECK(cdp_eval_bool(&p.b, "document.getElementById('conn').textContent === 'live'"));
+	page_close(&p);
+}
+
 /* n tasks written straight into etcd, a hundred per txn (submitting them
  * one by one would take most of the test's time). */
 static void put_many_tasks(fleet *f, int n)
@@ -316,6 +334,7 @@ TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_seco
           TEST_CASE(the_screenshot_shows_the_task_table),
           TEST_CASE(the_detail_shows_steps_state_and_history_but_no_env_values),
           TEST_CASE(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel),
-          TEST_CASE(ten_thousand_tasks_stay_usable_in_pages));
+          TEST_CASE(ten_thousand_tasks_stay_usable_in_pages),
+          TEST_CASE(the_page_says_when_etcd_is_unreachable_and_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

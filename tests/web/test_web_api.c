@@ -304,6 +304,73 @@ TEST(one_address_cannot_take_every_connection)
 	fleet_destroy(&f);
 }
 
+/* Read fd into *buf (from *len on) until `needle` is in what came after
+ * `from` (an offset into *buf); where it starts, or -1 after timeout_ms. */
+static long read_until(int fd, char **buf, size_t *len, size_t from, const char *needle,
+                       int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	for (;;) {
+		char *at = *buf != NULL ? strstr(*buf + from, needle) : NULL;
+		if (at != NULL)
+			return at - *buf;
+		int64_t wait = end - lr_mono_ms();
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (wait <= 0 || poll(&p, 1, (int)wait) <= 0)
+			return -1;
+		*buf = realloc(*buf, *len + 4097);
+		ssize_t got = read(fd, *buf + *len, 4096);
+		if (got <= 0)
+			return -1;
+		*len += (size_t)got;
+		(*buf)[*len] = '\0';
+	}
+}
+
+/* The page is told when etcd stops answering (with the time its data is
+ * as of) and when it answers again: an event on the stream, and in the
+ * snapshot of a page that opens meanwhile. */
+TEST(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], req[128], *buf = NULL;
+	size_t len = 0;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "outage");
+	web_start(&web, &f, false, addr);
+	int fd = http_connect(addr);
+	CHECK(fd >= 0);
+	int n = snprintf(req, sizeof(req), "GET /events HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
+	CHECK(write(fd, req, (size_t)n) == n);
+	CHECK(read_until(fd, &buf, &len, 0, "\"etcd\":{\"reachable\":true}", 5000) >= 0);
+
+	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
+	int64_t t0 = lr_mono_ms();
+	long down = read_until(fd, &buf, &len, 0, "event: etcd\ndata: {\"reachable\":false", 10000);
+	printf("# told %lld ms after the stop: %.*s\n", (long long)(lr_mono_ms() - t0),
+	       down >= 0 ? (int)strcspn(buf + down + 12, "\n") : 0, down >= 0 ? buf + down + 12 : "");
+	CHECK(down >= 0);
+	CHECK(read_until(fd, &buf, &len, (size_t)down, "\n\n", 1000) >= 0);
+	CHECK_HAS(buf + down, "\"as_of\":\"20");
+	CHECK_HAS(buf + down, etcdh_endpoints(web_etcd));
+	/* A page opened now learns it from its snapshot. */
+	http_resp r = http_get(addr, "/events", NULL, 1500);
+	CHECK_HAS(r.body, "\"etcd\":{\"reachable\":false");
+	http_resp_free(&r);
+
+	CHECK_INT(etcdh_restart(web_etcd, 0), ==, 0);
+	t0 = lr_mono_ms();
+	long up = read_until(fd, &buf, &len, (size_t)down,
+	                     "event: etcd\ndata: {\"reachable\":true}", 10000);
+	printf("# told %lld ms after etcd was back\n", (long long)(lr_mono_ms() - t0));
+	CHECK(up >= 0);
+	close(fd);
+	free(buf);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -332,6 +399,7 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
           TEST_CASE(event_streams_leave_room_for_requests),
           TEST_CASE(one_address_cannot_take_every_connection),
-          TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
+          TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
+          TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)
