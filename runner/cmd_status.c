@@ -29,7 +29,8 @@ static const char usage[] =
     "               failed or cancelled\n"
     "  --limit N    at most N tasks (the oldest)\n"
     "  --json       JSON: an object with ID, otherwise an array\n"
-    "  --watch      redraw whenever a task changes, until interrupted\n";
+    "  --watch      redraw whenever a task changes, until interrupted; while\n"
+    "               etcd does not answer, say so above the last tasks read\n";
 
 /* Changes in a burst are drawn together: at most one redraw this often. */
 #define WATCH_MIN_REDRAW_MS 100
@@ -75,15 +76,63 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 	return rc;
 }
 
+/* The tasks as last read, shown again while etcd does not answer. */
+struct last_read {
+	char *text;
+	size_t len;
+};
+
+/* The tasks read now, to f; kept in *last when the read worked. */
+static int read_tasks(FILE *f, lr_client *c, const struct query *q,
+                      const out_style *st, struct last_read *last, lr_err *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+
+	if (m == NULL)
+		return lr_err_set(err, LR_ENOMEM, "status: out of memory");
+	int rc = show(m, c, q, st, err);
+	fclose(m);
+	if (rc == 0) {
+		fwrite(text, 1, len, f);
+		free(last->text);
+		last->text = text;
+		last->len = len;
+	} else {
+		free(text);
+	}
+	return rc;
+}
+
+/* While etcd does not answer, reading would only wait for the call
+ * timeout: the frame says since when, and shows the last read again
+ * (JSON, which a program reads, is not repeated off a terminal). */
+static void tell_unreachable(FILE *f, int64_t heard_ms, const char *why,
+                             const struct query *q, const out_style *st,
+                             const struct last_read *last)
+{
+	char at[LR_TIME_BUF];
+	bool plain_json = q->json && !st->tty;
+
+	lr_rfc3339_format(heard_ms, at);
+	/* "2026-11-21T05:29:17.123Z": the time of day, UTC. */
+	fprintf(plain_json ? stderr : f, "etcd unreachable since %.8s UTC (%s)\n",
+	        at + 11, why);
+	if (!plain_json && last->text != NULL)
+		fwrite(last->text, 1, last->len, f);
+}
+
 /* One screen: built in memory first so that clearing and redrawing the
  * terminal happens in one write, without flicker. A failed first refresh
  * ends the command like a plain status would; a later one is shown and the
  * watch goes on: etcd may come back. */
-static int watch_frame(lr_client *c, const struct query *q,
-                       const out_style *st, int first)
+static int watch_frame(lr_client *c, lr_changes *ch, const struct query *q,
+                       const out_style *st, int first, struct last_read *last)
 {
-	char *frame = NULL, now[LR_TIME_BUF];
+	char *frame = NULL, now[LR_TIME_BUF], why[512];
 	size_t len = 0;
+	int64_t heard_ms = 0;
 	lr_err err = { 0 };
 	FILE *f = open_memstream(&frame, &len);
 	int rc = CLI_CONTINUE;
@@ -95,7 +144,9 @@ static int watch_frame(lr_client *c, const struct query *q,
 		fprintf(f, "\033[H\033[2Jleaserun status, redrawn on every "
 		        "change    %s\n\n", now);
 	}
-	if (show(f, c, q, st, &err) != 0) {
+	if (!first && lr_changes_down(ch, &heard_ms, why, sizeof(why))) {
+		tell_unreachable(f, heard_ms, why, q, st, last);
+	} else if (read_tasks(f, c, q, st, last, &err) != 0) {
 		if (first)
 			rc = cli_fail(&err);
 		else
@@ -135,13 +186,15 @@ static bool wait_change(lr_changes *ch, int sfd, int64_t last_draw)
 }
 
 /* Redraw whenever etcd reports a change of the records shown (a watch),
- * never on a timer; until SIGINT or SIGTERM. */
+ * or stops or starts answering it, never on a timer; until SIGINT or
+ * SIGTERM. */
 static int watch(const cli_common *common, const struct query *q,
                  const out_style *st)
 {
 	int sfd = cli_stop_signal_fd();
 	lr_client *c = NULL;
 	lr_changes *ch = NULL;
+	struct last_read last = { NULL, 0 };
 	lr_err err = { 0 };
 	int rc;
 
@@ -160,11 +213,12 @@ static int watch(const cli_common *common, const struct query *q,
 	}
 	for (int first = 1; rc == CLI_CONTINUE; first = 0) {
 		int64_t drawn = lr_mono_ms();
-		rc = watch_frame(c, q, st, first);
+		rc = watch_frame(c, ch, q, st, first, &last);
 		if (rc == CLI_CONTINUE && !wait_change(ch, sfd, drawn))
 			rc = EXIT_OK;
 	}
 out:
+	free(last.text);
 	lr_changes_close(ch);
 	lr_client_close(c);
 	close(sfd);

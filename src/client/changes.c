@@ -1,11 +1,15 @@
 /* changes.c - "something changed" for a task or all tasks, as an eventfd
  * set by watchers of tasks/, claims/, checkpoints/ and done/, and of
- * locks/ and slots/ for what pending tasks wait for.
- * Threads: see changes.h; `dead` is an atomic shared with the watch. */
+ * locks/ and slots/ for what pending tasks wait for; and whether etcd
+ * answers them.
+ * Threads: see changes.h; `dead` is an atomic shared with the watch, `mu`
+ * guards the outage, set by the watch. */
 #include "client/changes.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -29,7 +33,23 @@ struct lr_changes {
 	lr_watch *watch;
 	lr_watcher *watchers[N_KINDS];
 	atomic_bool dead;        /* a watcher was ended by etcd */
+	pthread_mutex_t mu;
+	bool down;               /* the watch's stream is down */
+	int64_t heard_ms;
+	char why[400];
 };
+
+/* Every watcher hears of an outage: the first tells. Under no lock. */
+static void note_link(lr_changes *ch, const lr_watch_batch *b)
+{
+	pthread_mutex_lock(&ch->mu);
+	if (b->kind == LR_WATCH_DOWN && !ch->down) {
+		ch->heard_ms = b->heard_ms;
+		snprintf(ch->why, sizeof(ch->why), "%s: %s", b->endpoint, b->reason);
+	}
+	ch->down = b->kind == LR_WATCH_DOWN;
+	pthread_mutex_unlock(&ch->mu);
+}
 
 static void on_change(void *user, const lr_watch_batch *b)
 {
@@ -38,7 +58,9 @@ static void on_change(void *user, const lr_watch_batch *b)
 
 	if (b->kind == LR_WATCH_CREATED || b->kind == LR_WATCH_PROGRESS)
 		return;
-	if (b->kind != LR_WATCH_EVENTS)
+	if (b->kind == LR_WATCH_DOWN || b->kind == LR_WATCH_UP)
+		note_link(ch, b);
+	else if (b->kind != LR_WATCH_EVENTS)
 		atomic_store(&ch->dead, true);
 	/* An eventfd counter cannot fill up from this: ignore the result. */
 	ssize_t n = write(ch->fd, &one, sizeof(one));
@@ -82,6 +104,7 @@ int lr_changes_open(lr_client *c, const char *id, lr_changes **out, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "watch: out of memory");
 	}
 	ch->client = c;
+	pthread_mutex_init(&ch->mu, NULL);
 	ch->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ch->fd < 0) {
 		lr_changes_close(ch);
@@ -118,6 +141,18 @@ void lr_changes_clear(lr_changes *ch)
 	}
 }
 
+bool lr_changes_down(lr_changes *ch, int64_t *heard_ms, char *why, size_t size)
+{
+	pthread_mutex_lock(&ch->mu);
+	bool down = ch->down;
+	if (down) {
+		*heard_ms = ch->heard_ms;
+		snprintf(why, size, "%s", ch->why);
+	}
+	pthread_mutex_unlock(&ch->mu);
+	return down;
+}
+
 void lr_changes_close(lr_changes *ch)
 {
 	if (ch == NULL)
@@ -126,6 +161,7 @@ void lr_changes_close(lr_changes *ch)
 	lr_watch_free(ch->watch);
 	if (ch->fd >= 0)
 		close(ch->fd);
+	pthread_mutex_destroy(&ch->mu);
 	free(ch->id);
 	free(ch);
 }

@@ -1,6 +1,7 @@
 /* changes.h - a file descriptor that becomes readable when the records of
- * one task, or of every task, change in etcd (a watch): for displays that
- * redraw when something happened instead of on a timer.
+ * one task, or of every task, change in etcd (a watch), or when etcd stops
+ * or starts answering: for displays that redraw when something happened
+ * instead of on a timer.
  * Threads: open/clear/close on the caller's thread; the watch sets the
  * descriptor from the etcd client's stream thread. */
 #ifndef LR_CLIENT_CHANGES_H
@@ -22,6 +23,13 @@ int lr_changes_fd(const lr_changes *ch);
  * A watch that etcd ended (compaction) is started again from now, which
  * loses nothing since the records are read after this. */
 void lr_changes_clear(lr_changes *ch);
+
+/* Whether etcd has stopped answering the watch (for a second or more);
+ * then *heard_ms is when it last answered (wall clock, ms since the
+ * epoch: what was read is as of then) and why says where and what
+ * ("ENDPOINTS: REASON"). The descriptor becomes readable when this
+ * changes either way. */
+bool lr_changes_down(lr_changes *ch, int64_t *heard_ms, char *why, size_t size);
 
 void lr_changes_close(lr_changes *ch);
 

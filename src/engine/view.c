@@ -349,6 +349,11 @@ static void on_watch(void *user, const lr_watch_batch *b)
 {
 	struct lr_watch_ctx *ctx = user;
 	lr_runner *r = ctx->r;
+	/* An outage of the stream changes nothing here: the watch resumes
+	 * where it stopped, and the lease and the calls tell of etcd's
+	 * trouble. */
+	if (b->kind == LR_WATCH_DOWN || b->kind == LR_WATCH_UP)
+		return;
 	if (b->kind == LR_WATCH_COMPACTED || b->kind == LR_WATCH_CANCELLED) {
 		struct lr_msg *m = lr_msg_new(LR_MSG_RESYNC);
 		if (m != NULL) {

@@ -1,5 +1,6 @@
 /* watch.c - many watchers on one Watch stream: requests built and replies
- * read here, including etcd's refusal of the stream's token.
+ * read here, including etcd's refusal of the stream's token; an outage of
+ * the stream told to every watcher (DOWN, then UP).
  *
  * Threads: stream callbacks run on the client's stream thread; add/cancel on
  * any thread. w->mu guards the watcher table; it is taken before the
@@ -9,6 +10,7 @@
 #include "etcd/watch.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@
 #include "base/error.h"
 #include "etcd/auth.h"
 #include "etcd/stream.h"
+#include "etcd/transport.h"
 
 enum wstate {
 	W_UNSENT,  /* to be created when the stream is (re)opened */
@@ -35,6 +38,7 @@ struct lr_watcher {
 	int64_t next_rev; /* 0: "from now", until the created reply */
 	uint64_t sent;    /* order of its create on the current call */
 	enum wstate state;
+	bool told_down;   /* got DOWN, not yet UP */
 	lr_watch_fn fn;
 	void *user;
 	lr_watcher *next;
@@ -59,6 +63,13 @@ struct lr_watch {
 	int64_t last_rx;     /* when the stream last said anything */
 	int64_t probe_at;    /* next progress request */
 	int64_t probe_sent;  /* first unanswered probe, 0: none */
+	/* Outages: the stream ended at down_at (monotonic, 0: up) and no
+	 * reply came since; DOWN goes out LR_WATCH_DOWN_AFTER_MS later. */
+	const char *endpoints; /* the client's, borrowed */
+	int64_t heard_wall;    /* wall clock of the last reply */
+	int64_t down_at;
+	bool silenced;         /* the last end was our reset for silence */
+	char down_why[256];
 };
 
 static int send_create(lr_watch *w, lr_watcher *wr)
@@ -137,11 +148,22 @@ static void w_opened(void *owner, lr_stream *s)
 static void w_closed(void *owner, int code, const char *why)
 {
 	lr_watch *w = owner;
+	(void)code;
 	pthread_mutex_lock(&w->mu);
 	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
 		if (wr->state == W_PENDING || wr->state == W_ACTIVE)
 			wr->state = W_UNSENT;
+	if (w->down_at == 0)
+		w->down_at = lr_mono_ms();
+	/* Our own reset ends the call as cancelled: what led to it says more. */
+	if (w->silenced)
+		snprintf(w->down_why, sizeof(w->down_why), "no reply for %d s",
+		         LR_WATCH_SILENCE_MS / 1000);
+	else
+		snprintf(w->down_why, sizeof(w->down_why), "%s", why);
+	w->silenced = false;
 	pthread_mutex_unlock(&w->mu);
+	lr_stream_kick(w->stream); /* DOWN is due at a tick */
 }
 
 /* Watchers that need the stream, now or once it is open again. */
@@ -151,6 +173,42 @@ static bool any_live(const lr_watch *w)
 		if (wr->state != W_DEAD)
 			return true;
 	return false;
+}
+
+static void deliver(lr_watch *w, lr_watcher *wr, const lr_watch_batch *b);
+
+/* The next watcher to tell DOWN (up false) or UP (up true), or NULL. */
+static lr_watcher *to_tell(lr_watch *w, bool up)
+{
+	for (lr_watcher *wr = w->watchers; wr != NULL; wr = wr->next)
+		if (up ? wr->told_down : !wr->told_down && wr->state != W_DEAD)
+			return wr;
+	return NULL;
+}
+
+/* Tell every live watcher not told yet that the stream is down; w->mu
+ * held. The list is searched again after each call: it may change while
+ * w->mu is released. */
+static void tell_down(lr_watch *w)
+{
+	lr_watch_batch b = { .kind = LR_WATCH_DOWN, .reason = w->down_why,
+		             .endpoint = w->endpoints, .heard_ms = w->heard_wall };
+	for (lr_watcher *wr; (wr = to_tell(w, false)) != NULL;) {
+		wr->told_down = true;
+		deliver(w, wr, &b);
+	}
+}
+
+/* A reply came: the stream is up. Tell those that were told DOWN; w->mu
+ * held. */
+static void tell_up(lr_watch *w)
+{
+	lr_watch_batch b = { .kind = LR_WATCH_UP };
+	w->down_at = 0;
+	for (lr_watcher *wr; (wr = to_tell(w, true)) != NULL;) {
+		wr->told_down = false;
+		deliver(w, wr, &b);
+	}
 }
 
 static void send_progress(lr_watch *w)
@@ -168,10 +226,15 @@ static int64_t w_tick(void *owner, int64_t now)
 	bool reset = false;
 	int64_t next = INT64_MAX;
 	pthread_mutex_lock(&w->mu);
+	if (w->down_at != 0 && now - w->down_at >= LR_WATCH_DOWN_AFTER_MS)
+		tell_down(w);
+	else if (w->down_at != 0)
+		next = w->down_at + LR_WATCH_DOWN_AFTER_MS;
 	if (any_live(w)) {
 		if (w->probe_sent != 0 && w->last_rx < w->probe_sent &&
 		    now - w->last_rx >= LR_WATCH_SILENCE_MS) {
 			reset = true;
+			w->silenced = true;
 			w->probe_sent = 0;
 		} else if (now >= w->probe_at) {
 			send_progress(w);
@@ -179,7 +242,8 @@ static int64_t w_tick(void *owner, int64_t now)
 				w->probe_sent = now;
 			w->probe_at = now + LR_WATCH_PROBE_MS;
 		}
-		next = w->probe_at;
+		if (w->probe_at < next)
+			next = w->probe_at;
 		if (w->probe_sent != 0 && w->last_rx + LR_WATCH_SILENCE_MS < next)
 			next = w->last_rx + LR_WATCH_SILENCE_MS;
 	}
@@ -258,6 +322,9 @@ static void w_message(void *owner, const uint8_t *data, size_t len)
 	char *keys = NULL;
 	pthread_mutex_lock(&w->mu);
 	w->last_rx = lr_mono_ms();
+	w->heard_wall = lr_wall_ms();
+	if (w->down_at != 0)
+		tell_up(w);
 	lr_watcher *wr = find(w, r->watch_id);
 	if (wr == NULL && r->watch_id == -1 && r->canceled && !refused)
 		wr = oldest_pending(w);
@@ -322,6 +389,8 @@ int lr_watch_new(lr_etcd *c, lr_watch **out, lr_err *err)
 	if (w == NULL)
 		return lr_err_set(err, LR_ENOMEM, "watch: out of memory");
 	w->next_id = 1;
+	w->endpoints = lr_etcd_endpoints(c);
+	w->heard_wall = lr_wall_ms();
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	int rc = lr_stream_add(lr_etcd_streams(c), "/etcdserverpb.Watch/Watch", &watch_ops, w, &w->stream, err);

@@ -192,6 +192,11 @@ void lr_checkpoint_rec_clear(lr_checkpoint_rec *c)
 	c->state = NULL;
 }
 
+int64_t lr_checkpoint_fence(const lr_checkpoint_rec *c, int64_t mod_rev)
+{
+	return c->fence != 0 ? c->fence : mod_rev;
+}
+
 /* ---- done ---- */
 
 static const char *const done_statuses[] = { "succeeded", "failed",

@@ -62,6 +62,11 @@ char *lr_checkpoint_encode(const lr_checkpoint_rec *c);
 int lr_checkpoint_decode(const char *v, size_t len, lr_checkpoint_rec *out,
                          lr_err *err);
 void lr_checkpoint_rec_clear(lr_checkpoint_rec *c);
+/* The fence of the claim that wrote the checkpoint, for people and
+ * external systems: c->fence, or for the checkpoint the claim txn itself
+ * wrote (fence 0) the claim's create revision, which is the checkpoint's
+ * mod_rev (the same txn). */
+int64_t lr_checkpoint_fence(const lr_checkpoint_rec *c, int64_t mod_rev);
 
 /* done/<id>: how a task ended. */
 typedef struct lr_done_rec {

@@ -1,6 +1,7 @@
 /* events.c - server-sent events: each open page gets the whole view once,
- * then every change the etcd watch brought, pushed by one publisher thread
- * (changes in a burst go out together, at most COALESCE_MS late).
+ * then every change the etcd watch brought, and whether etcd answers,
+ * pushed by one publisher thread (changes in a burst go out together, at
+ * most COALESCE_MS late).
  * Threads: web_events_open on a connection's thread, web_changed on the
  * etcd stream thread, the publisher on its own; all under w->mu. */
 #include "web/web_int.h"
@@ -221,6 +222,19 @@ static char *next_message(lr_web *w, bool ttls, size_t *len)
 	return changes != NULL ? event_text("update", changes, len) : NULL;
 }
 
+/* "etcd unreachable" or "etcd back" to every page, before the changes:
+ * those may wait for etcd calls. Under w->mu. */
+static void publish_etcd(lr_web *w)
+{
+	json_t *o = lr_fleet_take_etcd(w->fleet);
+	size_t len = 0;
+	char *text = o != NULL ? event_text("etcd", o, &len) : NULL;
+
+	if (text != NULL)
+		broadcast(w, text, len);
+	free(text);
+}
+
 void *web_publisher_main(void *arg)
 {
 	lr_web *w = arg;
@@ -248,6 +262,10 @@ void *web_publisher_main(void *arg)
 		bool ttls = w->n_clients > 0 && lr_mono_ms() >= next_ttl;
 		if (ttls)
 			next_ttl = lr_mono_ms() + TTL_REFRESH_MS;
+		/* Not while etcd is unreachable: each ask would wait for its
+		 * timeout. */
+		ttls = ttls && !lr_fleet_etcd_down(w->fleet);
+		publish_etcd(w);
 		pthread_mutex_unlock(&w->mu);
 		size_t len = 0;
 		char *text = next_message(w, ttls, &len);

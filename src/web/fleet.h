@@ -62,14 +62,24 @@ int lr_fleet_resync(lr_fleet *f, lr_err *err);
  * runner: etcd has no watch for it). Blocking; from one thread at a time. */
 void lr_fleet_refresh_ttls(lr_fleet *f);
 
+/* Whether etcd has stopped answering the watch (for a second or more):
+ * the view is then as of when it last did. Takes f->mu. */
+bool lr_fleet_etcd_down(lr_fleet *f);
+
 /* ---- what the page gets (fleet_json.c) --------------------------------- */
 
-/* Everything: {"revision","tasks":[...],"runners":[...]}. New reference. */
+/* Everything: {"revision","tasks":[...],"runners":[...],"locks":{...},
+ * "etcd":{...}}. New reference. */
 json_t *lr_fleet_snapshot(lr_fleet *f);
 /* What changed since the last call (or the snapshot): {"tasks":[changed
  * tasks], "removed":[ids], "runners":[all runners] (only when they
  * changed)}, or NULL when nothing did. New reference. */
 json_t *lr_fleet_take_changes(lr_fleet *f);
+/* Whether etcd answers: {"reachable":true}, or {"reachable":false,
+ * "as_of": RFC 3339, when it last answered (the view is as of then),
+ * "error": "ENDPOINTS: REASON"}, when that changed since the last call;
+ * NULL otherwise. New reference. */
+json_t *lr_fleet_take_etcd(lr_fleet *f);
 /* One task with its history, {"task":{...},"history":[{"at","what"}]},
  * or NULL when there is no such task. New reference. */
 json_t *lr_fleet_task_detail(lr_fleet *f, const char *id);

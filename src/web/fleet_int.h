@@ -83,6 +83,11 @@ struct lr_fleet {
 	lr_watch *watch;
 	lr_watcher *watcher;
 	bool resync;                  /* the watch died: read again */
+	/* Whether etcd answers the watch. */
+	bool etcd_down;
+	bool etcd_dirty;              /* changed since the page was told */
+	int64_t etcd_heard_ms;        /* wall clock: when it last answered */
+	char etcd_why[400];           /* "ENDPOINTS: REASON" */
 };
 
 /* The task of id, or NULL (under f->mu). */

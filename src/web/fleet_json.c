@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 /* The later of two RFC 3339 times ("" for none). */
 static const char *later(const char *a, const char *b)
 {
@@ -98,6 +100,33 @@ static void clear_dirty(lr_fleet *f)
 	f->locks_dirty = false;
 }
 
+/* Whether etcd answers, for the page. Under f->mu. */
+static json_t *etcd_json(const lr_fleet *f)
+{
+	json_t *o = json_object();
+	char as_of[LR_TIME_BUF];
+
+	json_object_set_new(o, "reachable", json_boolean(!f->etcd_down));
+	if (f->etcd_down) {
+		lr_rfc3339_format(f->etcd_heard_ms, as_of);
+		json_object_set_new(o, "as_of", json_string(as_of));
+		json_object_set_new(o, "error", lr_json_string_lossy(f->etcd_why));
+	}
+	return o;
+}
+
+json_t *lr_fleet_take_etcd(lr_fleet *f)
+{
+	json_t *o = NULL;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->etcd_dirty)
+		o = etcd_json(f);
+	f->etcd_dirty = false;
+	pthread_mutex_unlock(&f->mu);
+	return o;
+}
+
 json_t *lr_fleet_snapshot(lr_fleet *f)
 {
 	json_t *o = json_object(), *tasks = json_array();
@@ -111,6 +140,7 @@ json_t *lr_fleet_snapshot(lr_fleet *f)
 	json_object_set_new(o, "tasks", tasks);
 	json_object_set_new(o, "runners", runners_json(f));
 	json_object_set_new(o, "locks", lr_lock_table_doc(f->locks));
+	json_object_set_new(o, "etcd", etcd_json(f));
 	pthread_mutex_unlock(&f->mu);
 	return o;
 }

@@ -5,6 +5,7 @@
  * watch callback runs on the etcd client's stream thread. */
 #include "web/fleet_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,22 @@ static const struct {
 	{ LR_K_LOCKS, 500 }, { LR_K_SLOTS, 500 },  { LR_K_WANTS, 500 },
 };
 
+/* Every watcher hears of an outage (there is one here): the page is told
+ * when the publisher next runs. */
+static void note_etcd(lr_fleet *f, const lr_watch_batch *b)
+{
+	bool down = b->kind == LR_WATCH_DOWN;
+
+	pthread_mutex_lock(&f->mu);
+	if (down && !f->etcd_down) {
+		f->etcd_heard_ms = b->heard_ms;
+		snprintf(f->etcd_why, sizeof(f->etcd_why), "%s: %s", b->endpoint, b->reason);
+	}
+	f->etcd_dirty = f->etcd_dirty || f->etcd_down != down;
+	f->etcd_down = down;
+	pthread_mutex_unlock(&f->mu);
+}
+
 static void on_watch(void *user, const lr_watch_batch *b)
 {
 	lr_fleet *f = user;
@@ -38,6 +55,10 @@ static void on_watch(void *user, const lr_watch_batch *b)
 		pthread_mutex_lock(&f->mu);
 		f->resync = true;
 		pthread_mutex_unlock(&f->mu);
+		break;
+	case LR_WATCH_DOWN:
+	case LR_WATCH_UP:
+		note_etcd(f, b);
 		break;
 	case LR_WATCH_CREATED:
 	case LR_WATCH_PROGRESS:
@@ -120,6 +141,14 @@ int lr_fleet_resync(lr_fleet *f, lr_err *err)
 		pthread_mutex_unlock(&f->mu);
 	}
 	return rc;
+}
+
+bool lr_fleet_etcd_down(lr_fleet *f)
+{
+	pthread_mutex_lock(&f->mu);
+	bool down = f->etcd_down;
+	pthread_mutex_unlock(&f->mu);
+	return down;
 }
 
 /* ---- lease TTLs ----------------------------------------------------------- */

@@ -138,7 +138,8 @@ static void add_records(json_t *o, const char *id, const lr_task_records *rec)
 	    lr_checkpoint_decode(rec->checkpoint->value, rec->checkpoint->value_len,
 	                         &cp, NULL) == 0) {
 		have_cp = true;
-		json_object_set_new(o, "fence", json_integer(cp.fence));
+		json_object_set_new(o, "fence", json_integer(lr_checkpoint_fence(
+		                        &cp, rec->checkpoint->mod_rev)));
 		state = cp.state;
 	}
 	if (rec->done != NULL &&

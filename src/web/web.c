@@ -68,6 +68,10 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 		.what = "web",
 		.flags = LR_HTTP_STREAMS,
 		.max_connections = max_conn,
+		/* One client (slow on purpose, or a browser gone wild) cannot
+		 * take every connection. Behind a proxy every page comes from
+		 * the proxy's address: it may still take three quarters. */
+		.max_per_ip = max_conn * 3 / 4 > 0 ? max_conn * 3 / 4 : 1,
 		.idle_timeout_s = 10,
 		.handler = web_route,
 		.user = w,

@@ -336,6 +336,86 @@ TEST(a_paused_member_does_not_stall_a_watch)
 	seen_free(&s);
 }
 
+/* DOWN and UP as a watcher sees them, in order. */
+struct link {
+	pthread_mutex_t mu;
+	char kinds[16];      /* 'D', 'U', 'C' (created), 'E' (events) */
+	int64_t heard_ms;
+	char endpoint[128], reason[256];
+};
+
+static void on_link(void *user, const lr_watch_batch *b)
+{
+	struct link *l = user;
+	char k = b->kind == LR_WATCH_DOWN ? 'D' : b->kind == LR_WATCH_UP ? 'U'
+	       : b->kind == LR_WATCH_CREATED ? 'C' : b->kind == LR_WATCH_EVENTS ? 'E' : 0;
+	pthread_mutex_lock(&l->mu);
+	size_t n = strlen(l->kinds);
+	if (k != 0 && n + 1 < sizeof(l->kinds))
+		l->kinds[n] = k;
+	if (b->kind == LR_WATCH_DOWN) {
+		l->heard_ms = b->heard_ms;
+		snprintf(l->endpoint, sizeof(l->endpoint), "%s", b->endpoint);
+		snprintf(l->reason, sizeof(l->reason), "%s", b->reason);
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* ms until l->kinds ends with `last`, -1 after timeout_ms. */
+static int64_t wait_kind(struct link *l, char last, int timeout_ms)
+{
+	int64_t t0 = lr_mono_ms();
+	for (;;) {
+		pthread_mutex_lock(&l->mu);
+		size_t n = strlen(l->kinds);
+		bool seen = n > 0 && l->kinds[n - 1] == last;
+		pthread_mutex_unlock(&l->mu);
+		if (seen)
+			return lr_mono_ms() - t0;
+		if (lr_mono_ms() - t0 > timeout_ms)
+			return -1;
+		lr_sleep_ms(10);
+	}
+}
+
+/* The only member stops: every watcher hears DOWN, naming the endpoint and
+ * why, once; when it is back, UP, and the watch goes on where it was. */
+TEST(an_outage_is_told_to_the_watcher_and_so_is_the_end_of_it)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *pfx = test_prefix("outage");
+	lr_watch *w;
+	struct link l = { .kinds = "" };
+	pthread_mutex_init(&l.mu, NULL);
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	lr_watcher *wr;
+	CHECK_OK(lr_watch_add(w, pfx, LR_KEY_PREFIX, 0, on_link, &l, &wr, &err), &err);
+	CHECK(wait_kind(&l, 'C', 5000) >= 0);
+	int64_t before = lr_wall_ms();
+	CHECK_INT(etcdh_stop(cluster, 0), ==, 0);
+	int64_t took = wait_kind(&l, 'D', 10000);
+	printf("# DOWN %lld ms after the stop: \"%s: %s\", heard %lld ms before the stop\n",
+	       (long long)took, l.endpoint, l.reason, (long long)(before - l.heard_ms));
+	CHECK(took >= 0);
+	CHECK_STR(l.endpoint, etcdh_endpoints(cluster));
+	CHECK(l.reason[0] != '\0');
+	CHECK(l.heard_ms <= lr_wall_ms());
+	CHECK(l.heard_ms >= before - 2 * 1000); /* a progress reply comes every second */
+	lr_sleep_ms(2500); /* down all along: told once */
+	CHECK_INT(etcdh_restart(cluster, 0), ==, 0);
+	CHECK(wait_kind(&l, 'C', 10000) >= 0);
+	CHECK_OK(lr_kv_put(c, pfx, "after", 5, 0, NULL, NULL, &err), &err);
+	CHECK(wait_kind(&l, 'E', 5000) >= 0);
+	pthread_mutex_lock(&l.mu);
+	printf("# what the watcher saw: %s\n", l.kinds);
+	CHECK_STR(l.kinds, "CDUCE");
+	pthread_mutex_unlock(&l.mu);
+	lr_watcher_cancel(wr);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	pthread_mutex_destroy(&l.mu);
+}
+
 static int setup(void) { return cluster_up(1, NULL); }
 
 TEST_LIST(
@@ -344,5 +424,6 @@ TEST_LIST(
 	TEST_CASE(compaction_is_reported_to_the_watcher),
 	TEST_CASE(nothing_is_lost_or_repeated_across_member_restarts),
 	TEST_CASE(a_paused_member_does_not_stall_a_watch),
+	TEST_CASE(an_outage_is_told_to_the_watcher_and_so_is_the_end_of_it),
 );
 TEST_MAIN(setup, cluster_down)

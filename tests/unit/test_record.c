@@ -92,6 +92,13 @@ TEST(checkpoint_round_trips_with_its_state)
 	free(text);
 }
 
+TEST(checkpoint_fence_0_is_the_claim_of_the_same_revision)
+{
+	lr_checkpoint_rec by_claim = { .fence = 0 }, fenced = { .fence = 17 };
+	CHECK_INT(lr_checkpoint_fence(&by_claim, 42), ==, 42);
+	CHECK_INT(lr_checkpoint_fence(&fenced, 42), ==, 17);
+}
+
 TEST(checkpoint_state_may_be_any_json_value)
 {
 	lr_checkpoint_rec out = { .state = NULL };
@@ -486,6 +493,7 @@ TEST(encoders_refuse_strings_that_are_not_utf8)
 TEST_LIST(
 	TEST_CASE(claim_round_trips),
 	TEST_CASE(checkpoint_round_trips_with_its_state),
+	TEST_CASE(checkpoint_fence_0_is_the_claim_of_the_same_revision),
 	TEST_CASE(checkpoint_state_may_be_any_json_value),
 	TEST_CASE(done_round_trips_with_error_and_state),
 	TEST_CASE(done_with_an_error_that_is_not_utf8_is_written_with_replacements),

@@ -15,9 +15,9 @@
 
 #include "base/clock.h"
 
-int http_connect_within(const char *addr, int timeout_ms)
+int http_connect_from(const char *src, const char *addr, int timeout_ms)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = { .sin_family = AF_INET }, from = { .sin_family = AF_INET };
 	char host[64];
 	const char *colon = strrchr(addr, ':');
 	int fd;
@@ -29,9 +29,15 @@ int http_connect_within(const char *addr, int timeout_ms)
 	sa.sin_port = htons((uint16_t)atoi(colon + 1));
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return -1;
+	if (src != NULL && inet_pton(AF_INET, src, &from.sin_addr) != 1)
+		return -1;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
+	if (src != NULL && bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0) {
+		close(fd);
+		return -1;
+	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		int soerr = 0;
@@ -45,6 +51,11 @@ int http_connect_within(const char *addr, int timeout_ms)
 	/* Blocking again: the callers read and write with poll. */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
+}
+
+int http_connect_within(const char *addr, int timeout_ms)
+{
+	return http_connect_from(NULL, addr, timeout_ms);
 }
 
 int http_connect(const char *addr)
@@ -76,11 +87,17 @@ static void split(http_resp *r, char *all, size_t len)
 
 http_resp http_raw(const char *addr, const void *req, size_t len, int timeout_ms)
 {
+	return http_raw_from(NULL, addr, req, len, timeout_ms);
+}
+
+http_resp http_raw_from(const char *src, const char *addr, const void *req, size_t len,
+                        int timeout_ms)
+{
 	http_resp r = { .status = -1 };
 	int64_t end = lr_mono_ms() + timeout_ms;
 	size_t n = 0, cap = 4096;
 	char *buf = malloc(cap);
-	int fd = http_connect(addr);
+	int fd = http_connect_from(src, addr, 10000);
 
 	buf[0] = '\0';
 	if (fd >= 0) {

@@ -19,10 +19,16 @@ int http_connect(const char *addr);
 /* The same, giving up after timeout_ms (a server whose backlog is full
  * leaves connect() waiting for seconds). */
 int http_connect_within(const char *addr, int timeout_ms);
+/* The same from the local address src ("127.0.0.2": any of loopback's
+ * 127/8 stands for another client); NULL: any. */
+int http_connect_from(const char *src, const char *addr, int timeout_ms);
 
 /* Send req (len bytes) on a new connection and read the reply until the
  * server closes it or timeout_ms passes. */
 http_resp http_raw(const char *addr, const void *req, size_t len, int timeout_ms);
+/* The same from the local address src (see http_connect_from). */
+http_resp http_raw_from(const char *src, const char *addr, const void *req, size_t len,
+                        int timeout_ms);
 
 /* GET path with HTTP/1.0 (the server closes after the reply); extra is
  * more header lines, each ending with "\r\n" (may be NULL). */

@@ -55,6 +55,10 @@ static void page_close(struct page *p)
 }
 
 static const char row_js[] = "document.querySelector('#tasks tr[data-id=\"%s\"]')";
+/* Whether the cancel button takes room on the screen. */
+static const char cancel_shown_js[] =
+    "getComputedStyle(document.getElementById('detail-actions')).display !== 'none' &&"
+    " document.getElementById('detail-cancel').getClientRects().length > 0";
 
 TEST(a_task_submitted_after_the_page_loaded_appears_within_a_second)
 {
@@ -219,8 +223,47 @@ TEST(the_detail_shows_steps_state_and_history_but_no_env_values)
 	CHECK(cdp_eval_bool(&p.b, "document.getElementById('detail-env').textContent.includes('API_TOKEN')"));
 	CHECK(cdp_eval_bool(&p.b, "document.getElementById('detail-history').textContent.includes('succeeded')"));
 	CHECK(cdp_eval_bool(&p.b, "!document.body.innerHTML.includes('hunter2')"));
-	/* Read-only: no cancel button. */
+	/* Read-only: no cancel button, on the screen and not only in the DOM
+	 * (a rule of the style sheet can undo `hidden`). */
 	CHECK(cdp_eval_bool(&p.b, "document.getElementById('detail-actions').hidden"));
+	CHECK(!cdp_eval_bool(&p.b, "%s", cancel_shown_js));
+	page_close(&p);
+}
+
+TEST(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel)
+{
+	struct page p;
+	page_open(&p, "cancelbtn", true);
+	fleet_start(&p.f, 0, (const char *const[]){ "--concurrency", "2", NULL });
+	fleet_submit(&p.f, "long", "{\"id\":\"%s\",\"steps\":[" STEP("wait", "sleep 30") "]}");
+	fleet_submit(&p.f, "short", "{\"id\":\"%s\",\"steps\":[" STEP("a", "true") "]}");
+	CHECK(fleet_wait_state(&p.f, "long", LR_TASK_RUNNING, 10000) >= 0);
+	CHECK(fleet_wait_state(&p.f, "short", LR_TASK_SUCCEEDED, 20000) >= 0);
+	CHECK(cdp_wait_for(&p.b, 5000, "document.querySelector('#tasks tr[data-id=\"short\"] .badge')"
+	                   ".textContent === 'succeeded'") >= 0);
+	cdp_run(&p.b, "%s.click()", "document.querySelector('#tasks tr[data-id=\"short\"]')");
+	CHECK(cdp_wait_for(&p.b, 5000, "document.getElementById('detail-title').textContent === 'short'") >= 0);
+	CHECK(!cdp_eval_bool(&p.b, "%s", cancel_shown_js));
+	cdp_run(&p.b, "%s.click()", "document.querySelector('#tasks tr[data-id=\"long\"]')");
+	CHECK(cdp_wait_for(&p.b, 5000, "%s", cancel_shown_js) >= 0);
+	page_close(&p);
+}
+
+TEST(the_page_says_when_etcd_is_unreachable_and_when_it_is_back)
+{
+	struct page p;
+	page_open(&p, "outage", false);
+	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
+	long long took = cdp_wait_for(&p.b, 10000, "document.getElementById('conn').textContent"
+	                              ".startsWith('etcd unreachable, data as of ')");
+	char *said = cdp_eval_str(&p.b, "document.getElementById('conn').textContent");
+	printf("# \"%s\" %lld ms after the stop\n", said, took);
+	free(said);
+	CHECK(took >= 0);
+	CHECK(cdp_eval_bool(&p.b, "document.getElementById('conn').dataset.state === 'stale'"));
+	CHECK_INT(etcdh_restart(web_etcd, 0), ==, 0);
+	CHECK(cdp_wait_for(&p.b, 10000, "document.getElementById('conn').dataset.state === 'live'") >= 0);
+	CHECK(cdp_eval_bool(&p.b, "document.getElementById('conn').textContent === 'live'"));
 	page_close(&p);
 }
 
@@ -290,6 +333,8 @@ TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_seco
           TEST_CASE(a_killed_runner_leaves_the_runners_list),
           TEST_CASE(the_screenshot_shows_the_task_table),
           TEST_CASE(the_detail_shows_steps_state_and_history_but_no_env_values),
-          TEST_CASE(ten_thousand_tasks_stay_usable_in_pages));
+          TEST_CASE(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel),
+          TEST_CASE(ten_thousand_tasks_stay_usable_in_pages),
+          TEST_CASE(the_page_says_when_etcd_is_unreachable_and_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

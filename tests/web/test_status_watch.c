@@ -1,5 +1,6 @@
 /* test_status_watch.c - `leaserun status --watch` redraws when a task
- * changes in etcd (a watch), and not otherwise: no timer. */
+ * changes in etcd (a watch), and not otherwise: no timer; it says when
+ * etcd stops answering, and redraws when it is back. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,83 @@ TEST(status_watch_redraws_on_a_change_and_only_then)
 	fleet_destroy(&f);
 }
 
-TEST_LIST(TEST_CASE(status_watch_redraws_on_a_change_and_only_then));
+/* The lines starting with "ID " (a table's header) after `from`. */
+static int headers_after(const char *from)
+{
+	int n = 0;
+	for (const char *p = from; p != NULL && (p = strstr(p, "\nID ")) != NULL; p += 4)
+		n++;
+	return n;
+}
+
+static const char unreachable[] = "etcd unreachable since ";
+
+/* Where the last "etcd unreachable" line of text starts, or NULL. */
+static const char *last_unreachable(const char *text)
+{
+	const char *last = NULL;
+	for (const char *p = text; (p = strstr(p, unreachable)) != NULL; p++)
+		last = p;
+	return last;
+}
+
+TEST(status_watch_says_when_etcd_is_unreachable_and_redraws_when_it_is_back)
+{
+	fleet f;
+	proc_bg watch;
+	char log[320];
+	char *argv[16];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "outage");
+	fleet_submit(&f, "kept", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
+	const char *args[] = { "status", "--watch", "--endpoints", f.endpoints,
+		               "--prefix", f.prefix, NULL };
+	proc_cli_argv(argv, 16, args);
+	snprintf(log, sizeof(log), "%s/watch.log", f.dir);
+	proc_start(&watch, argv, NULL, log);
+	CHECK(wait_frames(log, 1, 10000) >= 0);
+
+	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
+	int64_t t0 = lr_mono_ms();
+	char *text = NULL;
+	const char *said = NULL;
+	while (said == NULL && lr_mono_ms() - t0 < 10000) {
+		free(text);
+		lr_sleep_ms(50);
+		text = proc_slurp(log);
+		said = last_unreachable(text);
+	}
+	printf("# said %lld ms after the stop: %.*s\n", (long long)(lr_mono_ms() - t0),
+	       said != NULL ? (int)strcspn(said, "\n") : 0, said != NULL ? said : "");
+	CHECK(said != NULL);
+	CHECK_HAS(said, etcdh_endpoints(web_etcd));
+	/* The tasks read last are shown with it. */
+	CHECK_HAS(said, "kept");
+	free(text);
+
+	CHECK_INT(etcdh_restart(web_etcd, 0), ==, 0);
+	t0 = lr_mono_ms();
+	bool redrawn = false;
+	while (!redrawn && lr_mono_ms() - t0 < 10000) {
+		lr_sleep_ms(50);
+		text = proc_slurp(log);
+		/* Its own frame's table, then one without the message. */
+		redrawn = headers_after(last_unreachable(text)) >= 2;
+		if (!redrawn)
+			free(text);
+	}
+	printf("# redrawn without it %lld ms after etcd was back\n",
+	       (long long)(lr_mono_ms() - t0));
+	CHECK(redrawn);
+	const char *after = strrchr(text, '\0');
+	while (after > text && strncmp(after, "ID ", 3) != 0)
+		after--;
+	CHECK_HAS(after, "kept");
+	free(text);
+	CHECK_INT(proc_stop(&watch, SIGTERM, 5000), ==, 0);
+	fleet_destroy(&f);
+}
+
+TEST_LIST(TEST_CASE(status_watch_redraws_on_a_change_and_only_then),
+          TEST_CASE(status_watch_says_when_etcd_is_unreachable_and_redraws_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

@@ -8,7 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "base/clock.h"
+#include "client/client.h"
+#include "etcd/kv.h"
 #include "fleet.h"
 #include "httpc.h"
 #include "servers.h"
@@ -52,6 +56,38 @@ TEST(neither_the_stream_nor_the_detail_carries_env_values)
 	http_resp_free(&r);
 	proc_stop(&web, SIGTERM, 5000);
 	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
+/* The checkpoint the claim txn writes says fence 0, "this claim"; the
+ * detail says which claim: its create revision, as LEASERUN_FENCE does. */
+TEST(the_detail_of_a_claimed_task_gives_the_claims_fence)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], key[LR_KEY_SIZE], *body = NULL;
+	lr_range_result claim;
+	lr_err err = { 0 };
+	fleet_init(&f, etcdh_endpoints(web_etcd), "fence");
+	fleet_start(&f, 0, NULL);
+	fleet_submit(&f, "held", SECRET_SPEC);
+	CHECK(fleet_wait_state(&f, "held", LR_TASK_RUNNING, 10000) >= 0);
+	web_start(&web, &f, false, addr);
+	lr_key(f.client, LR_K_CLAIMS, "held", key);
+	CHECK_OK(lr_kv_get(lr_client_etcd(f.client), key, &claim, &err), &err);
+	CHECK_INT(claim.n, ==, 1);
+	CHECK_INT(status_of(addr, "GET", "/api/tasks/held", NULL, &body), ==, 200);
+	json_t *detail = json_loads(body, 0, NULL);
+	CHECK(detail != NULL);
+	printf("# claims/held created at revision %lld; the detail says fence %lld\n",
+	       (long long)claim.kvs[0].create_rev,
+	       (long long)json_integer_value(json_object_get(detail, "fence")));
+	CHECK(json_is_integer(json_object_get(detail, "fence")));
+	CHECK_INT(json_integer_value(json_object_get(detail, "fence")), ==, claim.kvs[0].create_rev);
+	json_decref(detail);
+	free(body);
+	lr_range_result_free(&claim);
+	proc_stop(&web, SIGTERM, 5000);
 	fleet_destroy(&f);
 }
 
@@ -237,6 +273,104 @@ TEST(event_streams_leave_room_for_requests)
 	fleet_destroy(&f);
 }
 
+/* A client that opens connections and sends nothing holds each until the
+ * idle timeout: one address cannot take them all, another still gets the
+ * page. */
+TEST(one_address_cannot_take_every_connection)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], req[128];
+	int fds[64];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "perip");
+	web_start(&web, &f, false, addr);
+	for (int i = 0; i < 64; i++)
+		fds[i] = http_connect_from("127.0.0.1", addr, 2000);
+	lr_sleep_ms(300); /* the server takes them in */
+	int n = snprintf(req, sizeof(req), "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
+	http_resp same = http_raw_from("127.0.0.1", addr, req, (size_t)n, 2000);
+	http_resp other = http_raw_from("127.0.0.2", addr, req, (size_t)n, 2000);
+	printf("# with 64 idle connections from 127.0.0.1: its next request %d, "
+	       "127.0.0.2's %d (-1: refused)\n", same.status, other.status);
+	CHECK_INT(same.status, ==, -1);
+	CHECK_INT(other.status, ==, 200);
+	http_resp_free(&same);
+	http_resp_free(&other);
+	for (int i = 0; i < 64; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
+/* Read fd into *buf (from *len on) until `needle` is in what came after
+ * `from` (an offset into *buf); where it starts, or -1 after timeout_ms. */
+static long read_until(int fd, char **buf, size_t *len, size_t from, const char *needle,
+                       int timeout_ms)
+{
+	int64_t end = lr_mono_ms() + timeout_ms;
+	for (;;) {
+		char *at = *buf != NULL ? strstr(*buf + from, needle) : NULL;
+		if (at != NULL)
+			return at - *buf;
+		int64_t wait = end - lr_mono_ms();
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (wait <= 0 || poll(&p, 1, (int)wait) <= 0)
+			return -1;
+		*buf = realloc(*buf, *len + 4097);
+		ssize_t got = read(fd, *buf + *len, 4096);
+		if (got <= 0)
+			return -1;
+		*len += (size_t)got;
+		(*buf)[*len] = '\0';
+	}
+}
+
+/* The page is told when etcd stops answering (with the time its data is
+ * as of) and when it answers again: an event on the stream, and in the
+ * snapshot of a page that opens meanwhile. */
+TEST(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], req[128], *buf = NULL;
+	size_t len = 0;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "outage");
+	web_start(&web, &f, false, addr);
+	int fd = http_connect(addr);
+	CHECK(fd >= 0);
+	int n = snprintf(req, sizeof(req), "GET /events HTTP/1.0\r\nHost: %s\r\n\r\n", addr);
+	CHECK(write(fd, req, (size_t)n) == n);
+	CHECK(read_until(fd, &buf, &len, 0, "\"etcd\":{\"reachable\":true}", 5000) >= 0);
+
+	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
+	int64_t t0 = lr_mono_ms();
+	long down = read_until(fd, &buf, &len, 0, "event: etcd\ndata: {\"reachable\":false", 10000);
+	printf("# told %lld ms after the stop: %.*s\n", (long long)(lr_mono_ms() - t0),
+	       down >= 0 ? (int)strcspn(buf + down + 12, "\n") : 0, down >= 0 ? buf + down + 12 : "");
+	CHECK(down >= 0);
+	CHECK(read_until(fd, &buf, &len, (size_t)down, "\n\n", 1000) >= 0);
+	CHECK_HAS(buf + down, "\"as_of\":\"20");
+	CHECK_HAS(buf + down, etcdh_endpoints(web_etcd));
+	/* A page opened now learns it from its snapshot. */
+	http_resp r = http_get(addr, "/events", NULL, 1500);
+	CHECK_HAS(r.body, "\"etcd\":{\"reachable\":false");
+	http_resp_free(&r);
+
+	CHECK_INT(etcdh_restart(web_etcd, 0), ==, 0);
+	t0 = lr_mono_ms();
+	long up = read_until(fd, &buf, &len, (size_t)down,
+	                     "event: etcd\ndata: {\"reachable\":true}", 10000);
+	printf("# told %lld ms after etcd was back\n", (long long)(lr_mono_ms() - t0));
+	CHECK(up >= 0);
+	close(fd);
+	free(buf);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -258,11 +392,14 @@ TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 }
 
 TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
+          TEST_CASE(the_detail_of_a_claimed_task_gives_the_claims_fence),
           TEST_CASE(the_page_is_served_with_a_strict_content_security_policy),
           TEST_CASE(cancel_is_refused_by_a_read_only_server),
           TEST_CASE(cancel_with_allow_cancel_comes_from_the_page_only),
           TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
           TEST_CASE(event_streams_leave_room_for_requests),
-          TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1));
+          TEST_CASE(one_address_cannot_take_every_connection),
+          TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
+          TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

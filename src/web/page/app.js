@@ -17,6 +17,8 @@ const view = {
   page: 0,
   selected: null,     // the id shown in the detail panel
   detail: null,       // its detail as last fetched
+  etcd: null,         // {reachable, as_of, error} as the server last said
+  streamOpen: false,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -59,7 +61,9 @@ function applySnapshot(s) {
   view.sorted = null;
   view.runners = s.runners || [];
   view.locks = s.locks === undefined ? null : s.locks;
+  view.etcd = s.etcd || null;
   $('prefix').textContent = view.config.prefix || '';
+  showConn();
   scheduleRender(true);
 }
 
@@ -382,23 +386,42 @@ async function cancelSelected() {
 
 // ---- the stream -------------------------------------------------------------
 
-function setConn(state, text) {
+function setConn(state, text, title) {
   const c = $('conn');
   c.dataset.state = state;
   c.textContent = text;
+  c.title = title || '';
+}
+
+// Live only when both the stream and the server's watch of etcd are:
+// while etcd does not answer, what the page shows is as of when it last
+// did.
+function showConn() {
+  const e = view.etcd;
+  if (!view.streamOpen) {
+    setConn('reconnecting', 'reconnecting…');
+  } else if (e && e.reachable === false) {
+    const at = new Date(Date.parse(e.as_of));
+    setConn('stale', 'etcd unreachable, data as of ' +
+      (Number.isNaN(at.getTime()) ? e.as_of : at.toLocaleTimeString()), e.error);
+  } else {
+    setConn('live', 'live');
+  }
 }
 
 function connect() {
   const es = new EventSource('events');
-  es.addEventListener('open', () => setConn('live', 'live'));
+  es.addEventListener('open', () => { view.streamOpen = true; showConn(); });
   es.addEventListener('error', () => {
-    setConn('reconnecting', 'reconnecting…');
+    view.streamOpen = false;
+    showConn();
     // A refusal (the server full, or restarting) closes an EventSource
     // for good: a new one, a little later.
     if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
   });
   es.addEventListener('snapshot', (e) => applySnapshot(JSON.parse(e.data)));
   es.addEventListener('update', (e) => applyUpdate(JSON.parse(e.data)));
+  es.addEventListener('etcd', (e) => { view.etcd = JSON.parse(e.data); showConn(); });
 }
 
 // ---- wiring -------------------------------------------------------------------
