@@ -9,11 +9,19 @@
 #include "test.h"
 
 static etcdh_cluster *cluster;
+static const char *endpoints;
 
 int hosted_setup(void)
 {
+	/* A child process of a test uses its parent's etcd. */
+	endpoints = getenv(HOSTED_ENDPOINTS);
+	if (endpoints != NULL)
+		return 0;
 	etcdh_opts o = { .members = 1 };
-	return etcdh_start(&o, &cluster);
+	int rc = etcdh_start(&o, &cluster);
+	if (rc == 0)
+		endpoints = etcdh_endpoints(cluster);
+	return rc;
 }
 
 void hosted_teardown(void)
@@ -21,9 +29,14 @@ void hosted_teardown(void)
 	etcdh_destroy(cluster);
 }
 
+const char *hosted_endpoints(void)
+{
+	return endpoints;
+}
+
 lr_client *hosted_client(const char *prefix)
 {
-	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster), .prefix = prefix };
+	lr_client_opts o = { .endpoints = endpoints, .prefix = prefix };
 	lr_client *c;
 	lr_err err;
 	CHECK_OK(lr_client_open(&o, &c, &err), &err);

@@ -7,9 +7,14 @@
 
 #include "leaserun.h"
 
-/* TEST_MAIN's setup and teardown: one etcd member for the program. */
+/* TEST_MAIN's setup and teardown: one etcd member for the program, or,
+ * with HOSTED_ENDPOINTS in the environment (a child process the test
+ * started), the etcd it names. */
+#define HOSTED_ENDPOINTS "LR_TEST_HOSTED_ENDPOINTS"
 int hosted_setup(void);
 void hosted_teardown(void);
+/* The endpoints of that etcd. */
+const char *hosted_endpoints(void);
 
 /* A client on that etcd under prefix; fails the test on error. */
 lr_client *hosted_client(const char *prefix);

@@ -345,10 +345,12 @@ TEST(freeing_a_running_runner_aborts_with_a_message)
 	exe[len] = '\0';
 	char *argv[] = { exe, "freeing_a_running_runner_aborts_with_a_message", NULL };
 	setenv(FREE_CHILD, "1", 1);
+	setenv(HOSTED_ENDPOINTS, hosted_endpoints(), 1);
 	extern char **environ;
 	pid_t pid;
 	int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
 	unsetenv(FREE_CHILD);
+	unsetenv(HOSTED_ENDPOINTS);
 	posix_spawn_file_actions_destroy(&fa);
 	close(out[1]);
 	CHECK_INT(rc, ==, 0);
