@@ -95,6 +95,13 @@ static int acquire_lease(lr_runner *r, int64_t old_lease, lr_err *err)
 	int rc = lr_lease_grant(c, r->ttl_s, &id, &granted, &sent, err);
 	if (rc != 0)
 		return rc;
+	int64_t took = lr_mono_ms() - sent;
+	if (took * 4 > granted * 1000)
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+		              "the lease grant took %lld ms from etcd %s, over a quarter of the "
+		              "TTL (%llds): renewals may come too late to keep the lease or the "
+		              "steps running; give a TTL of at least 4 round trips",
+		              (long long)took, lr_etcd_endpoints(c), (long long)granted);
 	r->granted_ttl = granted;
 	rc = lr_keepalive_add(r->ka, id, granted, sent, on_lease_lost, on_lease_renewed, r,
 	                      err);

@@ -1,6 +1,13 @@
 /* lease.c - lease calls and the keepalive service, which times each
  * renewal's round trip for the client's call counts.
  *
+ * Renewals go out every TTL/3 whether or not the one before was answered,
+ * a few at most in flight: etcd answers them in order on the stream, so
+ * each reply is matched with its own send time, and a link whose round
+ * trip is longer than TTL/3 still keeps the lease. A renewal unanswered for
+ * TTL/3 plus the last round trip means the member may be cut off: the
+ * stream is opened again (round robin moves to another member).
+ *
  * Threads: grant/revoke/ttl block their caller. The keepalive's stream
  * callbacks (opened, message, closed, tick) run on the client's stream
  * thread; add/remove/deadline run on any thread. k->mu guards the lease
@@ -19,13 +26,21 @@
 #include "base/error.h"
 #include "etcd/stream.h"
 
+/* Renewals of one lease in flight at most: TTL/3 apart, so three cover a
+ * round trip as long as the TTL. */
+#define KA_IN_FLIGHT 3
+
 struct lease {
 	int64_t id;
 	int64_t ttl_ms;
 	int64_t deadline;  /* monotonic ms */
 	int64_t next_send; /* when to renew next */
-	int64_t sent_at;   /* send time of the renewal in flight, 0: none */
-	int64_t sent_us;   /* the same in microseconds, for its round trip */
+	/* Renewals in flight on the current stream, oldest first: send
+	 * times in ms and in microseconds (for their round trips). */
+	int64_t sent_at[KA_IN_FLIGHT];
+	int64_t sent_us[KA_IN_FLIGHT];
+	int n_sent;
+	int64_t rtt_ms;    /* the last round trip (first: the grant's) */
 	lr_lease_lost_fn fn;
 	lr_lease_renewed_fn renewed;
 	void *user;
@@ -110,10 +125,23 @@ static void send_renewal(lr_keepalive *k, struct lease *l, int64_t now)
 {
 	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	req.id = l->id;
-	if (lr_stream_send(k->stream, &req.base) == 0) {
-		l->sent_at = now;
-		l->sent_us = lr_mono_us();
+	if (l->n_sent < KA_IN_FLIGHT && lr_stream_send(k->stream, &req.base) == 0) {
+		l->sent_at[l->n_sent] = now;
+		l->sent_us[l->n_sent] = lr_mono_us();
+		l->n_sent++;
+		l->next_send = now + l->ttl_ms / 3;
 	}
+}
+
+/* The oldest renewal in flight answered: forget it, give its send time. */
+static int64_t answered(struct lease *l, int64_t *sent_us)
+{
+	int64_t at = l->sent_at[0];
+	*sent_us = l->sent_us[0];
+	l->n_sent--;
+	memmove(l->sent_at, l->sent_at + 1, (size_t)l->n_sent * sizeof(l->sent_at[0]));
+	memmove(l->sent_us, l->sent_us + 1, (size_t)l->n_sent * sizeof(l->sent_us[0]));
+	return at;
 }
 
 static struct lease *find(lr_keepalive *k, int64_t id)
@@ -153,7 +181,7 @@ static void ka_opened(void *owner, lr_stream *s)
 	int64_t now = lr_mono_ms();
 	pthread_mutex_lock(&k->mu);
 	for (struct lease *l = k->leases; l != NULL; l = l->next)
-		if (l->sent_at == 0)
+		if (l->n_sent == 0)
 			send_renewal(k, l, now);
 	pthread_mutex_unlock(&k->mu);
 }
@@ -171,19 +199,22 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 	int64_t deadline = 0;
 	pthread_mutex_lock(&k->mu);
 	struct lease *l = find(k, r->id);
-	if (l != NULL && l->sent_at != 0)
-		lr_stream_count_round_trip(k->stream, lr_mono_us() - l->sent_us);
+	int64_t sent = 0, sent_us = 0;
+	if (l != NULL && l->n_sent > 0) {
+		sent = answered(l, &sent_us);
+		lr_stream_count_round_trip(k->stream, lr_mono_us() - sent_us);
+		l->rtt_ms = now - sent;
+	}
 	if (l != NULL) {
 		if (r->ttl <= 0) {
 			char why[300];
 			snprintf(why, sizeof(why), "etcd %s answered TTL 0: the lease expired or "
 			         "was revoked", k->endpoints);
 			lose(k, l, why);
-		} else if (l->sent_at != 0) {
+		} else if (sent != 0) {
 			l->ttl_ms = r->ttl * 1000;
-			l->deadline = l->sent_at + l->ttl_ms;
-			l->next_send = now + l->ttl_ms / 3;
-			l->sent_at = 0;
+			if (sent + l->ttl_ms > l->deadline)
+				l->deadline = sent + l->ttl_ms;
 			k->trouble[0] = '\0';
 			renewed = l->renewed;
 			user = l->user;
@@ -212,7 +243,7 @@ static void ka_closed(void *owner, int code, const char *why)
 	if (k->trouble[0] == '\0' || strcasestr(why, "cancel") == NULL)
 		snprintf(k->trouble, sizeof(k->trouble), "the stream ended: %s", why);
 	for (struct lease *l = k->leases; l != NULL; l = l->next)
-		l->sent_at = 0; /* resent as soon as the stream is back */
+		l->n_sent = 0; /* resent as soon as the stream is back */
 	pthread_mutex_unlock(&k->mu);
 }
 
@@ -226,9 +257,9 @@ restart:
 	for (struct lease *l = k->leases; l != NULL; l = l->next) {
 		if (now >= l->deadline) {
 			char why[500], pending[80] = "";
-			if (l->sent_at != 0)
+			if (l->n_sent > 0)
 				snprintf(pending, sizeof(pending), ", and the one sent %lld ms ago has "
-				         "no answer", (long long)(now - l->sent_at));
+				         "no answer", (long long)(now - l->sent_at[0]));
 			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds) "
 			         "from etcd %s: the last one answered was sent %lld ms ago%s%s%s",
 			         (long long)(l->ttl_ms / 1000), k->endpoints,
@@ -237,24 +268,30 @@ restart:
 			lose(k, l, why);
 			goto restart; /* the table may have changed meanwhile */
 		}
+		/* The oldest renewal in flight is overdue when unanswered for
+		 * a third of the TTL beyond the last round trip (counted up to
+		 * a third of the TTL: one slow reply must not hide a member cut
+		 * off later). */
+		int64_t rtt = l->rtt_ms < l->ttl_ms / 3 ? l->rtt_ms : l->ttl_ms / 3;
+		int64_t overdue = l->n_sent > 0 ? l->sent_at[0] + l->ttl_ms / 3 + rtt : INT64_MAX;
 		int64_t due;
-		if (l->sent_at == 0) {
-			if (now >= l->next_send)
-				send_renewal(k, l, now);
-			/* Not sent (the stream is down): again in a while, not at
-			 * once, which would spin until it is back. */
-			due = l->sent_at != 0 ? l->sent_at + l->ttl_ms / 3
-			      : l->next_send > now ? l->next_send : now + 50;
-		} else if (now - l->sent_at >= l->ttl_ms / 3) {
-			/* No reply for a third of the TTL: the member may be cut
-			 * off. Reconnect (round robin moves to another member). */
+		if (now >= overdue) {
+			/* The member may be cut off. Reconnect (round robin
+			 * moves to another member), and renew there at once. */
 			reset = true;
 			snprintf(k->trouble, sizeof(k->trouble), "no reply for %lld ms",
-			         (long long)(now - l->sent_at));
-			l->sent_at = 0;
+			         (long long)(now - l->sent_at[0]));
+			l->n_sent = 0;
+			l->next_send = now;
 			due = now + 50;
 		} else {
-			due = l->sent_at + l->ttl_ms / 3;
+			if (now >= l->next_send)
+				send_renewal(k, l, now);
+			/* Not sent (the stream is down, or too many in flight):
+			 * again in a while, not at once, which would spin. */
+			due = l->next_send > now ? l->next_send : now + 50;
+			if (l->n_sent > 0 && overdue < due)
+				due = overdue;
 		}
 		if (due < next)
 			next = due;
@@ -319,7 +356,11 @@ int lr_keepalive_add(lr_keepalive *k, int64_t id, int64_t ttl_s, int64_t sent_ms
 	l->id = id;
 	l->ttl_ms = ttl_s * 1000;
 	l->deadline = sent_ms + l->ttl_ms;
-	l->next_send = lr_mono_ms() + l->ttl_ms / 3;
+	/* Counted from the grant's sending, as its deadline is: over a slow
+	 * link the first renewal may be due at once. */
+	l->next_send = sent_ms + l->ttl_ms / 3;
+	int64_t now = lr_mono_ms();
+	l->rtt_ms = now > sent_ms ? now - sent_ms : 0;
 	l->fn = fn;
 	l->renewed = renewed;
 	l->user = user;

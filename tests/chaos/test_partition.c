@@ -2,6 +2,8 @@
  * TCP proxy that the test controls: the runner stops its step by its lease
  * deadline and commits nothing, another runner finishes the task, and once
  * the network heals the cut runner comes back with a new lease and works.
+ * And a runner behind a slow link (round trips over a third of its TTL)
+ * keeps its lease.
  *
  * Threads: the test runs on the main thread (which starts the runners, so
  * they die with it); the proxy forwards on a thread of its own, told what to
@@ -43,16 +45,26 @@ static long step_group;
  * upstream member, and bytes are copied both ways. Cut: every forwarded
  * connection is closed, and new ones are accepted but never forwarded (a
  * black hole: the client's handshake hangs). Heal: the held connections are
- * closed and new ones are forwarded again. */
+ * closed and new ones are forwarded again. A proxy may also delay every
+ * byte by a fixed time each way (a slow link): bytes read are queued with
+ * the time they may go on. */
 
 #define PROXY_LINKS 32
 #define PROXY_BUF 65536
 
 enum proxy_mode { PROXY_FORWARD, PROXY_CUT, PROXY_QUIT };
 
+struct chunk {              /* bytes held back by a slow link */
+	struct chunk *next;
+	int64_t at;             /* when they may go on (monotonic ms) */
+	size_t len, off;
+	char data[];
+};
+
 struct half {               /* one direction of a link */
 	char buf[PROXY_BUF];
 	size_t len, off;        /* bytes read and not yet written: [off, len) */
+	struct chunk *head, *tail; /* a slow link's queue, oldest first */
 };
 
 struct link {
@@ -69,6 +81,7 @@ struct proxy {
 	pthread_cond_t changed;
 	enum proxy_mode want;   /* under mu */
 	enum proxy_mode mode;   /* under mu: what the thread applies now */
+	int delay_ms;           /* each way; 0: none */
 	struct link links[PROXY_LINKS];
 	int held[PROXY_LINKS];
 	char endpoint[32];
@@ -81,10 +94,23 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+static void half_clear(struct half *h)
+{
+	while (h->head != NULL) {
+		struct chunk *c = h->head;
+		h->head = c->next;
+		free(c);
+	}
+	h->tail = NULL;
+	h->len = h->off = 0;
+}
+
 static void link_close(struct link *l)
 {
 	close_fd(&l->client);
 	close_fd(&l->upstream);
+	half_clear(&l->up);
+	half_clear(&l->down);
 }
 
 static void links_close_all(struct proxy *p)
@@ -141,7 +167,63 @@ static void on_accept(struct proxy *p, enum proxy_mode mode)
 	struct link *l = &p->links[i];
 	l->client = fd;
 	l->upstream = up;
-	l->up.len = l->up.off = l->down.len = l->down.off = 0;
+	half_clear(&l->up);
+	half_clear(&l->down);
+}
+
+/* pump() for a slow link: what `from` has is queued for delay_ms, and what
+ * is due is written to `to` (non-blocking, so tried whenever due). */
+static bool pump_late(struct half *h, int from, short from_ev, int to, int delay_ms)
+{
+	if (from_ev & (POLLIN | POLLHUP | POLLERR)) {
+		ssize_t n = read(from, h->buf, sizeof(h->buf));
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return false;
+		if (n > 0) {
+			struct chunk *c = malloc(sizeof(*c) + (size_t)n);
+			CHECK(c != NULL);
+			*c = (struct chunk){ .at = lr_mono_ms() + delay_ms, .len = (size_t)n };
+			memcpy(c->data, h->buf, (size_t)n);
+			if (h->tail != NULL)
+				h->tail->next = c;
+			else
+				h->head = c;
+			h->tail = c;
+		}
+	}
+	while (h->head != NULL && h->head->at <= lr_mono_ms()) {
+		struct chunk *c = h->head;
+		ssize_t n = write(to, c->data + c->off, c->len - c->off);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		c->off += (size_t)n;
+		if (c->off < c->len)
+			return true;
+		h->head = c->next;
+		if (h->head == NULL)
+			h->tail = NULL;
+		free(c);
+	}
+	return true;
+}
+
+/* For poll: ms until the first queued chunk of any link is due, -1: none. */
+static int next_due(const struct proxy *p)
+{
+	int64_t first = INT64_MAX;
+	for (int i = 0; i < PROXY_LINKS; i++) {
+		const struct link *l = &p->links[i];
+		if (l->client < 0)
+			continue;
+		if (l->up.head != NULL && l->up.head->at < first)
+			first = l->up.head->at;
+		if (l->down.head != NULL && l->down.head->at < first)
+			first = l->down.head->at;
+	}
+	if (first == INT64_MAX)
+		return -1;
+	int64_t wait = first - lr_mono_ms();
+	return wait > 0 ? (int)wait : 0;
 }
 
 /* Move bytes from `from` into h, or from h to `to`; false when the link
@@ -209,7 +291,7 @@ static void *proxy_main(void *arg)
 			fds[n++] = (struct pollfd){ .fd = l->upstream,
 				.events = (short)((l->down.len ? 0 : POLLIN) | (l->up.len ? POLLOUT : 0)) };
 		}
-		if (poll(fds, n, -1) < 0)
+		if (poll(fds, n, p->delay_ms > 0 ? next_due(p) : -1) < 0)
 			continue;
 		char drain[64];
 		while (read(p->wake[0], drain, sizeof(drain)) > 0)
@@ -225,8 +307,12 @@ static void *proxy_main(void *arg)
 				continue;
 			short c = fds[k].revents, u = fds[k + 1].revents;
 			k += 2;
-			if (!pump(&l->up, l->client, c, l->upstream, u) ||
-			    !pump(&l->down, l->upstream, u, l->client, c))
+			bool open = p->delay_ms > 0
+			            ? pump_late(&l->up, l->client, c, l->upstream, p->delay_ms) &&
+			              pump_late(&l->down, l->upstream, u, l->client, p->delay_ms)
+			            : pump(&l->up, l->client, c, l->upstream, u) &&
+			              pump(&l->down, l->upstream, u, l->client, c);
+			if (!open)
 				link_close(l);
 		}
 	}
@@ -244,10 +330,12 @@ static void proxy_set(struct proxy *p, enum proxy_mode want)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* A proxy on a free loopback port to upstream ("127.0.0.1:PORT"). */
-static void proxy_start(struct proxy *p, const char *upstream)
+/* A proxy on a free loopback port to upstream ("127.0.0.1:PORT"), which
+ * delays bytes by delay_ms each way (0: none). */
+static void proxy_start(struct proxy *p, const char *upstream, int delay_ms)
 {
 	memset(p, 0, sizeof(*p));
+	p->delay_ms = delay_ms;
 	for (int i = 0; i < PROXY_LINKS; i++) {
 		p->links[i].client = p->links[i].upstream = -1;
 		p->held[i] = -1;
@@ -277,6 +365,7 @@ static void proxy_stop(struct proxy *p)
 {
 	proxy_set(p, PROXY_QUIT);
 	pthread_join(p->thread, NULL);
+	links_close_all(p);
 	close(p->listen_fd);
 	close(p->wake[0]);
 	close(p->wake[1]);
@@ -373,7 +462,7 @@ static void on_write(void *user, const history_event *e)
 TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease)
 {
 	static struct proxy px;
-	proxy_start(&px, etcdh_endpoint(cluster, 0));
+	proxy_start(&px, etcdh_endpoint(cluster, 0), 0);
 	fleet f;
 	fleet_init(&f, etcdh_endpoints(cluster), "partition");
 	const char *flags[] = { "--grace", "1", NULL };
@@ -462,6 +551,33 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	proxy_stop(&px);
 }
 
+/* A round trip of 0.8 s to etcd, more than a third of the TTL (2 s): the
+ * renewals go out every TTL/3 without waiting for the one before, and each
+ * reply counts from its own renewal's sending, so the lease holds. */
+TEST(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease)
+{
+	static struct proxy px;
+	proxy_start(&px, etcdh_endpoint(cluster, 0), 400);
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "slow-link");
+	const char *flags[] = { "--grace", "1", NULL };
+	fleet_start_named(&f, 0, "far", px.endpoint, flags);
+	fleet_submit(&f, "far", "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":["
+	             STEP("one", MARK_START "; sleep 1; " MARK_END) ","
+	             STEP("two", MARK_START "; sleep 1; " MARK_END) "]}");
+	int64_t took = fleet_wait_state(&f, "far", LR_TASK_SUCCEEDED, 30000);
+	printf("# over a link of 0.8 s round trips: the task done in %" PRId64 " ms\n", took);
+	if (fleet_log_has(&f, 0, " lost ("))
+		TEST_FAIL("the runner lost its lease; its log: %s/far.log", f.dir);
+	CHECK(took >= 0);
+	if (!fleet_log_has(&f, 0, "over a quarter of the TTL"))
+		TEST_FAIL("no warning of the slow grant; its log: %s/far.log", f.dir);
+	kill(f.pids[0], SIGTERM);
+	CHECK_INT(fleet_wait(&f, 0, 15000), ==, 0);
+	fleet_destroy(&f);
+	proxy_stop(&px);
+}
+
 static int setup(void)
 {
 	etcdh_opts o = { .members = 1 };
@@ -477,5 +593,6 @@ static void teardown(void)
 
 TEST_LIST(
 	TEST_CASE(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease),
+	TEST_CASE(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease),
 );
 TEST_MAIN(setup, teardown)
