@@ -410,6 +410,9 @@ int cli_open(const cli_common *o, lr_client **out)
 	if ((co.cert == NULL) != (co.key == NULL))
 		return cli_usage_error("--cert and --key must be given together");
 	rc = dial_timeout(o, &co.dial_timeout_s);
+	/* A link slow enough to need a longer dial needs longer calls too. */
+	if (co.dial_timeout_s > DEFAULT_DIAL_TIMEOUT_S)
+		co.call_timeout_s = co.dial_timeout_s;
 	if (rc == CLI_CONTINUE)
 		rc = credentials(o, &user, &password);
 	if (rc == CLI_CONTINUE) {
