@@ -217,50 +217,136 @@ TEST(the_guard_keeps_none_of_the_runners_descriptors)
 	close(extra);
 }
 
-static void make_dir(const char *name, bool age, int *locked_fd)
+static void age(const char *path)
 {
-	char path[600];
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	CHECK(mkdir(path, 0700) == 0);
-	snprintf(path, sizeof(path), "%s/%s/state-in.json", base, name);
+	struct timespec old[2] = { { .tv_sec = time(NULL) - 600 },
+	                           { .tv_sec = time(NULL) - 600 } };
+	CHECK(utimensat(AT_FDCWD, path, old, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+/* Where the sweep tests make their directories: one of their own each. */
+static char sweep_base[400];
+
+static void in_new_dir(const char *name)
+{
+	snprintf(sweep_base, sizeof(sweep_base), "%s/%s", base, name);
+	CHECK(mkdir(sweep_base, 0700) == 0);
+}
+
+/* A directory of mode 0700, holding a file, like a state directory. */
+static void make_dir(const char *name, bool aged, int *locked_fd)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
+	CHECK(mkdir(path, 0700) == 0 && chmod(path, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/%s/state-in.json", sweep_base, name);
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL);
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/%s", base, name);
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
 	if (locked_fd != NULL) {
 		*locked_fd = open(path, O_RDONLY | O_DIRECTORY);
 		CHECK(*locked_fd >= 0 && flock(*locked_fd, LOCK_EX) == 0);
 	}
-	if (age) {
-		struct timespec old[2] = { { .tv_sec = time(NULL) - 600 },
-		                           { .tv_sec = time(NULL) - 600 } };
-		CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
-	}
+	if (aged)
+		age(path);
 }
 
 static bool exists(const char *name)
 {
-	char path[600];
+	char path[700];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	return stat(path, &sb) == 0;
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
+	return lstat(path, &sb) == 0;
 }
 
 TEST(the_sweep_removes_only_directories_whose_guard_is_gone)
 {
 	int held;
-	make_dir("leaserun-left.aaaaaa", true, NULL);
-	make_dir("leaserun-busy.bbbbbb", true, &held);
-	make_dir("leaserun-new.cccccc", false, NULL);
+	in_new_dir("guards");
+	make_dir("leaserun-left.4.1.aaaaaa", true, NULL);
+	make_dir("leaserun-busy.4.1.bbbbbb", true, &held);
+	make_dir("leaserun-new.4.1.cccccc", false, NULL);
 	make_dir("someone-else", true, NULL);
 	size_t removed = 0;
-	CHECK_OK(lr_state_dir_sweep(base, &removed, &err), &err);
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
 	CHECK_INT(removed, ==, 1);
-	CHECK(!exists("leaserun-left.aaaaaa"));
-	CHECK(exists("leaserun-busy.bbbbbb"));
-	CHECK(exists("leaserun-new.cccccc"));
+	CHECK(!exists("leaserun-left.4.1.aaaaaa"));
+	CHECK(exists("leaserun-busy.4.1.bbbbbb"));
+	CHECK(exists("leaserun-new.4.1.cccccc"));
 	CHECK(exists("someone-else"));
 	close(held);
+}
+
+/* What the real code makes and a runner killed would leave: unlocked, and
+ * a minute old. */
+static void leave_state_dir(char *leaf, size_t size)
+{
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "report-7", .fence = 12,
+	                   .attempt = 3 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	close(sd.fd);
+	age(sd.dir);
+	snprintf(leaf, size, "%s", strrchr(sd.dir, '/') + 1);
+}
+
+TEST(the_sweep_leaves_other_programs_directories_named_leaserun)
+{
+	/* scripts/cluster's etcd data, scripts/test's runs, anyone's. */
+	const char *const others[] = {
+		"leaserun-cluster", "leaserun-test-abc123", "leaserun-other-user-data",
+		"leaserun-t.1.2.abc12", "leaserun-.1.2.abcdef", "leaserun-t.1.abcdef",
+		"leaserun-t.1.x.abcdef", "leaserun-t.1.2.abcdefg", "leaserun-t.1.2.abc-ef",
+		"leaserun-t y.1.2.abcdef", NULL,
+	};
+	in_new_dir("others");
+	for (size_t i = 0; others[i] != NULL; i++)
+		make_dir(others[i], true, NULL);
+	char leaf[256];
+	leave_state_dir(leaf, sizeof(leaf));
+	size_t removed = 0;
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
+	CHECK_INT(removed, ==, 1);
+	CHECK(!exists(leaf));
+	for (size_t i = 0; others[i] != NULL; i++)
+		if (!exists(others[i]))
+			TEST_FAIL("the sweep removed %s", others[i]);
+}
+
+TEST(the_sweep_leaves_links_other_modes_and_other_users_directories)
+{
+	char path[700], target[700];
+	in_new_dir("strangers");
+	/* A link by a state directory's name to an old directory. */
+	make_dir("target", true, NULL);
+	snprintf(target, sizeof(target), "%s/target", sweep_base);
+	snprintf(path, sizeof(path), "%s/leaserun-link.1.1.aaaaaa", sweep_base);
+	CHECK(symlink(target, path) == 0);
+	age(path);
+	/* A mode the runner never gives its directories. */
+	make_dir("leaserun-open.1.1.bbbbbb", false, NULL);
+	snprintf(path, sizeof(path), "%s/leaserun-open.1.1.bbbbbb", sweep_base);
+	CHECK(chmod(path, 0755) == 0);
+	age(path);
+	/* Another user's (as root only: nobody else may give it away). */
+	bool root = geteuid() == 0;
+	if (root) {
+		make_dir("leaserun-theirs.1.1.cccccc", false, NULL);
+		snprintf(path, sizeof(path), "%s/leaserun-theirs.1.1.cccccc", sweep_base);
+		CHECK(chown(path, 65534, 65534) == 0);
+		age(path);
+	} else {
+		fprintf(stderr, "   not root: another user's directory not tried\n");
+	}
+	size_t removed = 0;
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
+	CHECK_INT(removed, ==, 0);
+	CHECK(exists("leaserun-link.1.1.aaaaaa"));
+	CHECK(exists("target") && exists("target/state-in.json"));
+	CHECK(exists("leaserun-open.1.1.bbbbbb/state-in.json"));
+	if (root)
+		CHECK(exists("leaserun-theirs.1.1.cccccc/state-in.json"));
 }
 
 static int setup(void)
@@ -287,5 +373,7 @@ TEST_LIST(
 	TEST_CASE(processes_that_leave_the_group_die_with_the_step),
 	TEST_CASE(the_guard_keeps_none_of_the_runners_descriptors),
 	TEST_CASE(the_sweep_removes_only_directories_whose_guard_is_gone),
+	TEST_CASE(the_sweep_leaves_other_programs_directories_named_leaserun),
+	TEST_CASE(the_sweep_leaves_links_other_modes_and_other_users_directories),
 );
 TEST_MAIN(setup, teardown)
