@@ -213,12 +213,12 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 	sd->made = 1;
 	/* Locked for as long as the execution lives: a sweep knows a
 	 * directory in use from one left behind. */
-	sd->fd = open(sd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	sd->fd = open(sd->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sd->fd < 0 || flock(sd->fd, LOCK_EX | LOCK_NB) != 0)
 		return lr_err_set(err, LR_ESYS, "lock %s: %s", sd->dir, strerror(errno));
 	/* mkdtemp's 0700 is cut by the umask; the step must be able to write
 	 * here, and nobody else may read the state. */
-	if (chmod(sd->dir, 0700) != 0)
+	if (fchmod(sd->fd, 0700) != 0)
 		return lr_err_set(err, LR_ESYS, "chmod %s: %s", sd->dir,
 		                  strerror(errno));
 	if (path_join(sd->in, sd->dir, "state-in.json") != 0 ||
@@ -231,32 +231,50 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 	return write_file(sd->out, "", err);
 }
 
+/* The directory name (relative to dir_fd) opened for reading and made ours
+ * to empty (the step may have left it read-only), or -1: a symbolic link is
+ * never followed, and a directory of another user is left as it is. The
+ * mode is changed through the descriptor, never by name: a step (or, in
+ * $TMPDIR, another user) could put a link there meanwhile. O_PATH needs no
+ * permission; fchmod refuses such a descriptor, but its /proc/self/fd link
+ * reaches the directory opened, whatever the name holds by then. */
+static int open_own_dir(int dir_fd, const char *name)
+{
+	int path_fd = openat(dir_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (path_fd < 0)
+		return -1;
+	char self[48];
+	struct stat st;
+	int fd = -1;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", path_fd);
+	if (fstat(path_fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	    ((st.st_mode & 0700) == 0700 || chmod(self, 0700) == 0))
+		fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(path_fd);
+	return fd;
+}
+
 /* Remove name (relative to dir_fd) and everything under it, never following
- * symbolic links. Best effort: a leftover directory is not worth failing a
- * step for. */
+ * symbolic links nor touching what another user owns. Best effort: a
+ * leftover directory is not worth failing a step for. */
 static void remove_tree(int dir_fd, const char *name, int depth)
 {
 	if (unlinkat(dir_fd, name, 0) == 0 || errno != EISDIR)
 		return; /* gone, or not a directory we could empty */
 	if (depth > REMOVE_DEPTH_MAX)
 		return;
-	/* The step may have left a read-only directory: make it ours. (A
-	 * directory, not a symbolic link: those unlink without EISDIR.) */
-	(void)fchmodat(dir_fd, name, 0700, 0);
-	int fd = openat(dir_fd, name,
-	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_own_dir(dir_fd, name);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (d == NULL && fd >= 0)
-		close(fd);
-	while (d != NULL) {
-		struct dirent *e = readdir(d);
-		if (e == NULL)
-			break;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
 			remove_tree(dirfd(d), e->d_name, depth + 1);
-	}
-	if (d != NULL)
-		closedir(d);
+	closedir(d);
 	(void)unlinkat(dir_fd, name, AT_REMOVEDIR);
 }
 

@@ -840,6 +840,7 @@ TEST(state_files_live_in_a_private_directory_removed_afterwards)
 	          "&& echo out=empty; "
 	          "test \"$(dirname \"$LEASERUN_STATE_OUT\")\" = \"$d\" && echo same=yes; "
 	          "mkdir \"$d/sub\" && echo x > \"$d/sub/f\" && chmod 500 \"$d/sub\"; "
+	          "mkdir \"$d/shut\" && chmod 000 \"$d/shut\"; "
 	          "echo '{}' > \"$LEASERUN_STATE_OUT\"");
 	run(&o, &res);
 	umask(old_umask);

@@ -1,10 +1,11 @@
 /* test_guard.c - the guard of a shell step, driven directly: its deadline
  * schedule, the runner's pipe closing, stop requests, processes that leave
- * the step's group, what it keeps open, and the sweep of state directories
- * whose guard is gone. No etcd. */
+ * the step's group, what it keeps open, the sweep of state directories
+ * whose guard is gone, and what removing one may touch. No etcd. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -349,6 +350,77 @@ TEST(the_sweep_leaves_links_other_modes_and_other_users_directories)
 		CHECK(exists("leaserun-theirs.1.1.cccccc/state-in.json"));
 }
 
+/* A step's trick: replace a directory with a link to someone's file while
+ * its state directory is removed. The swap is put exactly where it hurts,
+ * just after the removal found "d" to be a directory: this definition of
+ * unlinkat is the one the library calls. */
+static bool swap_armed;
+static char swap_target[700];
+
+int unlinkat(int dir_fd, const char *name, int flags)
+{
+	static int (*real)(int, const char *, int);
+	if (real == NULL)
+		real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "unlinkat");
+	int rc = real(dir_fd, name, flags);
+	if (rc != 0 && errno == EISDIR && swap_armed && strcmp(name, "d") == 0) {
+		swap_armed = false;
+		if (renameat(dir_fd, "d", dir_fd, "d-moved") != 0 ||
+		    symlinkat(swap_target, dir_fd, "d") != 0)
+			TEST_FAIL("swap: %s", strerror(errno));
+		errno = EISDIR;
+	}
+	return rc;
+}
+
+TEST(removing_a_state_directory_never_changes_the_mode_of_a_linked_file)
+{
+	const char *target = swap_target;
+	struct stat st;
+	in_new_dir("swaps");
+	snprintf(swap_target, sizeof(swap_target), "%s/precious", sweep_base);
+	int t = open(target, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	CHECK(t >= 0 && fchmod(t, 0644) == 0);
+	close(t);
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "swap", .fence = 1,
+	                   .attempt = 1 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	CHECK(mkdirat(sd.fd, "d", 0700) == 0);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", sd.dir);
+	swap_armed = true;
+	lr_state_dir_remove(&sd);
+	CHECK(!swap_armed); /* the removal met the swap */
+	CHECK(stat(target, &st) == 0);
+	CHECK_INT(st.st_mode & 07777, ==, 0644);
+	/* What a swap leaves, the link, keeps the directory from going. */
+	CHECK(stat(dir, &st) == 0);
+}
+
+TEST(removing_a_state_directory_leaves_what_another_user_owns_in_it)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "   not root: nobody else's directory to try\n");
+		return;
+	}
+	in_new_dir("owners");
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "own", .fence = 1,
+	                   .attempt = 1 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	CHECK(mkdirat(sd.fd, "theirs", 0755) == 0);
+	CHECK(fchmodat(sd.fd, "theirs", 0755, 0) == 0);
+	CHECK(fchownat(sd.fd, "theirs", 65534, 65534, 0) == 0);
+	char theirs[PATH_MAX + 8];
+	snprintf(theirs, sizeof(theirs), "%s/theirs", sd.dir);
+	lr_state_dir_remove(&sd);
+	struct stat st;
+	CHECK(lstat(theirs, &st) == 0);
+	CHECK_INT(st.st_uid, ==, 65534);
+	CHECK_INT(st.st_mode & 07777, ==, 0755);
+}
+
 static int setup(void)
 {
 	snprintf(base, sizeof(base), "%s/guard-test-XXXXXX",
@@ -375,5 +447,7 @@ TEST_LIST(
 	TEST_CASE(the_sweep_removes_only_directories_whose_guard_is_gone),
 	TEST_CASE(the_sweep_leaves_other_programs_directories_named_leaserun),
 	TEST_CASE(the_sweep_leaves_links_other_modes_and_other_users_directories),
+	TEST_CASE(removing_a_state_directory_never_changes_the_mode_of_a_linked_file),
+	TEST_CASE(removing_a_state_directory_leaves_what_another_user_owns_in_it),
 );
 TEST_MAIN(setup, teardown)
