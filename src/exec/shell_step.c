@@ -14,9 +14,13 @@
 
 extern char **environ;
 
-/* Credentials of the runner never reach a step. */
+/* Credentials of the runner never reach a step: its etcd user and password,
+ * and its client certificate and key, as leaserun and etcdctl read them.
+ * The CA and the endpoints are no secret: a step may use them to reach
+ * etcd with credentials of its own. */
 static const char *const dropped[] = {
-	"LEASERUN_PASSWORD", "LEASERUN_USER", "ETCDCTL_PASSWORD", "ETCDCTL_USER", NULL,
+	"LEASERUN_PASSWORD", "LEASERUN_USER", "LEASERUN_CERT", "LEASERUN_KEY",
+	"ETCDCTL_PASSWORD", "ETCDCTL_USER", "ETCDCTL_CERT", "ETCDCTL_KEY", NULL,
 };
 
 static void on_line(void *user, int fd, const char *line)
