@@ -281,9 +281,9 @@ TEST(the_sweep_removes_only_directories_whose_guard_is_gone)
 
 /* What the real code makes and a runner killed would leave: unlocked, and
  * a minute old. */
-static void leave_state_dir(char *leaf, size_t size)
+static void leave_state_dir(const char *task, char *leaf, size_t size)
 {
-	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "report-7", .fence = 12,
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = task, .fence = 12,
 	                   .attempt = 3 };
 	struct lr_state_dir sd;
 	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
@@ -304,12 +304,15 @@ TEST(the_sweep_leaves_other_programs_directories_named_leaserun)
 	in_new_dir("others");
 	for (size_t i = 0; others[i] != NULL; i++)
 		make_dir(others[i], true, NULL);
-	char leaf[256];
-	leave_state_dir(leaf, sizeof(leaf));
+	/* The task ids "." and ".." are valid too. */
+	char leaf[256], dots[256];
+	leave_state_dir("report-7", leaf, sizeof(leaf));
+	leave_state_dir("..", dots, sizeof(dots));
 	size_t removed = 0;
 	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
-	CHECK_INT(removed, ==, 1);
+	CHECK_INT(removed, ==, 2);
 	CHECK(!exists(leaf));
+	CHECK(!exists(dots));
 	for (size_t i = 0; others[i] != NULL; i++)
 		if (!exists(others[i]))
 			TEST_FAIL("the sweep removed %s", others[i]);
