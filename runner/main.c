@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -154,8 +155,22 @@ static void standard_streams_open(void)
 			_exit(EXIT_RUNTIME);
 }
 
+/* Steps run as the runner's user, so a dumpable runner would let them read
+ * its memory (/proc/<pid>/mem: the etcd password, tokens), and its guards'
+ * too, which are forks of it and inherit this. Before anything secret is
+ * read. No core dumps either, for the same reason. */
+static void memory_closed(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0) != 0) {
+		fprintf(stderr, "leaserun: cannot make the process undumpable: %s\n",
+		        strerror(errno));
+		_exit(EXIT_RUNTIME);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	memory_closed();
 	standard_streams_open();
 	return output_written(run_command(argc, argv));
 }

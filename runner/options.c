@@ -336,6 +336,18 @@ static void free_secret(char *s)
 	free(s);
 }
 
+/* Over a password where ps and /proc/<pid>/ show it (the command line, the
+ * environment block): "*****" whatever its length, then NUL bytes. */
+static void mask_secret(char *s)
+{
+	static const char mask[] = "*****";
+	size_t len = strlen(s);
+	size_t n = len < sizeof(mask) - 1 ? len : sizeof(mask) - 1;
+
+	memcpy(s, mask, n);
+	memset(s + n, '\0', len - n);
+}
+
 /* A copy of the environment variable's value (NULL when unset or empty),
  * which is then wiped where it was and removed: no step inherits it, and
  * /proc/<pid>/environ no longer shows it. */
@@ -361,7 +373,7 @@ static int credentials(const cli_common *o, char **user, char **password)
 	char *env_user = getenv("LEASERUN_USER");
 	char *env_colon = env_user != NULL && o->user != NULL ? strchr(env_user, ':') : NULL;
 	if (env_colon != NULL)
-		memset(env_colon + 1, '*', strlen(env_colon + 1));
+		mask_secret(env_colon + 1);
 	const char *given = pick(o->user, "LEASERUN_USER");
 	char *from_env = take_secret_env("LEASERUN_PASSWORD");
 	const char *colon;
@@ -377,7 +389,7 @@ static int credentials(const cli_common *o, char **user, char **password)
 	                      : strdup(given);
 	if (colon != NULL) {
 		*password = strdup(colon + 1);
-		memset((char *)colon + 1, '*', strlen(colon + 1));
+		mask_secret((char *)colon + 1);
 	} else if (from_env != NULL) {
 		*password = from_env;
 		from_env = NULL;

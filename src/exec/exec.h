@@ -23,12 +23,16 @@ typedef struct lr_exec_opts {
 	const char *state_in;      /* JSON text of the current state, written to
 	                              the file LEASERUN_STATE_IN; NULL: "null" */
 	const char *work_dir_base; /* where the private state directory
-	                              <base>/leaserun-<name>.XXXXXX (0700, with
-	                              state-in.json and state-out.json) is
-	                              made, e.g. $TMPDIR; NULL: "/tmp" */
-	const char *work_dir_name; /* e.g. "<task>.<fence>.<attempt>"; characters
-	                              outside [A-Za-z0-9._:-] become '_', and
-	                              the first 100 are kept */
+	                              <base>/leaserun-<task>.<fence>.<attempt>.XXXXXX
+	                              (0700, with state-in.json and
+	                              state-out.json) is made, e.g. $TMPDIR;
+	                              NULL: "/tmp" */
+	/* What names that directory: characters of the task id outside
+	 * [A-Za-z0-9._:-] become '_', and the first 100 are kept (NULL or
+	 * "": "step"); fence and attempt are not negative. */
+	const char *task_id;
+	int64_t fence;
+	int64_t attempt;
 	int64_t timeout_ms;        /* from the start of the step; <= 0: none */
 	int64_t grace_ms;          /* SIGTERM -> SIGKILL; < 0 counts as 0 */
 	/* When non-NULL, the grace to give at the moment a stop through

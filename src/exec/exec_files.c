@@ -27,8 +27,13 @@
  * the file is refused unread, so that a runaway step cannot make the runner
  * load gigabytes. */
 #define STATE_READ_MAX (4 * LR_STATE_MAX_BYTES)
-#define NAME_MAX_CHARS 100   /* of work_dir_name kept in the directory name */
 #define REMOVE_DEPTH_MAX 32
+/* A state directory is named leaserun-<task>.<fence>.<attempt>.XXXXXX, by
+ * lr_state_dir_make; the sweep removes nothing else (is_state_dir_name). */
+#define STATE_DIR_PREFIX "leaserun-"
+#define TASK_CHARS_MAX 100   /* of the task id kept in the directory name */
+#define SUFFIX_CHARS 6       /* mkdtemp's XXXXXX */
+#define STALE_AFTER_S 60     /* made but maybe not locked yet before that */
 /* ======================================================================
  * Environment
  * ==================================================================== */
@@ -185,18 +190,20 @@ static int path_join(char *buf, const char *dir, const char *name)
 	return n >= 0 && n < PATH_MAX ? 0 : -1;
 }
 
-/* <base>/leaserun-<name>.XXXXXX (0700) holding state-in.json and an empty
- * state-out.json. A random suffix, so that an orphaned older execution of
- * the same step never shares files with this one. */
+/* <base>/leaserun-<task>.<fence>.<attempt>.XXXXXX (0700) holding
+ * state-in.json and an empty state-out.json. A random suffix, so that an
+ * orphaned older execution of the same step never shares files with this
+ * one. */
 int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
                           lr_err *err)
 {
 	const char *base = o->work_dir_base != NULL ? o->work_dir_base : "/tmp";
-	char name[NAME_MAX_CHARS + 1], leaf[NAME_MAX_CHARS + 32];
+	char task[TASK_CHARS_MAX + 1], leaf[TASK_CHARS_MAX + 64];
 
 	sd->fd = -1;
-	sanitise_name(o->work_dir_name, name, sizeof(name));
-	snprintf(leaf, sizeof(leaf), "leaserun-%s.XXXXXX", name);
+	sanitise_name(o->task_id, task, sizeof(task));
+	snprintf(leaf, sizeof(leaf), STATE_DIR_PREFIX "%s.%lld.%lld.XXXXXX", task,
+	         (long long)o->fence, (long long)o->attempt);
 	if (path_join(sd->dir, base, leaf) != 0)
 		return lr_err_set(err, LR_EINVAL,
 		                  "state directory under %s: path too long", base);
@@ -206,12 +213,12 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 	sd->made = 1;
 	/* Locked for as long as the execution lives: a sweep knows a
 	 * directory in use from one left behind. */
-	sd->fd = open(sd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	sd->fd = open(sd->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sd->fd < 0 || flock(sd->fd, LOCK_EX | LOCK_NB) != 0)
 		return lr_err_set(err, LR_ESYS, "lock %s: %s", sd->dir, strerror(errno));
 	/* mkdtemp's 0700 is cut by the umask; the step must be able to write
 	 * here, and nobody else may read the state. */
-	if (chmod(sd->dir, 0700) != 0)
+	if (fchmod(sd->fd, 0700) != 0)
 		return lr_err_set(err, LR_ESYS, "chmod %s: %s", sd->dir,
 		                  strerror(errno));
 	if (path_join(sd->in, sd->dir, "state-in.json") != 0 ||
@@ -224,32 +231,50 @@ int lr_state_dir_make(const lr_exec_opts *o, struct lr_state_dir *sd,
 	return write_file(sd->out, "", err);
 }
 
+/* The directory name (relative to dir_fd) opened for reading and made ours
+ * to empty (the step may have left it read-only), or -1: a symbolic link is
+ * never followed, and a directory of another user is left as it is. The
+ * mode is changed through the descriptor, never by name: a step (or, in
+ * $TMPDIR, another user) could put a link there meanwhile. O_PATH needs no
+ * permission; fchmod refuses such a descriptor, but its /proc/self/fd link
+ * reaches the directory opened, whatever the name holds by then. */
+static int open_own_dir(int dir_fd, const char *name)
+{
+	int path_fd = openat(dir_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (path_fd < 0)
+		return -1;
+	char self[48];
+	struct stat st;
+	int fd = -1;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", path_fd);
+	if (fstat(path_fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	    ((st.st_mode & 0700) == 0700 || chmod(self, 0700) == 0))
+		fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(path_fd);
+	return fd;
+}
+
 /* Remove name (relative to dir_fd) and everything under it, never following
- * symbolic links. Best effort: a leftover directory is not worth failing a
- * step for. */
+ * symbolic links nor touching what another user owns. Best effort: a
+ * leftover directory is not worth failing a step for. */
 static void remove_tree(int dir_fd, const char *name, int depth)
 {
 	if (unlinkat(dir_fd, name, 0) == 0 || errno != EISDIR)
 		return; /* gone, or not a directory we could empty */
 	if (depth > REMOVE_DEPTH_MAX)
 		return;
-	/* The step may have left a read-only directory: make it ours. (A
-	 * directory, not a symbolic link: those unlink without EISDIR.) */
-	(void)fchmodat(dir_fd, name, 0700, 0);
-	int fd = openat(dir_fd, name,
-	                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open_own_dir(dir_fd, name);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (d == NULL && fd >= 0)
-		close(fd);
-	while (d != NULL) {
-		struct dirent *e = readdir(d);
-		if (e == NULL)
-			break;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
 		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
 			remove_tree(dirfd(d), e->d_name, depth + 1);
-	}
-	if (d != NULL)
-		closedir(d);
+	closedir(d);
 	(void)unlinkat(dir_fd, name, AT_REMOVEDIR);
 }
 
@@ -263,14 +288,64 @@ void lr_state_dir_remove(struct lr_state_dir *sd)
 	sd->fd = -1;
 }
 
-/* Left behind: older than a minute, and nobody holds its lock. */
+static int ascii_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int ascii_alnum(char c)
+{
+	return ascii_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The '.' before the digits that end at end (not before start), or NULL
+ * when there are no digits or no '.' before them. */
+static const char *dot_before_digits(const char *start, const char *end)
+{
+	const char *p = end;
+	while (p > start && ascii_digit(p[-1]))
+		p--;
+	return p < end && p > start && p[-1] == '.' ? p - 1 : NULL;
+}
+
+/* A name lr_state_dir_make gives, and nothing else: other programs put
+ * leaserun-something in $TMPDIR too (scripts/cluster's etcd data, test
+ * runs). Read from the end, as the task id may hold dots and digits. */
+static int is_state_dir_name(const char *name)
+{
+	size_t pre = strlen(STATE_DIR_PREFIX), len = strlen(name);
+	if (len < pre + SUFFIX_CHARS + 2 || strncmp(name, STATE_DIR_PREFIX, pre) != 0)
+		return 0;
+	const char *task = name + pre, *suffix = name + len - SUFFIX_CHARS;
+	for (const char *c = suffix; *c != '\0'; c++)
+		if (!ascii_alnum(*c))
+			return 0;
+	if (suffix[-1] != '.')
+		return 0;
+	const char *attempt = dot_before_digits(task, suffix - 1);
+	const char *fence = attempt != NULL ? dot_before_digits(task, attempt) : NULL;
+	if (fence == NULL || fence == task || fence - task > TASK_CHARS_MAX)
+		return 0;
+	for (const char *c = task; c < fence; c++)
+		if (!lr_id_char(*c))
+			return 0;
+	return 1;
+}
+
+/* Left behind by one of our steps: a directory (not a symbolic link) with
+ * the name and the mode lr_state_dir_make gives, owned by this user, older
+ * than a minute, and nobody holds its lock. */
 static int stale(int base_fd, const char *name)
 {
+	if (!is_state_dir_name(name))
+		return 0;
 	int fd = openat(base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	struct stat st;
-	int old = fstat(fd, &st) == 0 && time(NULL) - st.st_mtime > 60;
+	int ours = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+	           st.st_uid == geteuid() && (st.st_mode & 07777) == 0700;
+	int old = ours && time(NULL) - st.st_mtime > STALE_AFTER_S;
 	int unlocked = old && flock(fd, LOCK_EX | LOCK_NB) == 0;
 	close(fd);
 	return unlocked;
@@ -291,7 +366,7 @@ int lr_state_dir_sweep(const char *base, size_t *removed, lr_err *err)
 	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, "leaserun-", 9) != 0 || !stale(base_fd, e->d_name))
+		if (!stale(base_fd, e->d_name))
 			continue;
 		remove_tree(base_fd, e->d_name, 0);
 		if (removed != NULL)

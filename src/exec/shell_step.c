@@ -14,9 +14,13 @@
 
 extern char **environ;
 
-/* Credentials of the runner never reach a step. */
+/* Credentials of the runner never reach a step: its etcd user and password,
+ * and its client certificate and key, as leaserun and etcdctl read them.
+ * The CA and the endpoints are no secret: a step may use them to reach
+ * etcd with credentials of its own. */
 static const char *const dropped[] = {
-	"LEASERUN_PASSWORD", "LEASERUN_USER", "ETCDCTL_PASSWORD", "ETCDCTL_USER", NULL,
+	"LEASERUN_PASSWORD", "LEASERUN_USER", "LEASERUN_CERT", "LEASERUN_KEY",
+	"ETCDCTL_PASSWORD", "ETCDCTL_USER", "ETCDCTL_CERT", "ETCDCTL_KEY", NULL,
 };
 
 static void on_line(void *user, int fd, const char *line)
@@ -111,9 +115,6 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 	char **vars = step_vars(s);
 	char **env = vars != NULL ? lr_exec_env_build(environ, dropped, (const char *const *)vars)
 	                          : NULL;
-	char dir[LR_ID_SIZE + 64];
-	snprintf(dir, sizeof(dir), "%s.%lld.%lld", lr_step_task_id(s),
-	         (long long)lr_step_fence(s), (long long)lr_step_attempt(s));
 	lr_step_result out = LR_STEP_RETRY;
 	if (run == NULL || state_in == NULL || env == NULL) {
 		lr_step_set_error(s, "out of memory preparing the step");
@@ -124,7 +125,9 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 		.env = env,
 		.state_in = state_in,
 		.work_dir_base = work_dir_base(),
-		.work_dir_name = dir,
+		.task_id = lr_step_task_id(s),
+		.fence = lr_step_fence(s),
+		.attempt = lr_step_attempt(s),
 		.timeout_ms = timeout_s * 1000,
 		.grace_ms = lr_step_grace_ms(s),
 		.grace_now = grace_now,

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < steps; i++) {
 		struct probe p = { .start_us = lr_mono_us() };
 		lr_exec_opts o = { .run = "echo started", .work_dir_base = tmp ? tmp : "/tmp",
-		                   .work_dir_name = "bench", .cancel_fd = -1,
+		                   .task_id = "bench", .cancel_fd = -1,
 		                   .deadline_ms = lr_mono_ms() + 10000, .line = on_line,
 		                   .user = &p };
 		lr_exec_result res;

@@ -381,8 +381,13 @@ TEST(the_password_shows_in_no_output_log_step_or_etcd_value)
 	/* The step ran, printed its environment, and found the runner's
 	 * command line with the password blanked out. */
 	CHECK_HAS(out, "\"msg\":\"LEASERUN_TASK_ID=nosy\"");
-	CHECK_HAS(out, "--user=runner:*");
+	CHECK_HAS(out, "--user=runner:*****");
 	CHECK_HAS(out, "environ: ");
+	/* Nor its length: five stars, whatever it is. */
+	CHECK(strstr(out, "******") == NULL);
+	/* Root reads a non-dumpable process's environment block too. */
+	if (geteuid() == 0)
+		CHECK_HAS(out, "LEASERUN_USER=runner:*****");
 	CHECK(strstr(out, "\"msg\":\"LEASERUN_PASSWORD=") == NULL);
 	CHECK(strstr(out, "\"msg\":\"LEASERUN_USER=") == NULL);
 	/* Logs are JSON lines when not on a terminal. */
@@ -415,6 +420,71 @@ TEST(the_password_shows_in_no_output_log_step_or_etcd_value)
 	values = dump_prefix("/", NULL);
 	check_clean("the keyspace", values);
 	free(values);
+}
+
+/* What a step can read of its guard's ($1, the step's $PPID) and its
+ * runner's memory:
+ * every password-like string there, or "unreadable" (root may still read
+ * /proc/<pid>/maps; mem is what matters). Regions over 64 MiB (a
+ * sanitizer's shadow) are skipped. */
+static const char peek_script[] =
+    "peek() {\n"
+    "	first=$(grep -m 1 ' rw' /proc/$2/maps 2>/dev/null | cut -d- -f1)\n"
+    "	n=$(dd if=/proc/$2/mem bs=4096 skip=$((0x${first:-0} / 4096)) count=1 2>/dev/null | wc -c)\n"
+    "	if [ \"$n\" -ne 4096 ]; then\n"
+    "		echo \"memory of the $1: unreadable\"; return\n"
+    "	fi\n"
+    "	grep ' rw' /proc/$2/maps | while read -r range rest; do\n"
+    "		start=$((0x${range%-*})); end=$((0x${range#*-}))\n"
+    "		[ $((end - start)) -le 67108864 ] || continue\n"
+    "		dd if=/proc/$2/mem bs=4096 skip=$((start / 4096)) \\\n"
+    "			count=$(((end - start) / 4096)) 2>/dev/null\n"
+    "	done | grep -a -o 'Xq7-[A-Za-z0-9-]*' | sort -u | sed \"s/^/memory of the $1 holds: /\"\n"
+    "	echo \"memory of the $1: read\"\n"
+    "}\n"
+    "peek guard $1\n"
+    "peek runner $(cut -d' ' -f4 /proc/$1/stat)\n";
+
+TEST(a_step_cannot_read_the_password_in_its_runners_memory)
+{
+	struct env e;
+	const char *prefix = ROLE_PREFIX "peek/";
+	const char *const *env = env_of(&e, prefix, "LEASERUN_USER=runner",
+	                                "LEASERUN_PASSWORD=" RUNNER_PW);
+	char script[600], spec[800], log[600];
+	snprintf(script, sizeof(script), "%s/peek.sh", tmpdir);
+	FILE *f = fopen(script, "w");
+	CHECK(f != NULL && fputs(peek_script, f) >= 0 && fclose(f) == 0);
+	snprintf(spec, sizeof(spec),
+	         "{\"id\":\"peek\",\"steps\":[{\"name\":\"peek\",\"run\":\"sh %s $PPID\"}]}",
+	         script);
+	proc_result r = proc_cli(env, spec, "submit", "-", (char *)NULL);
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	/* Root may read any process's memory (CAP_SYS_PTRACE): the worker and
+	 * its step run without that capability, as a runner's own user would. */
+	const char *args[16];
+	int n = 0;
+	if (geteuid() == 0) {
+		args[n++] = "/usr/bin/setpriv";
+		args[n++] = "--bounding-set=-sys_ptrace";
+	}
+	args[n++] = proc_leaserun();
+	const char *const worker[] = { "worker", "--name", "peek-runner", "--ttl", "2",
+	                               "--exit-when-idle", NULL };
+	for (int i = 0; worker[i] != NULL; i++)
+		args[n++] = worker[i];
+	args[n] = NULL;
+	snprintf(log, sizeof(log), "%s/peek.log", tmpdir);
+	proc_bg w;
+	proc_start(&w, (char *const *)args, env, log);
+	CHECK_INT(proc_wait(&w, 30000), ==, 0);
+	char *out = proc_slurp(log);
+	check_clean("the memory a step could read", out);
+	CHECK_HAS(out, "memory of the guard: unreadable");
+	CHECK_HAS(out, "memory of the runner: unreadable");
+	free(out);
 }
 
 /* ---- token expiry ----------------------------------------------------- */
@@ -707,6 +777,7 @@ TEST_LIST(
 	TEST_CASE(a_missing_password_is_asked_on_the_terminal_without_echo),
 	TEST_CASE(a_user_without_the_role_is_denied_clearly_and_nothing_changes),
 	TEST_CASE(the_password_shows_in_no_output_log_step_or_etcd_value),
+	TEST_CASE(a_step_cannot_read_the_password_in_its_runners_memory),
 	TEST_CASE(a_keepalive_and_a_watch_outlive_several_token_expiries),
 	TEST_CASE(a_watch_whose_token_renewal_failed_comes_back_when_it_works_again),
 	TEST_CASE(a_watch_on_keys_the_user_may_not_read_is_cancelled_saying_why),

@@ -157,8 +157,10 @@ TEST(mtls_with_a_certificate_of_another_ca_fails_saying_it_was_not_accepted)
 
 /* ---- the command line ------------------------------------------------- */
 
+/* The step shows its environment, where the runner's client certificate
+ * and key must not be. */
 static const char one_step[] =
-    "{\"id\":\"over-tls\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}";
+    "{\"id\":\"over-tls\",\"steps\":[{\"name\":\"s\",\"run\":\"env\"}]}";
 
 TEST(the_command_runs_a_task_over_mutual_tls)
 {
@@ -168,7 +170,9 @@ TEST(the_command_runs_a_task_over_mutual_tls)
 	snprintf(ca, sizeof(ca), "LEASERUN_CACERT=%s", certs.ca);
 	snprintf(cert, sizeof(cert), "LEASERUN_CERT=%s", certs.client);
 	snprintf(key, sizeof(key), "LEASERUN_KEY=%s", certs.client_key);
-	const char *env[] = { ep, ca, cert, key, "LEASERUN_PREFIX=/cli-mtls/", NULL };
+	const char *env[] = { ep, ca, cert, key, "LEASERUN_PREFIX=/cli-mtls/",
+		              "ETCDCTL_CERT=/x/client.pem", "ETCDCTL_KEY=/x/client-key.pem",
+		              "ETCDCTL_CACERT=/x/ca.pem", NULL };
 
 	snprintf(spec, sizeof(spec), "%s/spec.json", certs.dir);
 	FILE *f = fopen(spec, "w");
@@ -184,6 +188,19 @@ TEST(the_command_runs_a_task_over_mutual_tls)
 	r = proc_cli(env, NULL, "worker", "--exit-when-idle", "--ttl", "2",
 	             "--tls-server-name=etcd.test", (char *)NULL);
 	CHECK_INT(r.status, ==, 0);
+	/* The credentials stay with the runner; the CA and the endpoints,
+	 * no secret, reach the step. */
+	const char *const dropped[] = { "LEASERUN_CERT", "LEASERUN_KEY", "ETCDCTL_CERT",
+		                        "ETCDCTL_KEY", NULL };
+	char line[64];
+	for (int i = 0; dropped[i] != NULL; i++) {
+		snprintf(line, sizeof(line), "\"msg\":\"%s=", dropped[i]);
+		if (strstr(r.err, line) != NULL)
+			TEST_FAIL("the step got %s", dropped[i]);
+	}
+	CHECK_HAS(r.err, "\"msg\":\"LEASERUN_CACERT=");
+	CHECK_HAS(r.err, "\"msg\":\"ETCDCTL_CACERT=");
+	CHECK_HAS(r.err, "\"msg\":\"LEASERUN_ENDPOINTS=");
 	proc_result_free(&r);
 	r = proc_cli(env, NULL, "status", "over-tls", "--json", "--tls-server-name",
 	             "etcd.test", (char *)NULL);

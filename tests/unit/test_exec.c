@@ -110,7 +110,9 @@ static void opts_init(lr_exec_opts *o, const char *run)
 	o->env = environ;
 	o->state_in = "{\"n\":1}";
 	o->work_dir_base = fx.base;
-	o->work_dir_name = "report-7.12.3";
+	o->task_id = "report-7";
+	o->fence = 12;
+	o->attempt = 3;
 	o->grace_ms = 2000;
 	o->cancel_fd = -1;
 	o->line = on_line;
@@ -838,6 +840,7 @@ TEST(state_files_live_in_a_private_directory_removed_afterwards)
 	          "&& echo out=empty; "
 	          "test \"$(dirname \"$LEASERUN_STATE_OUT\")\" = \"$d\" && echo same=yes; "
 	          "mkdir \"$d/sub\" && echo x > \"$d/sub/f\" && chmod 500 \"$d/sub\"; "
+	          "mkdir \"$d/shut\" && chmod 000 \"$d/shut\"; "
 	          "echo '{}' > \"$LEASERUN_STATE_OUT\"");
 	run(&o, &res);
 	umask(old_umask);
@@ -869,15 +872,15 @@ TEST(two_executions_of_one_step_get_separate_directories)
 	CHECK(strcmp(first, value_of("in=")) != 0);
 }
 
-TEST(work_dir_name_cannot_leave_the_base)
+TEST(the_task_id_cannot_take_the_state_directory_out_of_the_base)
 {
 	lr_exec_opts o;
 	lr_exec_result res;
 	char prefix[128];
 	opts_init(&o, "echo \"in=$LEASERUN_STATE_IN\"");
-	o.work_dir_name = "../../etc/x y";
+	o.task_id = "../../etc/x y";
 	run(&o, &res);
-	snprintf(prefix, sizeof(prefix), "%s/leaserun-.._.._etc_x_y.", fx.base);
+	snprintf(prefix, sizeof(prefix), "%s/leaserun-.._.._etc_x_y.12.3.", fx.base);
 	CHECK(strncmp(value_of("in="), prefix, strlen(prefix)) == 0);
 }
 
@@ -957,7 +960,7 @@ TEST_LIST(
 	TEST_CASE(step_sees_the_environment_it_is_given),
 	TEST_CASE(state_files_live_in_a_private_directory_removed_afterwards),
 	TEST_CASE(two_executions_of_one_step_get_separate_directories),
-	TEST_CASE(work_dir_name_cannot_leave_the_base),
+	TEST_CASE(the_task_id_cannot_take_the_state_directory_out_of_the_base),
 	TEST_CASE(unusable_work_dir_base_is_a_spawn_failure),
 	TEST_CASE(no_descriptor_leaks_and_no_zombies_whatever_the_outcome),
 	TEST_CASE(a_killed_guards_leftovers_are_stopped_where_orphans_are_adopted),

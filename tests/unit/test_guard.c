@@ -1,10 +1,11 @@
 /* test_guard.c - the guard of a shell step, driven directly: its deadline
  * schedule, the runner's pipe closing, stop requests, processes that leave
- * the step's group, what it keeps open, and the sweep of state directories
- * whose guard is gone. No etcd. */
+ * the step's group, what it keeps open, the sweep of state directories
+ * whose guard is gone, and what removing one may touch. No etcd. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -217,50 +218,210 @@ TEST(the_guard_keeps_none_of_the_runners_descriptors)
 	close(extra);
 }
 
-static void make_dir(const char *name, bool age, int *locked_fd)
+static void age(const char *path)
 {
-	char path[600];
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	CHECK(mkdir(path, 0700) == 0);
-	snprintf(path, sizeof(path), "%s/%s/state-in.json", base, name);
+	struct timespec old[2] = { { .tv_sec = time(NULL) - 600 },
+	                           { .tv_sec = time(NULL) - 600 } };
+	CHECK(utimensat(AT_FDCWD, path, old, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+/* Where the sweep tests make their directories: one of their own each. */
+static char sweep_base[400];
+
+static void in_new_dir(const char *name)
+{
+	snprintf(sweep_base, sizeof(sweep_base), "%s/%s", base, name);
+	CHECK(mkdir(sweep_base, 0700) == 0);
+}
+
+/* A directory of mode 0700, holding a file, like a state directory. */
+static void make_dir(const char *name, bool aged, int *locked_fd)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
+	CHECK(mkdir(path, 0700) == 0 && chmod(path, 0700) == 0);
+	snprintf(path, sizeof(path), "%s/%s/state-in.json", sweep_base, name);
 	FILE *f = fopen(path, "w");
 	CHECK(f != NULL);
 	fclose(f);
-	snprintf(path, sizeof(path), "%s/%s", base, name);
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
 	if (locked_fd != NULL) {
 		*locked_fd = open(path, O_RDONLY | O_DIRECTORY);
 		CHECK(*locked_fd >= 0 && flock(*locked_fd, LOCK_EX) == 0);
 	}
-	if (age) {
-		struct timespec old[2] = { { .tv_sec = time(NULL) - 600 },
-		                           { .tv_sec = time(NULL) - 600 } };
-		CHECK(utimensat(AT_FDCWD, path, old, 0) == 0);
-	}
+	if (aged)
+		age(path);
 }
 
 static bool exists(const char *name)
 {
-	char path[600];
+	char path[700];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/%s", base, name);
-	return stat(path, &sb) == 0;
+	snprintf(path, sizeof(path), "%s/%s", sweep_base, name);
+	return lstat(path, &sb) == 0;
 }
 
 TEST(the_sweep_removes_only_directories_whose_guard_is_gone)
 {
 	int held;
-	make_dir("leaserun-left.aaaaaa", true, NULL);
-	make_dir("leaserun-busy.bbbbbb", true, &held);
-	make_dir("leaserun-new.cccccc", false, NULL);
+	in_new_dir("guards");
+	make_dir("leaserun-left.4.1.aaaaaa", true, NULL);
+	make_dir("leaserun-busy.4.1.bbbbbb", true, &held);
+	make_dir("leaserun-new.4.1.cccccc", false, NULL);
 	make_dir("someone-else", true, NULL);
 	size_t removed = 0;
-	CHECK_OK(lr_state_dir_sweep(base, &removed, &err), &err);
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
 	CHECK_INT(removed, ==, 1);
-	CHECK(!exists("leaserun-left.aaaaaa"));
-	CHECK(exists("leaserun-busy.bbbbbb"));
-	CHECK(exists("leaserun-new.cccccc"));
+	CHECK(!exists("leaserun-left.4.1.aaaaaa"));
+	CHECK(exists("leaserun-busy.4.1.bbbbbb"));
+	CHECK(exists("leaserun-new.4.1.cccccc"));
 	CHECK(exists("someone-else"));
 	close(held);
+}
+
+/* What the real code makes and a runner killed would leave: unlocked, and
+ * a minute old. */
+static void leave_state_dir(const char *task, char *leaf, size_t size)
+{
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = task, .fence = 12,
+	                   .attempt = 3 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	close(sd.fd);
+	age(sd.dir);
+	snprintf(leaf, size, "%s", strrchr(sd.dir, '/') + 1);
+}
+
+TEST(the_sweep_leaves_other_programs_directories_named_leaserun)
+{
+	/* scripts/cluster's etcd data, scripts/test's runs, anyone's. */
+	const char *const others[] = {
+		"leaserun-cluster", "leaserun-test-abc123", "leaserun-other-user-data",
+		"leaserun-t.1.2.abc12", "leaserun-.1.2.abcdef", "leaserun-t.1.abcdef",
+		"leaserun-t.1.x.abcdef", "leaserun-t.1.2.abcdefg", "leaserun-t.1.2.abc-ef",
+		"leaserun-t y.1.2.abcdef", NULL,
+	};
+	in_new_dir("others");
+	for (size_t i = 0; others[i] != NULL; i++)
+		make_dir(others[i], true, NULL);
+	/* The task ids "." and ".." are valid too. */
+	char leaf[256], dots[256];
+	leave_state_dir("report-7", leaf, sizeof(leaf));
+	leave_state_dir("..", dots, sizeof(dots));
+	size_t removed = 0;
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
+	CHECK_INT(removed, ==, 2);
+	CHECK(!exists(leaf));
+	CHECK(!exists(dots));
+	for (size_t i = 0; others[i] != NULL; i++)
+		if (!exists(others[i]))
+			TEST_FAIL("the sweep removed %s", others[i]);
+}
+
+TEST(the_sweep_leaves_links_other_modes_and_other_users_directories)
+{
+	char path[700], target[700];
+	in_new_dir("strangers");
+	/* A link by a state directory's name to an old directory. */
+	make_dir("target", true, NULL);
+	snprintf(target, sizeof(target), "%s/target", sweep_base);
+	snprintf(path, sizeof(path), "%s/leaserun-link.1.1.aaaaaa", sweep_base);
+	CHECK(symlink(target, path) == 0);
+	age(path);
+	/* A mode the runner never gives its directories. */
+	make_dir("leaserun-open.1.1.bbbbbb", false, NULL);
+	snprintf(path, sizeof(path), "%s/leaserun-open.1.1.bbbbbb", sweep_base);
+	CHECK(chmod(path, 0755) == 0);
+	age(path);
+	/* Another user's (as root only: nobody else may give it away). */
+	bool root = geteuid() == 0;
+	if (root) {
+		make_dir("leaserun-theirs.1.1.cccccc", false, NULL);
+		snprintf(path, sizeof(path), "%s/leaserun-theirs.1.1.cccccc", sweep_base);
+		CHECK(chown(path, 65534, 65534) == 0);
+		age(path);
+	} else {
+		fprintf(stderr, "   not root: another user's directory not tried\n");
+	}
+	size_t removed = 0;
+	CHECK_OK(lr_state_dir_sweep(sweep_base, &removed, &err), &err);
+	CHECK_INT(removed, ==, 0);
+	CHECK(exists("leaserun-link.1.1.aaaaaa"));
+	CHECK(exists("target") && exists("target/state-in.json"));
+	CHECK(exists("leaserun-open.1.1.bbbbbb/state-in.json"));
+	if (root)
+		CHECK(exists("leaserun-theirs.1.1.cccccc/state-in.json"));
+}
+
+/* A step's trick: replace a directory with a link to someone's file while
+ * its state directory is removed. The swap is put exactly where it hurts,
+ * just after the removal found "d" to be a directory: this definition of
+ * unlinkat is the one the library calls. */
+static bool swap_armed;
+static char swap_target[700];
+
+int unlinkat(int dir_fd, const char *name, int flags)
+{
+	static int (*real)(int, const char *, int);
+	if (real == NULL)
+		real = (int (*)(int, const char *, int))dlsym(RTLD_NEXT, "unlinkat");
+	int rc = real(dir_fd, name, flags);
+	if (rc != 0 && errno == EISDIR && swap_armed && strcmp(name, "d") == 0) {
+		swap_armed = false;
+		if (renameat(dir_fd, "d", dir_fd, "d-moved") != 0 ||
+		    symlinkat(swap_target, dir_fd, "d") != 0)
+			TEST_FAIL("swap: %s", strerror(errno));
+		errno = EISDIR;
+	}
+	return rc;
+}
+
+TEST(removing_a_state_directory_never_changes_the_mode_of_a_linked_file)
+{
+	const char *target = swap_target;
+	struct stat st;
+	in_new_dir("swaps");
+	snprintf(swap_target, sizeof(swap_target), "%s/precious", sweep_base);
+	int t = open(target, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	CHECK(t >= 0 && fchmod(t, 0644) == 0);
+	close(t);
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "swap", .fence = 1,
+	                   .attempt = 1 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	CHECK(mkdirat(sd.fd, "d", 0700) == 0);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", sd.dir);
+	swap_armed = true;
+	lr_state_dir_remove(&sd);
+	CHECK(!swap_armed); /* the removal met the swap */
+	CHECK(stat(target, &st) == 0);
+	CHECK_INT(st.st_mode & 07777, ==, 0644);
+	/* What a swap leaves, the link, keeps the directory from going. */
+	CHECK(stat(dir, &st) == 0);
+}
+
+TEST(removing_a_state_directory_leaves_what_another_user_owns_in_it)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "   not root: nobody else's directory to try\n");
+		return;
+	}
+	in_new_dir("owners");
+	lr_exec_opts o = { .work_dir_base = sweep_base, .task_id = "own", .fence = 1,
+	                   .attempt = 1 };
+	struct lr_state_dir sd;
+	CHECK_OK(lr_state_dir_make(&o, &sd, &err), &err);
+	CHECK(mkdirat(sd.fd, "theirs", 0755) == 0);
+	CHECK(fchmodat(sd.fd, "theirs", 0755, 0) == 0);
+	CHECK(fchownat(sd.fd, "theirs", 65534, 65534, 0) == 0);
+	char theirs[PATH_MAX + 8];
+	snprintf(theirs, sizeof(theirs), "%s/theirs", sd.dir);
+	lr_state_dir_remove(&sd);
+	struct stat st;
+	CHECK(lstat(theirs, &st) == 0);
+	CHECK_INT(st.st_uid, ==, 65534);
+	CHECK_INT(st.st_mode & 07777, ==, 0755);
 }
 
 static int setup(void)
@@ -287,5 +448,9 @@ TEST_LIST(
 	TEST_CASE(processes_that_leave_the_group_die_with_the_step),
 	TEST_CASE(the_guard_keeps_none_of_the_runners_descriptors),
 	TEST_CASE(the_sweep_removes_only_directories_whose_guard_is_gone),
+	TEST_CASE(the_sweep_leaves_other_programs_directories_named_leaserun),
+	TEST_CASE(the_sweep_leaves_links_other_modes_and_other_users_directories),
+	TEST_CASE(removing_a_state_directory_never_changes_the_mode_of_a_linked_file),
+	TEST_CASE(removing_a_state_directory_leaves_what_another_user_owns_in_it),
 );
 TEST_MAIN(setup, teardown)
