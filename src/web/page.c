@@ -276,15 +276,27 @@ static void task_cancel(lr_web *w, lr_http_req *req, const char *id)
 
 /* ---- routing ------------------------------------------------------------------ */
 
-/* "/api/tasks/ID" or "/api/tasks/ID/cancel": the id into buf and whether
- * it is the cancel. False for anything else. */
-static bool task_path(const char *path, char buf[LR_ID_SIZE], bool *cancel)
+/* "/api/tasks/ID" or "/api/tasks/ID/cancel", or the same with the id in
+ * the query ("/api/task?id=ID", "/api/task/cancel?id=ID": the page's form,
+ * as a browser takes the ids "." and ".." in a path, even escaped, as steps
+ * of the path): the id into buf and whether it is the cancel. False for
+ * anything else. */
+static bool task_path(lr_http_req *req, const char *path, char buf[LR_ID_SIZE],
+                      bool *cancel)
 {
 	static const char dir[] = "/api/tasks/";
 	const char *id = path + sizeof(dir) - 1;
 	const char *slash;
 	size_t len;
 
+	if (strcmp(path, "/api/task") == 0 || strcmp(path, "/api/task/cancel") == 0) {
+		const char *q = lr_http_query(req, "id");
+		*cancel = path[sizeof("/api/task") - 1] != '\0';
+		if (q == NULL || strlen(q) >= LR_ID_SIZE)
+			return false;
+		strcpy(buf, q);
+		return lr_id_valid(buf);
+	}
 	if (strncmp(path, dir, sizeof(dir) - 1) != 0)
 		return false;
 	slash = strchr(id, '/');
@@ -312,7 +324,7 @@ void web_route(void *user, lr_http_req *req)
 		                        "under that name");
 		return;
 	}
-	if (task_path(path, id, &cancel)) {
+	if (task_path(req, path, id, &cancel)) {
 		if (cancel && strcmp(lr_http_method(req), "POST") == 0)
 			task_cancel(w, req, id);
 		else if (!cancel && is_get(req))

@@ -252,6 +252,20 @@ TEST(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel)
 	page_close(&p);
 }
 
+/* The ids "." and ".." are valid: their detail is fetched as such, not
+ * as a step up the path. */
+TEST(a_task_named_dot_dot_shows_its_detail)
+{
+	struct page p;
+	page_open(&p, "dots", false);
+	fleet_submit(&p.f, "..", "{\"id\":\"%s\",\"steps\":[" STEP("only", "true") "]}");
+	CHECK(cdp_wait_for(&p.b, 5000, "!!document.querySelector('#tasks tr[data-id=\"..\"]')") >= 0);
+	cdp_run(&p.b, "%s.click()", "document.querySelector('#tasks tr[data-id=\"..\"]')");
+	CHECK(cdp_wait_for(&p.b, 5000, "document.querySelectorAll('#detail-steps li').length === 1") >= 0);
+	CHECK(cdp_eval_bool(&p.b, "document.getElementById('detail-title').textContent === '..'"));
+	page_close(&p);
+}
+
 TEST(the_page_says_when_etcd_is_unreachable_and_when_it_is_back)
 {
 	struct page p;
@@ -338,6 +352,7 @@ TEST_LIST(TEST_CASE(a_task_submitted_after_the_page_loaded_appears_within_a_seco
           TEST_CASE(the_detail_shows_steps_state_and_history_but_no_env_values),
           TEST_CASE(the_cancel_button_shows_only_for_a_running_task_with_allow_cancel),
           TEST_CASE(ten_thousand_tasks_stay_usable_in_pages),
+          TEST_CASE(a_task_named_dot_dot_shows_its_detail),
           TEST_CASE(the_page_says_when_etcd_is_unreachable_and_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)

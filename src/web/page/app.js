@@ -344,13 +344,19 @@ function fetchDetailSoon() {
   detailTimer = setTimeout(fetchDetail, 150);
 }
 
+// A task's API address, with the id in the query: in a path, the browser
+// would take the ids "." and ".." (even escaped) as steps of the path.
+function taskApi(id, what) {
+  return 'api/task' + (what ? '/' + what : '') + '?id=' + encodeURIComponent(id);
+}
+
 async function fetchDetail() {
   detailTimer = null;
   const id = view.selected;
   if (!id) return;
   const seq = ++detailSeq;
   try {
-    const r = await fetch('api/tasks/' + encodeURIComponent(id));
+    const r = await fetch(taskApi(id));
     if (!r.ok) return;
     const d = await r.json();
     if (seq !== detailSeq || id !== view.selected) return;
@@ -375,7 +381,7 @@ async function cancelSelected() {
   const out = $('detail-cancel-result');
   out.textContent = 'cancelling…';
   try {
-    const r = await fetch('api/tasks/' + encodeURIComponent(id) + '/cancel',
+    const r = await fetch(taskApi(id, 'cancel'),
       { method: 'POST', headers: { 'X-Leaserun': 'cancel' } });
     const body = await r.json();
     out.textContent = body.message || r.statusText;
