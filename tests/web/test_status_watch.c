@@ -11,7 +11,6 @@
 #include "servers.h"
 #include "test.h"
 
-
 /* Frames written so far: each starts with the table's header. */
 static int frames(const char *log)
 {
@@ -35,19 +34,26 @@ static int64_t wait_frames(const char *log, int n, int timeout_ms)
 	return lr_mono_ms() - t0;
 }
 
+/* `leaserun status --watch` on f's prefix, its output in <f's dir>/watch.log
+ * (its path into log), once it has drawn its first frame. */
+static void start_watch(fleet *f, proc_bg *watch, char log[320])
+{
+	char *argv[16];
+	const char *args[] = { "status", "--watch", "--endpoints", f->endpoints,
+		               "--prefix", f->prefix, NULL };
+	proc_cli_argv(argv, 16, args);
+	snprintf(log, 320, "%s/watch.log", f->dir);
+	proc_start(watch, argv, NULL, log);
+	CHECK(wait_frames(log, 1, 10000) >= 0);
+}
+
 TEST(status_watch_redraws_on_a_change_and_only_then)
 {
 	fleet f;
 	proc_bg watch;
 	char log[320];
-	char *argv[16];
 	fleet_init(&f, etcdh_endpoints(web_etcd), "watching");
-	const char *args[] = { "status", "--watch", "--endpoints", f.endpoints,
-		               "--prefix", f.prefix, NULL };
-	proc_cli_argv(argv, 16, args);
-	snprintf(log, sizeof(log), "%s/watch.log", f.dir);
-	proc_start(&watch, argv, NULL, log);
-	CHECK(wait_frames(log, 1, 10000) >= 0);
+	start_watch(&f, &watch, log);
 	/* Nothing changes: nothing is drawn (the old --watch redrew every
 	 * second). */
 	lr_sleep_ms(2500);
@@ -89,15 +95,9 @@ TEST(status_watch_says_when_etcd_is_unreachable_and_redraws_when_it_is_back)
 	fleet f;
 	proc_bg watch;
 	char log[320];
-	char *argv[16];
 	fleet_init(&f, etcdh_endpoints(web_etcd), "outage");
 	fleet_submit(&f, "kept", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
-	const char *args[] = { "status", "--watch", "--endpoints", f.endpoints,
-		               "--prefix", f.prefix, NULL };
-	proc_cli_argv(argv, 16, args);
-	snprintf(log, sizeof(log), "%s/watch.log", f.dir);
-	proc_start(&watch, argv, NULL, log);
-	CHECK(wait_frames(log, 1, 10000) >= 0);
+	start_watch(&f, &watch, log);
 
 	CHECK_INT(etcdh_stop(web_etcd, 0), ==, 0);
 	int64_t t0 = lr_mono_ms();
