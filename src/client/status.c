@@ -173,26 +173,41 @@ static void from_spec(const char *id, const lr_kv *task, lr_task_status *s,
 	s->max_attempts = lr_spec_max_attempts(*spec);
 }
 
-/* A spec that did not validate (spec NULL), unless the task's stored
- * error already says why (a runner ended it "invalid spec: ..."). */
+/* The task's stored error says why already (a runner ended it "invalid
+ * spec: ...", "unreadable checkpoint: ..."). */
+static bool said(const lr_task_status *s, const lr_err *why)
+{
+	return s->error != NULL && strstr(s->error, why->msg) != NULL;
+}
+
+/* A checkpoint that did not read (why says something), unless said. */
+static int note_checkpoint(lr_task_status *s, const lr_err *why)
+{
+	if (why->msg[0] == '\0' || said(s, why))
+		return 0;
+	return note_unreadable(s, why);
+}
+
+/* A spec that did not validate (spec NULL), unless said. */
 static int note_spec(lr_task_status *s, const json_t *spec, lr_err *why)
 {
-	if (spec != NULL || (s->error != NULL && strstr(s->error, why->msg) != NULL))
+	if (spec != NULL || said(s, why))
 		return 0;
 	lr_err_wrap(why, why->code, "spec");
 	return note_unreadable(s, why);
 }
 
-static int from_checkpoint(const lr_kv *kv, lr_task_status *s, int64_t *best)
+/* An unreadable checkpoint leaves its reason in *why, noted once the done
+ * record is known. */
+static int from_checkpoint(const lr_kv *kv, lr_task_status *s, int64_t *best, lr_err *why)
 {
 	lr_checkpoint_rec cp;
-	lr_err why = { 0 };
 	int rc;
 
 	if (kv == NULL)
 		return 0;
-	if (lr_checkpoint_decode(kv->value, kv->value_len, &cp, &why) != 0)
-		return note_unreadable(s, &why);
+	if (lr_checkpoint_decode(kv->value, kv->value_len, &cp, why) != 0)
+		return 0;
 	s->next_step = cp.next_step;
 	s->attempt = cp.attempt;
 	rc = set_string(&s->runner, cp.runner);
@@ -284,7 +299,7 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
                         lr_task_status *out, lr_err *err)
 {
 	json_t *spec = NULL;
-	lr_err spec_why = { 0 };
+	lr_err spec_why = { 0 }, ckpt_why = { 0 };
 	int64_t best_ms = 0;
 	int rc;
 
@@ -293,11 +308,13 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 	out->state = LR_TASK_PENDING;
 	out->create_revision = rec->task->create_rev;
 	from_spec(id, rec->task, out, &spec, &spec_why);
-	rc = from_checkpoint(rec->checkpoint, out, &best_ms);
+	rc = from_checkpoint(rec->checkpoint, out, &best_ms, &ckpt_why);
 	if (rc == 0)
 		rc = from_claim(rec->claim, out, &best_ms);
 	if (rc == 0)
 		rc = from_done(rec->done, out, &best_ms);
+	if (rc == 0)
+		rc = note_checkpoint(out, &ckpt_why);
 	if (rc == 0)
 		rc = note_spec(out, spec, &spec_why);
 	if (rc == 0)

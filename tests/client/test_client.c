@@ -320,6 +320,23 @@ TEST(status_survives_garbage_records_and_names_them)
 	CHECK_INT(s.state, ==, LR_TASK_FAILED);
 	CHECK_STR(s.error, "invalid spec: steps: 0 steps, a task has 1 to 1000");
 	lr_task_status_clear(&s);
+
+	/* The same for a checkpoint a runner could not read. */
+	static const char bad_ckpt[] = "{\"next_step\":0,\"attempt\":-1,\"state\":null,"
+	                               "\"runner\":\"r\",\"fence\":0,\"updated_at\":\"\"}";
+	lr_checkpoint_rec cp;
+	lr_err why = { 0 };
+	CHECK(lr_checkpoint_decode(bad_ckpt, strlen(bad_ckpt), &cp, &why) != 0);
+	char done[1024], said[600];
+	snprintf(said, sizeof(said), "unreadable checkpoint: %s", why.msg);
+	snprintf(done, sizeof(done), "{\"status\":\"failed\",\"attempts\":0,\"error\":\"%s\","
+	         "\"state\":null,\"finished_at\":\"2026-11-23T10:00:00.000Z\"}", said);
+	submit(c, "{\"id\":\"ck\",\"steps\":[{\"name\":\"a\",\"run\":\"b\"}]}");
+	fixture_put(c, LR_K_CHECKPOINTS, "ck", bad_ckpt, 0);
+	fixture_put(c, LR_K_DONE, "ck", done, 0);
+	CHECK_OK(lr_task_get(c, "ck", &s, &err), &err);
+	CHECK_STR(s.error, said);
+	lr_task_status_clear(&s);
 	lr_client_close(c);
 }
 
