@@ -97,21 +97,39 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	argv[n] = NULL;
 	char log[320];
 	snprintf(log, sizeof(log), "%s/%s.log", f->dir, f->names[i]);
+	/* The environment, made before the fork: between fork and exec the
+	 * child of this threaded process may call only async-signal-safe
+	 * functions (setenv may wait for ever on a lock that a thread of the
+	 * parent held at the fork). Step directories that killed runners leave
+	 * behind go with the fleet's scratch directory (TMPDIR). */
+	extern char **environ;
+	size_t n_env = 0;
+	while (environ[n_env] != NULL)
+		n_env++;
+	char **envp = calloc(n_env + 3, sizeof(*envp));
+	char marks[300], tmpdir[300];
+	CHECK(envp != NULL);
+	snprintf(marks, sizeof(marks), "MARKS=%s", f->dir);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", f->dir);
+	size_t k = 0;
+	for (size_t e = 0; e < n_env; e++)
+		if (strncmp(environ[e], "MARKS=", 6) != 0 && strncmp(environ[e], "TMPDIR=", 7) != 0)
+			envp[k++] = environ[e];
+	envp[k++] = marks;
+	envp[k++] = tmpdir;
+	envp[k] = NULL;
 	pid_t parent = getpid();
 	pid_t pid = fork();
-	CHECK(pid >= 0);
 	if (pid == 0) {
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(127);
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		dup2(fd, 2);
-		setenv("MARKS", f->dir, 1);
-		/* Step directories that killed runners leave behind go with
-		 * the fleet's scratch directory. */
-		setenv("TMPDIR", f->dir, 1);
-		execv(bin, (char *const *)argv);
+		execve(bin, (char *const *)argv, envp);
 		_exit(127);
 	}
+	free(envp);
+	CHECK(pid >= 0);
 	f->pids[i] = pid;
 	return pid;
 }
