@@ -2,6 +2,7 @@
 #include "fleet.h"
 #include "client/client.h"
 #include "etcd/lease.h"
+#include "exec/exec.h"
 #include "history.h"
 #include "proc.h"
 
@@ -102,22 +103,12 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 	 * functions (setenv may wait for ever on a lock that a thread of the
 	 * parent held at the fork). Step directories that killed runners leave
 	 * behind go with the fleet's scratch directory (TMPDIR). */
-	extern char **environ;
-	size_t n_env = 0;
-	while (environ[n_env] != NULL)
-		n_env++;
-	char **envp = calloc(n_env + 3, sizeof(*envp));
 	char marks[300], tmpdir[300];
-	CHECK(envp != NULL);
 	snprintf(marks, sizeof(marks), "MARKS=%s", f->dir);
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", f->dir);
-	size_t k = 0;
-	for (size_t e = 0; e < n_env; e++)
-		if (strncmp(environ[e], "MARKS=", 6) != 0 && strncmp(environ[e], "TMPDIR=", 7) != 0)
-			envp[k++] = environ[e];
-	envp[k++] = marks;
-	envp[k++] = tmpdir;
-	envp[k] = NULL;
+	const char *const add[] = { marks, tmpdir, NULL };
+	char **envp = lr_exec_env_build(environ, NULL, add);
+	CHECK(envp != NULL);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -128,7 +119,7 @@ static pid_t spawn_runner(fleet *f, int i, const char *endpoints,
 		execve(bin, (char *const *)argv, envp);
 		_exit(127);
 	}
-	free(envp);
+	lr_exec_env_free(envp);
 	CHECK(pid >= 0);
 	f->pids[i] = pid;
 	return pid;
