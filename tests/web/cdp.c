@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "exec/exec.h"
 #include "test.h"
 
 #define CALL_TIMEOUT_MS 20000
@@ -30,9 +31,12 @@ static const char *chromium_path(void)
 }
 
 /* Exec the browser with its DevTools pipe on fds 3 (in) and 4 (out). */
-static void exec_browser(cdp *b, int in, int out)
+/* In the forked child: only async-signal-safe calls until the exec (a
+ * thread of the parent may have held a lock at the fork). path, profile_flag
+ * and env are made before the fork. */
+static void exec_browser(cdp *b, int in, int out, const char *path,
+                         const char *profile_flag, char *const *env)
 {
-	char profile_flag[300];
 	int log = open(b->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -46,14 +50,11 @@ static void exec_browser(cdp *b, int in, int out)
 		dup2(log, 1);
 		dup2(log, 2);
 	}
-	/* Whatever the browser writes under $HOME goes with the profile. */
-	setenv("HOME", b->profile, 1);
-	snprintf(profile_flag, sizeof(profile_flag), "--user-data-dir=%s", b->profile);
-	execl(chromium_path(), "chromium", "--headless", "--no-sandbox", "--disable-gpu",
-	      "--disable-quic", "--no-first-run", "--disable-background-networking",
-	      "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-	      "--no-default-browser-check", "--hide-scrollbars", "--mute-audio",
-	      profile_flag, "--remote-debugging-pipe", "about:blank", (char *)NULL);
+	execle(path, "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+	       "--disable-quic", "--no-first-run", "--disable-background-networking",
+	       "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+	       "--no-default-browser-check", "--hide-scrollbars", "--mute-audio",
+	       profile_flag, "--remote-debugging-pipe", "about:blank", (char *)NULL, env);
 	_exit(127);
 }
 
@@ -158,10 +159,19 @@ void cdp_launch(cdp *b, const char *dir, int width, int height)
 	CHECK(mkdtemp(b->profile) != NULL);
 	snprintf(b->log, sizeof(b->log), "%s.log", b->profile);
 	CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
+	/* Whatever the browser writes under $HOME goes with the profile. */
+	char home[300], profile_flag[300];
+	snprintf(home, sizeof(home), "HOME=%s", b->profile);
+	snprintf(profile_flag, sizeof(profile_flag), "--user-data-dir=%s", b->profile);
+	const char *const add[] = { home, NULL };
+	char **env = lr_exec_env_build(environ, NULL, add);
+	CHECK(env != NULL);
+	const char *path = chromium_path();
 	b->pid = fork();
-	CHECK(b->pid >= 0);
 	if (b->pid == 0)
-		exec_browser(b, in[0], out[1]);
+		exec_browser(b, in[0], out[1], path, profile_flag, env);
+	lr_exec_env_free(env);
+	CHECK(b->pid >= 0);
 	close(in[0]);
 	close(out[1]);
 	b->to = in[1];
