@@ -417,10 +417,11 @@ static void run_loop(lr_runner *r)
 
 /* The lease, the name and the first read of the task list. etcd may be
  * choosing a leader, have a member paused or have just lost the member we
- * used: what fails for such a passing reason while a member is connected
- * (or connects within a call's timeout) is tried again, with backoff, until
- * it succeeds or the runner is asked to stop; anything else (no member
- * reachable, the name in use, access denied) ends the run. */
+ * used, and the runner itself may be paused past its TTL between the grant
+ * and the registration: what fails for such a passing reason while a member
+ * is connected (or connects within a call's timeout) is tried again, with
+ * backoff, until it succeeds or the runner is asked to stop; anything else
+ * (no member reachable, the name in use, access denied) ends the run. */
 static int start_up(lr_runner *r, lr_err *err)
 {
 	lr_backoff bo;
@@ -429,7 +430,9 @@ static int start_up(lr_runner *r, lr_err *err)
 		int rc = atomic_load(&r->lease) != 0 ? 0 : acquire_lease(r, 0, err);
 		if (rc == 0)
 			rc = lr_view_load(r, err);
-		if (rc == 0 || !lr_claim_transient(rc) || atomic_load(&r->stop_requested) ||
+		/* LR_ELEASE: the lease expired before the name was on it. */
+		bool again = lr_claim_transient(rc) || rc == LR_ELEASE;
+		if (rc == 0 || !again || atomic_load(&r->stop_requested) ||
 		    !lr_etcd_connected(lr_client_etcd(r->client)))
 			return rc;
 		int64_t wait = lr_backoff_next(&bo, &r->rng);

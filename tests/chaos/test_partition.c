@@ -553,26 +553,53 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 
 /* A round trip of 0.8 s to etcd, more than a third of the TTL (2 s): the
  * renewals go out every TTL/3 without waiting for the one before, and each
- * reply counts from its own renewal's sending, so the lease holds. */
+ * reply counts from its own renewal's sending, so the lease holds.
+ *
+ * Before that, the runner is stopped (SIGSTOP) as soon as etcd lists its
+ * first lease, while etcd's answer to the grant is still on the slow link,
+ * for longer than the TTL: that lease expires before the name is put on
+ * it, and the runner takes another instead of exiting. */
 TEST(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease)
 {
 	static struct proxy px;
 	proxy_start(&px, etcdh_endpoint(cluster, 0), 400);
+	int leases = etcdh_lease_count(cluster);
+	CHECK(leases >= 0);
 	fleet f;
 	fleet_init(&f, etcdh_endpoints(cluster), "slow-link");
-	const char *flags[] = { "--grace", "1", NULL };
-	fleet_start_named(&f, 0, "far", px.endpoint, flags);
+	/* Calls that outlast the stop: the grant's answer is read after it,
+	 * not given up for a new grant. */
+	const char *flags[] = { "--grace", "1", "--dial-timeout", "20", NULL };
+	pid_t pid = fleet_spawn(&f, 0, "far", px.endpoint, flags);
+	for (int64_t end = lr_mono_ms() + 15000;
+	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
+		;
+	kill(pid, SIGSTOP);
+	bool early = fleet_registered(&f, "far");
+	lr_sleep_ms(3000);
+	kill(pid, SIGCONT);
+	if (early)
+		TEST_FAIL("the runner registered before it was stopped: no lease expired "
+		          "under it");
 	/* Its start alone (about 6 s of round trips) outlasts the TTL thrice. */
 	fleet_submit(&f, "far", "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":["
 	             STEP("one", MARK_START "; sleep 0.5; " MARK_END) "]}");
 	int64_t took = fleet_wait_state(&f, "far", LR_TASK_SUCCEEDED, 30000);
 	printf("# over a link of 0.8 s round trips: the task done in %" PRId64 " ms\n", took);
+	int status = 0;
+	if (took < 0 && waitpid(pid, &status, WNOHANG) == pid) {
+		f.pids[0] = 0;
+		TEST_FAIL("the runner exited (status %d); its log: %s/far.log", status, f.dir);
+	}
+	if (!fleet_log_has(&f, 0, "lease not found"))
+		TEST_FAIL("the registration did not meet an expired lease; its log: "
+		          "%s/far.log", f.dir);
 	if (fleet_log_has(&f, 0, " lost ("))
 		TEST_FAIL("the runner lost its lease; its log: %s/far.log", f.dir);
 	CHECK(took >= 0);
 	if (!fleet_log_has(&f, 0, "over a quarter of the TTL"))
 		TEST_FAIL("no warning of the slow grant; its log: %s/far.log", f.dir);
-	kill(f.pids[0], SIGTERM);
+	kill(pid, SIGTERM);
 	CHECK_INT(fleet_wait(&f, 0, 15000), ==, 0);
 	fleet_destroy(&f);
 	proxy_stop(&px);

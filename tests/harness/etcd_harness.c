@@ -1099,6 +1099,20 @@ int etcdh_leader(etcdh_cluster *c)
 	return -1;
 }
 
+int etcdh_lease_count(etcdh_cluster *c)
+{
+	static const char *const args[] = { "lease", "list", NULL };
+	char out[256];
+	int n;
+
+	for (int i = 0; i < c->n; i++)
+		if (c->m[i].state == MEMBER_RUNNING &&
+		    run_etcdctl(c, c->m[i].endpoint, args, out, sizeof(out)) == 0 &&
+		    sscanf(out, "found %d leases", &n) == 1)
+			return n;
+	return -1;
+}
+
 int etcdh_wait_healthy(etcdh_cluster *c, double timeout_s)
 {
 	unsigned wanted = 0;

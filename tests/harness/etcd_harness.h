@@ -86,6 +86,10 @@ int etcdh_resume(etcdh_cluster *c, int i);
  * unpaused member; -1 when none does. */
 int etcdh_leader(etcdh_cluster *c);
 
+/* How many leases etcd has, asking the first running, unpaused member
+ * that answers; -1 when none does. */
+int etcdh_lease_count(etcdh_cluster *c);
+
 /* Wait until every running, unpaused member answers health, for at most
  * timeout_s seconds. */
 int etcdh_wait_healthy(etcdh_cluster *c, double timeout_s);
