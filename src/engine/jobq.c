@@ -128,15 +128,15 @@ void lr_jobq_take_back(lr_jobq *q, void (*fn)(void *user, const struct lr_job *j
 	}
 }
 
-void lr_jobq_running(lr_jobq *q, const char *id, void (*fn)(void *user, int slot),
-                     void *user)
+void lr_jobq_running(lr_jobq *q, const char *id,
+                     void (*fn)(void *user, int slot, const char *id), void *user)
 {
 	pthread_mutex_lock(&q->mu);
 	for (int i = 0; i < q->slots; i++) {
 		if (q->running[i][0] == '\0')
 			continue;
 		if (id == NULL || strcmp(q->running[i], id) == 0)
-			fn(user, i);
+			fn(user, i, q->running[i]);
 	}
 	pthread_mutex_unlock(&q->mu);
 }

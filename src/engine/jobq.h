@@ -76,11 +76,11 @@ void lr_jobq_finish(lr_jobq *q, int slot);
  * cleared. */
 void lr_jobq_take_back(lr_jobq *q, void (*fn)(void *user, const struct lr_job *job),
                        void *user);
-/* Call fn for each slot running task id (NULL: every busy slot), under the
- * queue's mutex, so that the slot cannot move on to another task
- * meanwhile. */
-void lr_jobq_running(lr_jobq *q, const char *id, void (*fn)(void *user, int slot),
-                     void *user);
+/* Call fn for each slot running task id (NULL: every busy slot), with the
+ * slot's task id, under the queue's mutex, so that the slot cannot move on
+ * to another task meanwhile. */
+void lr_jobq_running(lr_jobq *q, const char *id,
+                     void (*fn)(void *user, int slot, const char *id), void *user);
 
 /* Wake every worker waiting in lr_jobq_take; they get false from then on. */
 void lr_jobq_close(lr_jobq *q);

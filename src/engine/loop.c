@@ -264,9 +264,17 @@ static void take_back(lr_runner *r)
 
 /* ---- the loop --------------------------------------------------------------- */
 
+/* A handler still running this long after its step was told to stop for
+ * good (the grace period over, or the lease lost) is named in a warning,
+ * and again every LR_STUCK_AGAIN_MS while it runs. */
+#define LR_STUCK_FIRST_MS 2000
+#define LR_STUCK_AGAIN_MS 30000
+
 struct loop {
 	int64_t grace_end;      /* 0 until the stop request */
 	bool shutdown_sent;
+	int64_t stop_sent;      /* when the steps were told to stop for good */
+	int64_t stuck_check;    /* next look for handlers still running, 0 none */
 	int64_t old_lease;      /* lost, waiting for its tasks to be dropped */
 	int64_t retry_at;       /* next lease acquisition try, 0 none */
 	lr_backoff retry;
@@ -287,6 +295,8 @@ static void lease_lost(lr_runner *r, struct loop *l, const struct lr_msg *m)
 	l->old_lease = lease;
 	l->retry_at = lr_mono_ms();
 	lr_workers_signal(r, NULL, LR_STOP_LEASE);
+	l->stop_sent = lr_mono_ms();
+	l->stuck_check = l->stop_sent + LR_STUCK_FIRST_MS;
 	take_back(r); /* no job waiting is started */
 	if (r->cb.lease_lost != NULL)
 		r->cb.lease_lost(r->cb_user, why);
@@ -312,6 +322,29 @@ static void reacquire(lr_runner *r, struct loop *l)
 	l->retry_at = 0;
 	l->old_lease = 0;
 	l->resync = true; /* what happened meanwhile is in the watch anyway */
+}
+
+/* Handlers that do not return when told to: the run cannot end, nor a
+ * new lease be taken, until they do. Shell steps are killed: this is about
+ * in-process handlers that do not look at lr_step_cancelled(). */
+static void warn_stuck(lr_runner *r, struct loop *l)
+{
+	int64_t now = lr_mono_ms();
+	if (l->stuck_check == 0 || now < l->stuck_check)
+		return;
+	l->stuck_check = now + LR_STUCK_AGAIN_MS;
+	char list[512];
+	int n = lr_workers_in_handlers(r, list, sizeof(list));
+	if (n == 0)
+		return;
+	bool lost = l->old_lease != 0;
+	lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+	              "%d step handler%s still running %lld s after %s: %s; a handler must "
+	              "return once lr_step_cancelled() is true, and until it does %s",
+	              n, n == 1 ? "" : "s", (long long)((now - l->stop_sent) / 1000),
+	              lost ? "the lease was lost" : "the grace period", list,
+	              lost ? "no new lease is taken, while another runner may take its task"
+	                   : "the runner cannot stop and its task stays claimed");
 }
 
 static void handle_messages(lr_runner *r, struct loop *l)
@@ -351,6 +384,8 @@ static int poll_timeout(const lr_runner *r, const struct loop *l)
 	/* While workers still stop their steps, their reports wake the loop. */
 	if (l->retry_at != 0 && r->busy == 0 && l->retry_at < next)
 		next = l->retry_at;
+	if (l->stuck_check != 0 && l->stuck_check < next)
+		next = l->stuck_check;
 	if (l->resync && next > now + 1000)
 		next = now + 1000; /* a failed re-read is tried again */
 	int64_t due = lr_sched_next_ms((lr_runner *)r);
@@ -382,9 +417,14 @@ static void run_loop(lr_runner *r)
 		if (l.grace_end != 0 && !l.shutdown_sent && lr_mono_ms() >= l.grace_end) {
 			lr_workers_signal(r, NULL, LR_STOP_SHUTDOWN);
 			l.shutdown_sent = true;
+			l.stop_sent = lr_mono_ms();
+			l.stuck_check = l.stop_sent + LR_STUCK_FIRST_MS;
 		}
 		if (l.grace_end != 0 && r->busy == 0)
 			return;
+		if (r->busy == 0)
+			l.stuck_check = 0;
+		warn_stuck(r, &l);
 		reacquire(r, &l);
 		if (l.resync && atomic_load(&r->lease) != 0) {
 			lr_err e = {0};

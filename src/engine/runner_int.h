@@ -63,6 +63,10 @@ struct lr_worker {
 	int slot;
 	pthread_t thread;
 	lr_stop stop;           /* the running step's stop request */
+	/* While a handler's call runs: since when (monotonic ms) and which
+	 * step; 0 outside. Read by the loop's warning of stuck handlers. */
+	atomic_llong handler_since;
+	atomic_llong handler_step;
 	lr_rng rng;             /* worker thread only */
 };
 
@@ -235,6 +239,9 @@ void lr_workers_claim_gone(lr_runner *r, const char *id, int64_t rev);
 /* Every worker's task held on `lease` may run until `deadline` now (a
  * renewal). Any thread (the etcd stream thread). */
 void lr_workers_extend(lr_runner *r, int64_t lease, int64_t deadline);
+/* The step handlers whose call is running, as "t-1 (step 2), t-7 (step 1)"
+ * in out (cut short to fit); returns how many. */
+int lr_workers_in_handlers(lr_runner *r, char *out, size_t size);
 
 /* ---- step.c: the step context ---------------------------------------------- */
 

@@ -138,7 +138,10 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 		*error = strdup("out of memory copying the state");
 		return LR_STEP_RETRY;
 	}
+	atomic_store(&w->handler_step, h->next_step);
+	atomic_store(&w->handler_since, lr_mono_ms());
 	lr_step_result res = hd->fn(&s, hd->user);
+	atomic_store(&w->handler_since, 0);
 	if (res == LR_STEP_OK) {
 		lr_err e = {0};
 		if (lr_json_check_state(s.state, "state", &e) != 0) {

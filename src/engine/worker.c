@@ -715,8 +715,9 @@ struct signal {
 	enum lr_stop_reason why;
 };
 
-static void signal_slot(void *user, int slot)
+static void signal_slot(void *user, int slot, const char *id)
 {
+	(void)id;
 	struct signal *s = user;
 	lr_stop_request(&s->r->workers[slot].stop, s->why);
 }
@@ -726,8 +727,9 @@ struct gone {
 	int64_t rev;
 };
 
-static void gone_slot(void *user, int slot)
+static void gone_slot(void *user, int slot, const char *id)
 {
+	(void)id;
 	struct gone *g = user;
 	lr_stop_claim_gone(&g->r->workers[slot].stop, g->rev);
 }
@@ -737,6 +739,37 @@ void lr_workers_claim_gone(lr_runner *r, const char *id, int64_t rev)
 	struct gone g = { r, rev };
 	if (r->workers != NULL)
 		lr_jobq_running(&r->jobs, id, gone_slot, &g);
+}
+
+struct in_handlers {
+	lr_runner *r;
+	int n;
+	char *out;
+	size_t size, len;
+};
+
+static void in_handler_slot(void *user, int slot, const char *id)
+{
+	struct in_handlers *ih = user;
+	struct lr_worker *w = &ih->r->workers[slot];
+	if (atomic_load(&w->handler_since) == 0)
+		return;
+	int wrote = snprintf(ih->out + ih->len, ih->size - ih->len, "%s%s (step %lld)",
+	                     ih->n > 0 ? ", " : "", id,
+	                     (long long)atomic_load(&w->handler_step) + 1);
+	if (wrote > 0)
+		ih->len += (size_t)wrote < ih->size - ih->len ? (size_t)wrote
+		                                               : ih->size - ih->len - 1;
+	ih->n++;
+}
+
+int lr_workers_in_handlers(lr_runner *r, char *out, size_t size)
+{
+	struct in_handlers ih = { r, 0, out, size, 0 };
+	out[0] = '\0';
+	if (r->workers != NULL)
+		lr_jobq_running(&r->jobs, NULL, in_handler_slot, &ih);
+	return ih.n;
 }
 
 void lr_workers_signal(lr_runner *r, const char *id, enum lr_stop_reason why)

@@ -403,6 +403,64 @@ TEST(records_below_the_log_level_never_reach_the_sink)
 	lr_client_close(c);
 }
 
+/* ---- a handler that does not stop ----------------------------------------- */
+
+static atomic_int stuck_started, stuck_release;
+static pthread_mutex_t stuck_mu = PTHREAD_MUTEX_INITIALIZER;
+static char stuck_warning[1024];
+
+static void stuck_sink(void *user, const lr_log_record *rec)
+{
+	(void)user;
+	pthread_mutex_lock(&stuck_mu);
+	if (rec->level == LR_LOG_WARN && strstr(rec->msg, "still running") != NULL)
+		snprintf(stuck_warning, sizeof(stuck_warning), "%s", rec->msg);
+	pthread_mutex_unlock(&stuck_mu);
+}
+
+static lr_step_result ignores_stop(lr_step *s, void *user)
+{
+	(void)s;
+	(void)user;
+	stuck_started = 1;
+	while (!stuck_release)
+		lr_sleep_ms(10);
+	return LR_STEP_OK;
+}
+
+/* lr_runner_run cannot return while a handler runs: the operator is told
+ * which task's handler it waits for, rather than left with a silent hang. */
+TEST(a_handler_that_ignores_a_stop_is_named_in_a_warning)
+{
+	lr_client *c = hosted_client("/api-stuck/");
+	stuck_started = stuck_release = 0;
+	stuck_warning[0] = '\0';
+	lr_runner_opts o = { .name = "stubborn", .ttl_s = 2, .grace_s = 1,
+	                     .log = stuck_sink, .log_level = LR_LOG_WARN };
+	struct hosted h;
+	memset(&h, 0, sizeof(h));
+	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
+	CHECK_OK(lr_runner_handle(h.r, NULL, ignores_stop, NULL), &err);
+	hosted_start(&h);
+	hosted_submit(c, "{\"id\":\"stuck\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");
+	while (!stuck_started)
+		lr_sleep_ms(5);
+	lr_runner_stop(h.r);
+	char seen[1024] = "";
+	for (int64_t end = lr_mono_ms() + 15000; seen[0] == '\0' && lr_mono_ms() < end;) {
+		lr_sleep_ms(50);
+		pthread_mutex_lock(&stuck_mu);
+		snprintf(seen, sizeof(seen), "%s", stuck_warning);
+		pthread_mutex_unlock(&stuck_mu);
+	}
+	stuck_release = 1;
+	printf("# %s\n", seen);
+	CHECK(strstr(seen, "1 step handler still running") != NULL);
+	CHECK(strstr(seen, "after the grace period: stuck (step 1)") != NULL);
+	hosted_end(&h);
+	lr_client_close(c);
+}
+
 /* ---- purge and submit again -------------------------------------------------- */
 
 static atomic_int again_runs;
@@ -447,5 +505,6 @@ TEST_LIST(
 	TEST_CASE(a_claim_on_a_spec_read_before_a_purge_claims_nothing_stale),
 	TEST_CASE(records_below_the_log_level_never_reach_the_sink),
 	TEST_CASE(a_task_purged_and_submitted_again_at_once_runs_again),
+	TEST_CASE(a_handler_that_ignores_a_stop_is_named_in_a_warning),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
