@@ -6,14 +6,19 @@
 
 LR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# Debian packages the build and the tests need (g++: the Node.js addon).
-LR_PACKAGES=(
-	gcc g++ pkg-config meson ninja-build
+# Debian packages the build of the library and the command needs, with
+# etcd: all the demo needs.
+LR_BUILD_PACKAGES=(
+	gcc pkg-config meson ninja-build
 	libgrpc-dev libprotobuf-c-dev protobuf-c-compiler libjansson-dev
-	etcd-server etcd-client
-	openssl
 	# The HTTP server of /metrics and `leaserun web`.
 	libmicrohttpd-dev
+	etcd-server etcd-client
+)
+# Debian packages the build and the tests need (g++: the Node.js addon).
+LR_PACKAGES=(
+	"${LR_BUILD_PACKAGES[@]}"
+	g++ openssl
 	# The web tests: promtool checks /metrics (it ships in Debian's
 	# prometheus package, which on a systemd host also starts a
 	# Prometheus server on :9090: `systemctl disable --now prometheus`
@@ -30,12 +35,15 @@ lr_die() {
 	exit 1
 }
 
-# Prints the packages of LR_PACKAGES that are not installed, one a line,
-# and Debian's nodejs and npm when there is no node or npm command (a
-# Node.js installed otherwise, with its own npm, is used as it is).
+# lr_missing_packages [--build]: prints the packages of LR_PACKAGES (with
+# --build, of LR_BUILD_PACKAGES) that are not installed, one a line, and
+# without --build Debian's nodejs and npm when there is no node or npm
+# command (a Node.js installed otherwise, with its own npm, is used as it
+# is).
 lr_missing_packages() {
-	local pkg status
-	for pkg in "${LR_PACKAGES[@]}"; do
+	local pkg status wanted=("${LR_PACKAGES[@]}")
+	[ "${1:-}" = --build ] && wanted=("${LR_BUILD_PACKAGES[@]}")
+	for pkg in "${wanted[@]}"; do
 		# No pipe into grep -q: under pipefail, grep leaving early
 		# makes dpkg die of SIGPIPE, and the package look missing.
 		status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null) || status=
@@ -43,15 +51,17 @@ lr_missing_packages() {
 			printf '%s\n' "$pkg"
 		fi
 	done
+	[ "${1:-}" = --build ] && return 0
 	command -v node >/dev/null 2>&1 || echo nodejs
 	command -v npm >/dev/null 2>&1 || echo npm
 }
 
-# Without dpkg, only check that the tools and libraries are there.
+# lr_check_without_dpkg [--build]: without dpkg, only check that the
+# tools and libraries are there.
 lr_check_without_dpkg() {
-	local cmd missing=()
-	for cmd in gcc g++ pkg-config meson ninja protoc-c etcd etcdctl openssl node npm \
-		promtool chromium; do
+	local cmd missing=() wanted=(gcc pkg-config meson ninja protoc-c etcd etcdctl)
+	[ "${1:-}" = --build ] || wanted+=(g++ openssl node npm promtool chromium)
+	for cmd in "${wanted[@]}"; do
 		command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
 	done
 	if command -v pkg-config >/dev/null 2>&1 &&
@@ -60,7 +70,7 @@ lr_check_without_dpkg() {
 	fi
 	if [ "${#missing[@]}" -gt 0 ]; then
 		lr_say "missing: ${missing[*]}"
-		lr_say "install the equivalents of these Debian packages: ${LR_PACKAGES[*]}"
+		lr_say "install the equivalents of these Debian packages: ${wanted[*]}"
 		return 1
 	fi
 }
@@ -84,18 +94,23 @@ lr_npm_ci() {
 }
 
 # Installs whatever of LR_PACKAGES is missing, then the npm packages of
-# bindings/node; silent when nothing is missing.
+# bindings/node; silent when nothing is missing. lr_bootstrap --build:
+# only LR_BUILD_PACKAGES, no npm (the library, the command and etcd).
 lr_bootstrap() {
+	if [ "${1:-}" = --build ]; then
+		lr_bootstrap_debian --build
+		return
+	fi
 	lr_bootstrap_debian && lr_npm_ci
 }
 
 lr_bootstrap_debian() {
 	local missing=() sudo=()
 	if ! command -v dpkg >/dev/null 2>&1; then
-		lr_check_without_dpkg
+		lr_check_without_dpkg "$@"
 		return
 	fi
-	mapfile -t missing < <(lr_missing_packages)
+	mapfile -t missing < <(lr_missing_packages "$@")
 	[ "${#missing[@]}" -eq 0 ] && return 0
 
 	if [ "$(id -u)" -ne 0 ]; then
@@ -114,7 +129,7 @@ lr_bootstrap_debian() {
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -q "${missing[@]}" >&2 || return 1
 
-	mapfile -t missing < <(lr_missing_packages)
+	mapfile -t missing < <(lr_missing_packages "$@")
 	if [ "${#missing[@]}" -gt 0 ]; then
 		lr_say "still missing after apt-get install: ${missing[*]}"
 		return 1
