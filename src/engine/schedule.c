@@ -29,6 +29,7 @@ struct lr_sched_gate {
 	size_t n, cap;
 	struct sched_dep *deps[DEP_BUCKETS];
 	size_t n_deps;              /* tasks waited for, in deps */
+	uint32_t gen;               /* moved on by each reset, from 1 */
 };
 
 static size_t bucket_of(const char *id)
@@ -42,7 +43,10 @@ static size_t bucket_of(const char *id)
 int lr_sched_init(lr_runner *r)
 {
 	r->sched = calloc(1, sizeof(*r->sched));
-	return r->sched != NULL ? 0 : LR_ENOMEM;
+	if (r->sched == NULL)
+		return LR_ENOMEM;
+	r->sched->gen = 1;
+	return 0;
 }
 
 void lr_sched_reset(lr_runner *r)
@@ -65,6 +69,7 @@ void lr_sched_reset(lr_runner *r)
 		g->deps[b] = NULL;
 	}
 	g->n_deps = 0;
+	g->gen = g->gen + 1 != 0 ? g->gen + 1 : 1;
 }
 
 void lr_sched_free(lr_runner *r)
@@ -122,12 +127,13 @@ static struct sched_timer timer_pop(struct lr_sched_gate *g)
 /* ---- waiting ------------------------------------------------------------------- */
 
 /* Entry e may be handed out again: it waits no more here. */
-static void wake(lr_runner *r, const char *id)
+static void wake(lr_runner *r, const char *id, bool dep_ended)
 {
 	lr_entry *e = lr_taskset_find(&r->set, id);
 	if (e == NULL)
 		return;
 	e->sched_waiting = false;
+	e->sched_dep_ended = dep_ended;
 	if (e->state == LR_ENTRY_BLOCKED)
 		lr_taskset_set_state(&r->set, e, LR_ENTRY_PENDING);
 }
@@ -180,17 +186,30 @@ bool lr_sched_ready(lr_runner *r, const lr_entry *e)
 	       unfinished_dep(r, e) == NULL;
 }
 
-/* Block e until due (unix ms) or until dep leaves the set. */
+/* Block e until due (unix ms), or until dep or another unfinished task of
+ * its "after" leaves the set: e waits for each of them, once per
+ * generation of the gate, so that a failed one ends it at once. */
 static void wait_for(lr_runner *r, lr_entry *e, int64_t due, const char *dep)
 {
+	struct lr_sched_gate *g = r->sched;
 	lr_taskset_set_state(&r->set, e, LR_ENTRY_BLOCKED);
 	if (e->sched_waiting)
 		return; /* already registered: blocked again by another path */
 	e->sched_waiting = true;
-	if (dep != NULL)
-		dep_wait(r->sched, dep, e->id);
-	else
-		timer_push(r->sched, due, e->id);
+	if (dep == NULL) {
+		timer_push(g, due, e->id);
+		return;
+	}
+	if (e->sched_deps_gen == g->gen)
+		return; /* each of them still wakes it as it ends */
+	e->sched_deps_gen = g->gen;
+	dep_wait(g, dep, e->id);
+	for (size_t i = 0; i < e->n_after; i++) {
+		const lr_entry *d = lr_taskset_find(&r->set, e->after[i]);
+		if (strcmp(e->after[i], dep) != 0 && d != NULL && !d->done_seen &&
+		    d->create_rev < e->create_rev)
+			dep_wait(g, e->after[i], e->id);
+	}
 }
 
 bool lr_sched_pass(lr_runner *r, lr_entry *e)
@@ -200,6 +219,14 @@ bool lr_sched_pass(lr_runner *r, lr_entry *e)
 	if (e->not_before_ms > lr_wall_ms()) {
 		wait_for(r, e, e->not_before_ms, NULL);
 		return false;
+	}
+	/* A task of its "after" ended: if it failed, the task ends failed
+	 * now, without waiting for the others. The view knows of ends, not
+	 * how they went: the claimer reads that (and waits again if none
+	 * failed). */
+	if (e->sched_dep_ended) {
+		e->sched_dep_ended = false;
+		return true;
 	}
 	const char *dep = unfinished_dep(r, e);
 	if (dep != NULL) {
@@ -255,7 +282,7 @@ void lr_sched_settled(lr_runner *r, const char *id)
 	*pp = d->next;
 	g->n_deps--;
 	for (size_t i = 0; i < d->n; i++) {
-		wake(r, d->waiters[i]);
+		wake(r, d->waiters[i], true);
 		free(d->waiters[i]);
 	}
 	free(d->waiters);
@@ -284,7 +311,7 @@ void lr_sched_tick(lr_runner *r)
 	int64_t now = lr_wall_ms();
 	while (g != NULL && g->n > 0 && g->heap[0].due <= now) {
 		struct sched_timer t = timer_pop(g);
-		wake(r, t.id);
+		wake(r, t.id, false);
 		free(t.id);
 	}
 }

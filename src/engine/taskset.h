@@ -40,8 +40,13 @@ typedef struct lr_entry {
 	uint8_t n_after;
 	char (*after)[LR_ID_SIZE]; /* tasks that must have succeeded first */
 	bool sched_waiting;   /* registered with the schedule gate */
+	bool sched_dep_ended; /* woken by the end of a task of its "after":
+	                         the claimer reads how they all ended */
 	bool sched_unknown_said; /* warned that its claim knew more of when it
 	                            may start than this view */
+	uint32_t sched_deps_gen; /* the schedule gate's generation in which it
+	                            waits for every unfinished task of its
+	                            "after" (0: never) */
 	int64_t retry_rev;    /* revision of the retry that made it pending
 	                         again (its queue/ put), 0 none: claims/ and
 	                         done/ events before it are of the run before */

@@ -304,20 +304,26 @@ TEST(a_diamond_of_dependencies_runs_in_a_valid_order)
 	fleet_destroy(&f);
 }
 
+/* The child fails as soon as one of its dependencies failed, while the
+ * other still runs. */
 TEST(a_failed_dependency_fails_its_dependents_naming_it)
 {
 	fleet f;
 	fleet_init(&f, etcdh_endpoints(cluster), "q-depfail");
-	fleet_start(&f, 0, NULL);
+	const char *const flags[] = { "--concurrency", "2", NULL };
+	fleet_start(&f, 0, flags);
+	fleet_submit(&f, "slow", "{\"id\":\"%s\",\"steps\":[" STEP("s", "sleep 30") "]}");
 	fleet_submit(&f, "broken", "{\"id\":\"%s\",\"max_attempts\":1,\"steps\":["
 	             STEP("s", "exit 3") "]}");
-	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"broken\"],\"steps\":[" MARKED "]}");
+	fleet_submit(&f, "child", "{\"id\":\"%s\",\"after\":[\"slow\",\"broken\"],"
+	             "\"steps\":[" MARKED "]}");
 	fleet_submit(&f, "grandchild", "{\"id\":\"%s\",\"after\":[\"child\"],\"steps\":["
 	             MARKED "]}");
 	CHECK(fleet_wait_state(&f, "grandchild", LR_TASK_FAILED, 15000) >= 0);
 	check_failed(&f, "child", "dependency broken ended failed");
 	check_failed(&f, "grandchild", "dependency child ended failed");
 	CHECK_INT(fleet_count_marks(&f, "start child"), ==, 0); /* never ran */
+	CHECK_INT(fleet_state(&f, "slow", NULL, 0, NULL, NULL), ==, LR_TASK_RUNNING);
 	fleet_destroy(&f);
 }
 
