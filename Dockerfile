@@ -1,6 +1,6 @@
-# The leaserun command in an image, in two stages: build on Debian bookworm
-# with the -dev packages, meson and ninja; run on bookworm-slim with only the
-# runtime libraries, as an unprivileged user.
+# The leaserun command in an image, in two stages: build on Debian
+# bookworm-slim with the -dev packages, meson and ninja; run on
+# bookworm-slim with only the runtime libraries, as an unprivileged user.
 #
 #   docker build -t leaserun .
 #   docker run --rm -e LEASERUN_ENDPOINTS=etcd1:2379,etcd2:2379,etcd3:2379 \

@@ -9,8 +9,9 @@ static const char usage[] =
     "Usage: leaserun purge --older-than DURATION [--status S]\n"
     "\n"
     "Delete every key of tasks that finished at least DURATION ago (by\n"
-    "their finish time): spec, checkpoint and done record. Running and\n"
-    "pending tasks are never touched.\n"
+    "their finish time): spec, checkpoint, done record, cancel request,\n"
+    "queue record, retry history and lock request. Running and pending\n"
+    "tasks are never touched.\n"
     "\n"
     "  --older-than DURATION   e.g. 90s, 30m, 12h, 7d, 1h30m\n"
     "  --status S              only succeeded, failed or cancelled tasks\n";

@@ -24,6 +24,7 @@
 
 static const char usage[] =
     "Usage: leaserun submit [FILE|-]... [--jsonl] [--id ID] [--in-flight N]\n"
+    "                       [--in DURATION]\n"
     "\n"
     "Validate task specs (JSON) and store them; prints the id of each task\n"
     "stored, one a line, in input order. Each FILE holds one spec; with\n"
