@@ -279,6 +279,16 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 		break;
 	case LR_STOP_LEASE:
 	case LR_STOP_NONE:
+		/* The claim counted a start that did not happen (the lease
+		 * deadline passed between the claim, or a commit, and the
+		 * step): while etcd still keeps the lease, the fenced release
+		 * gives the attempt back, as a graceful one does. */
+		if (!t->started && lr_release(&h->who, t, true, &e) == 0) {
+			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
+			              "released at step %lld before it started, its attempt given "
+			              "back: the lease deadline passed", (long long)t->next_step);
+			break;
+		}
 		if (lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms())
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
 			              "dropped at step %lld: its claim (fence %lld) is gone from etcd "

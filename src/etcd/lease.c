@@ -63,11 +63,13 @@ int lr_lease_grant(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_s,
 	Etcdserverpb__LeaseGrantRequest req = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
 	req.ttl = ttl_s;
 	ProtobufCMessage *resp = NULL;
-	int64_t sent = lr_mono_ms();
-	/* An unused lease from a lost reply expires on its own: safe to retry. */
-	int rc = lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseGrant", &req.base,
-	                       &etcdserverpb__lease_grant_response__descriptor, &resp,
-	                       LR_CALL_RETRY, err);
+	/* An unused lease from a lost reply expires on its own: safe to retry.
+	 * The lease granted is the answered attempt's: its TTL counts from
+	 * that attempt's sending, not from the first's. */
+	int64_t sent = 0;
+	int rc = lr_etcd_unary_sent(c, "/etcdserverpb.Lease/LeaseGrant", &req.base,
+	                            &etcdserverpb__lease_grant_response__descriptor, &resp,
+	                            LR_CALL_RETRY, &sent, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "lease grant");
 	Etcdserverpb__LeaseGrantResponse *gr = (Etcdserverpb__LeaseGrantResponse *)resp;

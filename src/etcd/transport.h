@@ -55,6 +55,11 @@ enum {
 int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc,
                   ProtobufCMessage **resp, int flags, lr_err *err);
+/* The same, and on success *sent_ms: when the attempt that was answered
+ * began (monotonic ms). An earlier attempt may have applied too. */
+int lr_etcd_unary_sent(lr_etcd *c, const char *method, const ProtobufCMessage *req,
+                       const ProtobufCMessageDescriptor *resp_desc,
+                       ProtobufCMessage **resp, int flags, int64_t *sent_ms, lr_err *err);
 
 /* The client's call counts so far (callstats.h): fn(user, st) once per
  * method called at least once, unary and stream, in the order first used,

@@ -40,6 +40,7 @@ struct lr_attempt {
 	char peer[128];    /* the member that answered, "" when OK */
 	uint8_t *data;     /* the reply, when OK (malloc'd) */
 	size_t len;
+	int64_t sent_ms;   /* when the attempt began (monotonic ms) */
 };
 
 /* One attempt of a unary call of `req` (packed) until `deadline`, sending

@@ -155,6 +155,7 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 		char *token = token_sent ? lr__token_copy(c) : NULL;
 		int64_t now = lr_mono_ms();
 		int64_t attempt_end = now + attempt_ms < deadline_ms ? now + attempt_ms : deadline_ms;
+		r->sent_ms = now;
 		lr__unary_attempt(c, slot, method, req, lr__mono_ms_to_timespec(attempt_end), token, r);
 		free(token);
 		if (r->status == GRPC_STATUS_OK)
@@ -245,6 +246,13 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc,
                   ProtobufCMessage **resp, int flags, lr_err *err)
 {
+	return lr_etcd_unary_sent(c, method, req, resp_desc, resp, flags, NULL, err);
+}
+
+int lr_etcd_unary_sent(lr_etcd *c, const char *method, const ProtobufCMessage *req,
+                       const ProtobufCMessageDescriptor *resp_desc,
+                       ProtobufCMessage **resp, int flags, int64_t *sent_ms, lr_err *err)
+{
 	bool write = (flags & LR_CALL_RETRY) == 0;
 	lr_call_slot *slot = lr__call_slot(c->stats, method, false);
 	grpc_slice bytes = lr__pack_slice(req);
@@ -261,6 +269,8 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 	if (*resp == NULL)
 		rc = lr_err_set(err, LR_EETCD, "etcd %s (%s): malformed reply",
 		                c->chan.endpoints, lr__method_short(method));
+	if (sent_ms != NULL)
+		*sent_ms = r.sent_ms;
 out:
 	free(r.data);
 	lr__call_count_result(slot, rc);
