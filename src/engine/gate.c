@@ -62,7 +62,10 @@ void lr_gate_event(lr_runner *r, const struct lr_msg *m)
 		             .version = m->u.watch.version, .lease = m->u.watch.lease };
 		changed = lr_lock_table_put(r->locks, &kv);
 	}
-	if (changed) {
+	/* Any delete, even of a key the table does not know (written by
+	 * hand, unreadable), may free a claim's compares, which take whole
+	 * ranges. */
+	if (changed || m->u.watch.deleted) {
 		r->gate_changes++;
 		unblock_all(r);
 	}

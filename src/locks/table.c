@@ -547,6 +547,49 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	return -1;
 }
 
+static bool names_path(const lr_lockset *set, const char *path)
+{
+	for (size_t i = 0; i < set->n_nodes; i++)
+		if (strcmp(set->nodes[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+static bool uses_pool(const lr_lockset *set, const char *key)
+{
+	for (size_t i = 0; i < set->n_limits; i++)
+		if (strcmp(set->limits[i].key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Whether waiter w cannot be granted now, and only for reasons that set
+ * does not touch: locks held at paths set does not name, pools full that
+ * set does not use. Taking set cannot delay such a waiter, and holding set
+ * back for it could be waiting for ever: the holder in w's way may be the
+ * very task whose step asks for set (`leaserun run` in a step). */
+static bool waits_apart(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
+{
+	bool blocked = false;
+	for (size_t i = 0; i < w->set->n_nodes; i++) {
+		const lr_lock_node *n = &w->set->nodes[i];
+		if (!blocked_by_lock(t, n, w->holder, NULL, 0))
+			continue;
+		if (names_path(set, n->path))
+			return false;
+		blocked = true;
+	}
+	for (size_t i = 0; i < w->set->n_limits; i++) {
+		const lr_limit *l = &w->set->limits[i];
+		if (free_slot(t, l, w->holder, NULL, 0) >= 0)
+			continue;
+		if (uses_pool(set, l->key))
+			return false;
+		blocked = true;
+	}
+	return blocked;
+}
+
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
                             const char *holder, int64_t request_rev, int *slots,
                             lr_waiter_alive_fn alive, void *user, char *why, size_t size)
@@ -558,8 +601,9 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if ((slots[i] = free_slot(t, &set->limits[i], holder, why, size)) < 0)
 			return false;
 	/* First come, first served among requests that conflict; a task
-	 * waiting for its start time, or for a task of its "after" that has
-	 * not finished, holds back nobody meanwhile. */
+	 * waiting for its start time, for a task of its "after" that has not
+	 * finished, or for locks and pools this request does not touch,
+	 * holds back nobody meanwhile. */
 	int64_t now = lr_wall_ms();
 	for (size_t i = 0; i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
@@ -568,7 +612,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
 		    w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
 		    lr_lock_table_holds(t, w->holder) ||
-		    (alive != NULL && !alive(user, w->holder)))
+		    (alive != NULL && !alive(user, w->holder)) || waits_apart(t, w, set))
 			continue;
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];

@@ -254,6 +254,40 @@ TEST(a_waiter_for_the_same_pool_goes_first)
 	CHECK(can_take("task:c", NULL, "{\"cpu\":4}", 20, NULL, NULL, 0, everyone_alive));
 }
 
+/* An older waiter that cannot be granted anyway, for a lock or pool the
+ * request does not touch, does not hold it back: the holder in the
+ * waiter's way may be the task whose step makes the request. One blocked
+ * on what the request touches still does (no starving an X by S). */
+TEST(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back)
+{
+	setup_table();
+	hold("task:t", "{\"thread/1\":\"X\"}");
+	CHECK(want("task:u", "{\"locks\":{\"thread/1\":\"X\"},\"limits\":{\"api\":8}}", 10));
+	CHECK(can_take("run:step-of-t", NULL, "{\"api\":8}", 20, NULL, NULL, 0, everyone_alive));
+	CHECK(can_take("run:step-of-t", "{\"b\":\"X\"}", NULL, 20, NULL, NULL, 0,
+	               everyone_alive));
+	/* Touching its blocker: behind it. */
+	char why[400];
+	CHECK(!can_take("task:v", "{\"thread/1/x\":\"S\"}", "{\"api\":8}", 20, NULL, why,
+	                sizeof(why), everyone_alive)); /* IS on thread/1 is kept out anyway */
+	setup_table();
+	hold("task:h", "{\"org/a\":\"S\"}");
+	CHECK(want("task:w", "{\"locks\":{\"org/a\":\"X\"}}", 10));
+	CHECK(!can_take("task:s", "{\"org/a\":\"S\"}", NULL, 20, NULL, why, sizeof(why),
+	                everyone_alive));
+	CHECK_STR(why, "behind task w, which asked first");
+	/* Blocked by a full pool the request uses: behind it too. */
+	setup_table();
+	hold_slot("task:h", "gpu", 0, 1);
+	CHECK(want("task:w", "{\"limits\":{\"gpu\":1}}", 10));
+	CHECK(!can_take("task:s", NULL, "{\"gpu\":2}", 20, NULL, NULL, 0, everyone_alive));
+	/* A waiter that could be granted now (being taken) still goes first. */
+	setup_table();
+	CHECK(want("task:w", "{\"locks\":{\"org/a\":\"X\"}}", 10));
+	CHECK(!can_take("task:s", "{\"org/a\":\"S\"}", NULL, 20, NULL, NULL, 0,
+	                everyone_alive));
+}
+
 TEST(a_waiter_whose_start_time_is_to_come_holds_back_nobody)
 {
 	setup_table();
@@ -443,6 +477,7 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(a_pool_gives_no_slot_beside_a_holder_under_a_smaller_limit),
           TEST_CASE(an_older_waiter_that_conflicts_goes_first),
           TEST_CASE(a_waiter_for_the_same_pool_goes_first),
+          TEST_CASE(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back),
           TEST_CASE(a_waiter_whose_start_time_is_to_come_holds_back_nobody),
           TEST_CASE(a_waiter_whose_dependency_is_unfinished_holds_back_nobody),
           TEST_CASE(the_dependencies_read_are_those_of_older_conflicting_waiters),

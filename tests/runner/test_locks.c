@@ -133,6 +133,47 @@ TEST(locks_go_back_on_success_failure_and_cancel)
 	fleet_destroy(&f);
 }
 
+/* A key written by hand inside a lock's range, which no holder owns and
+ * the runner cannot read, blocks the claim (its compares take the whole
+ * range); its deletion must wake the task, although the runner's table of
+ * holders never knew the key. */
+TEST(deleting_an_unreadable_key_in_a_locks_range_wakes_the_task_it_blocked)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "lk-junk");
+	char junk[LR_KEY_SIZE];
+	snprintf(junk, sizeof(junk), "%slocks/g/#3zz/junk", f.prefix);
+	lr_etcd *c = lr_client_etcd(f.client);
+	CHECK_OK(lr_kv_put(c, junk, "not json", 8, 0, NULL, NULL, &err), &err);
+	fleet_start(&f, 0, NULL);
+	submit(&f, "g1", "{\"g\":\"X\"}", NULL, MARK_START, NULL);
+	lr_sleep_ms(1000);
+	CHECK_INT(fleet_state(&f, "g1", NULL, 0, NULL, NULL), ==, LR_TASK_PENDING);
+	CHECK_OK(lr_kv_delete(c, junk, 0, NULL, NULL, &err), &err);
+	CHECK(fleet_wait_state(&f, "g1", LR_TASK_SUCCEEDED, 5000) >= 0);
+	fleet_destroy(&f);
+}
+
+/* A step of a task holding thread/1 takes a slot with `leaserun run`,
+ * while a later task waits for thread/1 and the same pool: the run must
+ * not wait behind that task, which waits for the run's own task. */
+TEST(a_step_taking_a_slot_with_run_does_not_wait_behind_a_task_waiting_for_its_own)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "lk-nest");
+	const char *const flags[] = { "--concurrency", "2", NULL };
+	fleet_start(&f, 0, flags);
+	char run[1024];
+	snprintf(run, sizeof(run), "sleep 1; $LEASERUN_BIN run --endpoints %s --prefix %s "
+	         "--limit api=8 --wait 10 -- true", etcdh_endpoints(cluster), f.prefix);
+	submit(&f, "pt", "{\"thread/1\":\"X\"}", NULL, run, ",\"max_attempts\":1");
+	CHECK_INT(fleet_wait_state(&f, "pt", LR_TASK_RUNNING, 5000) >= 0, ==, 1);
+	submit(&f, "pu", "{\"thread/1\":\"X\"}", "{\"api\":8}", "true", NULL);
+	CHECK(fleet_wait_state(&f, "pt", LR_TASK_SUCCEEDED, 15000) >= 0);
+	CHECK(fleet_wait_state(&f, "pu", LR_TASK_SUCCEEDED, 10000) >= 0);
+	fleet_destroy(&f);
+}
+
 TEST(sigterm_gives_locks_back_and_sigkill_frees_them_when_the_lease_expires)
 {
 	fleet f;
@@ -381,6 +422,8 @@ static void teardown(void) { etcdh_destroy(cluster); }
 
 TEST_LIST(
 	TEST_CASE(locks_go_back_on_success_failure_and_cancel),
+	TEST_CASE(deleting_an_unreadable_key_in_a_locks_range_wakes_the_task_it_blocked),
+	TEST_CASE(a_step_taking_a_slot_with_run_does_not_wait_behind_a_task_waiting_for_its_own),
 	TEST_CASE(sigterm_gives_locks_back_and_sigkill_frees_them_when_the_lease_expires),
 	TEST_CASE(steps_see_the_locks_and_slots_they_hold),
 	TEST_CASE(a_limit_is_never_exceeded_by_several_runners),
