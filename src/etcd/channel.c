@@ -24,6 +24,7 @@
 #include "etcd/rpc.h"
 
 #define LR_DIAL_POLL_MS 100   /* look at a failing channel's reason */
+#define LR_DIAL_AFTER_PAUSE_MS 1000 /* the least a dial has after a pause */
 #define LR_TLS_LIKELY_MS 1000 /* of failures that read like TLS ones */
 
 /* ---- why a connection failed ---------------------------------------------
@@ -484,7 +485,9 @@ void lr__channel_close(lr_channel *c)
  * name mismatch), and after LR_TLS_LIKELY_MS of failed connections that all
  * read like one (a refused client certificate reads as a dropped
  * connection). A channel in TRANSIENT_FAILURE stays there through its
- * reconnects, so its reason is polled. */
+ * reconnects, so its reason is polled. Time this process did not run (a
+ * SIGSTOP, a starved machine: a wait that ended long after its time) is
+ * not counted: etcd was not given it. */
 int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
@@ -521,6 +524,15 @@ int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 		grpc_channel_watch_connectivity_state(c->channel, st, lr__mono_ms_to_timespec(wake),
 		                                      cq, NULL);
 		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		/* Woken this late, the process did not run for at least as
+		 * long (when it stopped is unknown): that time back, and a
+		 * second at least from now. */
+		int64_t woke = lr_mono_ms();
+		if (woke - wake > LR_DIAL_POLL_MS) {
+			end += woke - wake;
+			if (end < woke + LR_DIAL_AFTER_PAUSE_MS)
+				end = woke + LR_DIAL_AFTER_PAUSE_MS;
+		}
 		st = grpc_channel_check_connectivity_state(c->channel, 1);
 	}
 	grpc_completion_queue_shutdown(cq);

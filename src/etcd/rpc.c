@@ -146,6 +146,12 @@ int lr__status_code(grpc_status_code st, const char *details, bool write)
 		if (strstr(details, "permission denied") != NULL)
 			return LR_EPERM;
 		return LR_EETCD;
+	case GRPC_STATUS_OUT_OF_RANGE:
+		/* A read at a revision compacted meanwhile (a listing in pages
+		 * at one revision): read again from the current one. */
+		if (strstr(details, "compacted") != NULL)
+			return LR_EUNAVAILABLE;
+		return LR_EETCD;
 	default:
 		return LR_EETCD;
 	}

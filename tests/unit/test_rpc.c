@@ -20,6 +20,18 @@ TEST(a_lost_reply_is_ambiguous_only_for_a_write)
 	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", false), ==, LR_ETIMEDOUT);
 }
 
+/* A listing in pages at one revision that etcd compacted meanwhile: read
+ * again, from the current revision (a runner starting up retries). */
+TEST(a_read_at_a_compacted_revision_is_worth_another_try)
+{
+	CHECK_INT(lr__status_code(GRPC_STATUS_OUT_OF_RANGE,
+	                          "etcdserver: mvcc: required revision has been compacted",
+	                          false), ==, LR_EUNAVAILABLE);
+	CHECK_INT(lr__status_code(GRPC_STATUS_OUT_OF_RANGE,
+	                          "etcdserver: mvcc: required revision is a future revision",
+	                          false), ==, LR_EETCD);
+}
+
 TEST(only_a_size_limit_reads_as_too_large)
 {
 	/* etcd's --max-request-bytes, and gRPC's message limits. */
@@ -56,6 +68,7 @@ TEST(refusals_name_their_cause)
 
 TEST_LIST(
 	TEST_CASE(a_lost_reply_is_ambiguous_only_for_a_write),
+	TEST_CASE(a_read_at_a_compacted_revision_is_worth_another_try),
 	TEST_CASE(only_a_size_limit_reads_as_too_large),
 	TEST_CASE(refusals_name_their_cause),
 );
