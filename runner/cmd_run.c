@@ -60,13 +60,15 @@ static int add_request(bool lock, const char *v, json_t *locks, json_t *limits)
 	if (lock) {
 		value = json_string(eq != NULL ? eq + 1 : "X");
 	} else {
-		char *end = NULL;
-		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
-		if (eq == NULL || end == eq + 1 || *end != '\0') {
+		/* Digits alone, as a spec's limit is a JSON number: strtol
+		 * would also take "+3" and " 3". Too many digits saturate,
+		 * and lr_hold_check names the limit as out of range. */
+		const char *n = eq != NULL ? eq + 1 : "";
+		if (n[0] == '\0' || n[strspn(n, "0123456789")] != '\0') {
 			rc = cli_usage_error("run: --limit %s: expected KEY=N", cli_quote(v, q));
 			goto out;
 		}
-		value = json_integer(n);
+		value = json_integer(strtol(n, NULL, 10));
 	}
 	if (value == NULL || json_object_set_new(lock ? locks : limits, key, value) != 0)
 		goto nomem;

@@ -177,6 +177,13 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 		{ "--limit", "gpu=10001", NULL, NULL, "limits.gpu" },
 		{ "--limit", "gpu", NULL, NULL, "--limit gpu: expected KEY=N" },
 		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
+		/* plain decimal digits alone, as in a spec */
+		{ "--limit", "gpu=+3", NULL, NULL, "--limit gpu=+3: expected KEY=N" },
+		{ "--limit", "gpu= 3", NULL, NULL, "--limit gpu= 3: expected KEY=N" },
+		{ "--limit", "gpu=-3", NULL, NULL, "--limit gpu=-3: expected KEY=N" },
+		{ "--limit", "gpu=3 ", NULL, NULL, "--limit gpu=3 : expected KEY=N" },
+		{ "--limit", "gpu=", NULL, NULL, "--limit gpu=: expected KEY=N" },
+		{ "--limit", "gpu=99999999999999999999", NULL, NULL, "limits.gpu" },
 		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
 		{ "--lock", "a", "--ttl", "0", "--ttl" },
 		{ "--lock", "a", "--wait", "soon", "--wait: expected seconds" },
