@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "options.h"
+#include "output.h"
 
 static const char usage[] =
     "Usage: leaserun run [--lock PATH[=MODE]]... [--limit KEY=N]... [--ttl S]\n"
@@ -114,10 +115,17 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 	return CLI_CONTINUE;
 }
 
-/* The library says "hold: ..." of its holds; here the user ran `run`. */
+/* The library says "hold: ..." of its holds; here the user ran `run`.
+ * The message may name a holder as its key in etcd has it, which anyone
+ * with write access could have filled with escape sequences: shown on one
+ * line, as `locks` and `status` show holders. */
 static int acquire_failed(lr_err *err)
 {
 	static const char lib[] = "hold: ";
+	char *shown = out_one_line(err->msg);
+	if (shown != NULL) /* never longer than the message */
+		snprintf(err->msg, sizeof(err->msg), "%s", shown);
+	free(shown);
 	if (strncmp(err->msg, lib, sizeof(lib) - 1) == 0) {
 		fprintf(stderr, "leaserun: run: %s\n", err->msg + sizeof(lib) - 1);
 		return cli_exit_code(err->code);

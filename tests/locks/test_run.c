@@ -240,6 +240,23 @@ TEST(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request)
 	lr_client_close(c);
 }
 
+/* A holder's name comes from its key, which anyone who may write to etcd
+ * can fill with escape sequences and line breaks: the message that names
+ * it shows neither, as `leaserun locks` does not. */
+TEST(a_holder_named_with_control_characters_is_shown_on_one_line)
+{
+	lr_client *c = fixture_client("run_esc");
+	cli_use_client(c);
+	fixture_put(c, "locks/", "esc/#3X/run:x\033[31mRED\033[0m\nHELD fake", "{\"host\":\"h\"}",
+	            0);
+	proc_result r = RUN("run", "--lock", "esc", "--wait", "0", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "held by run x?[31mRED?[0m HELD fake on h\n");
+	CHECK(strchr(r.err, '\033') == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- a limit, fairness ----------------------------------------------------- */
 
 TEST(a_limit_of_2_is_never_exceeded_by_5_holders)
@@ -728,6 +745,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
+          TEST_CASE(a_holder_named_with_control_characters_is_shown_on_one_line),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_larger_limit_does_not_join_a_holder_of_a_smaller_one),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
