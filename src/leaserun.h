@@ -348,9 +348,11 @@ LR_API int lr_hold_lost_fd(const lr_hold *h);
  * after grace_ms) and none is alive when the lease can expire. stop_fd
  * (may be -1; only polled, never read) readable: stop it the same way.
  * Returns once no process of the command is left: 0 with *wstatus its
- * wait status (waitpid), LR_ELEASE when the lease was lost or its
- * deadline passed by the clock (this process frozen or cut off: the guard
- * stopped the command), LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
+ * wait status (waitpid), LR_ELEASE when the lease was lost, its deadline
+ * passed by the clock, or the guard stopped the command for it (this
+ * process frozen or cut off, etcd not answering: no renewal came in time,
+ * and the command may have obeyed SIGTERM before the deadline),
+ * LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
 LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
                         int *wstatus, lr_err *err);
 /* Who holds and who waits, read at one revision: *doc is a new json_t *

@@ -156,8 +156,11 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 	/* The guard ended without the status: killed. */
 	*wstatus = said.exited ? said.wstatus : SIGKILL;
 	/* Frozen or cut off past the deadline, this process hears of the loss
-	 * only after the guard stopped the command: the clock tells at once. */
-	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
+	 * only after the guard stopped the command: the clock tells at once.
+	 * The guard stops it ahead of the deadline (SIGTERM at deadline - 200
+	 * ms - lead), so a command that obeys SIGTERM may end before it: the
+	 * guard's word that it stopped it for the deadline tells then. */
+	if (said.deadline || lr_mono_ms() >= lr_hold_deadline_ms(h))
 		lost = true;
 	if (rc == 0 && guard_killed)
 		rc = lr_err_set(err, LR_ESYS, "run %s: the command's guard was killed before every "

@@ -510,6 +510,45 @@ TEST(a_frozen_holders_command_is_stopped_before_its_lease_can_expire)
 	lr_client_close(c);
 }
 
+/* Lines in the file at path (0 when there is none). */
+static int lines_in(const char *path)
+{
+	char *text = proc_slurp(path);
+	int n = 0;
+	for (const char *p = text; p != NULL && *p != '\0'; p++)
+		n += *p == '\n';
+	free(text);
+	return n;
+}
+
+/* etcd frozen past the TTL: no renewal comes, and the guard stops the
+ * command ahead of the deadline. A command that obeys SIGTERM ends before
+ * the deadline, and run still says that the lease was lost. */
+TEST(a_command_stopped_for_the_deadline_while_etcd_froze_exits_1_saying_so)
+{
+	lr_client *c = fixture_client("run_etcd_frozen");
+	cli_use_client(c);
+	proc_bg bg;
+	char beats[600];
+	beating_holder(&bg, "frozen", beats, sizeof(beats));
+	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
+	int64_t paused = lr_mono_ms();
+	/* Stopped within the TTL (2 s) of the freeze, and still stopped. */
+	lr_sleep_ms(2200);
+	int stopped = lines_in(beats);
+	lr_sleep_ms(800);
+	int later = lines_in(beats);
+	CHECK_INT(etcdh_resume(cluster, 0), ==, 0);
+	printf("# etcd frozen %lld ms\n", (long long)(lr_mono_ms() - paused));
+	CHECK_INT(later, ==, stopped);
+	CHECK_INT(proc_wait(&bg, 10000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
+	CHECK_INT(etcdh_wait_healthy(cluster, 10), ==, 0);
+	lr_client_close(c);
+}
+
 TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
 {
 	lr_client *c = fixture_client("run_fence");
@@ -753,5 +792,6 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),
           TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
           TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
+          TEST_CASE(a_command_stopped_for_the_deadline_while_etcd_froze_exits_1_saying_so),
           TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
 TEST_MAIN(cli_setup, cli_teardown)
