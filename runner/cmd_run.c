@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "exec/orphans.h"
 #include "options.h"
 #include "output.h"
 
@@ -182,6 +183,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc == CLI_CONTINUE) {
 		int ws = 0;
+		/* Its only child is the guard: what a killed guard leaves
+		 * comes here and is stopped before the locks are given back. */
+		(void)lr_orphans_adopt();
 		int erc = lr_hold_exec(h, argv + dash + 1, stop_fd, grace * 1000, &ws, &err);
 		if (erc == LR_ENOTFOUND) {
 			fprintf(stderr, "leaserun: %s\n", err.msg);

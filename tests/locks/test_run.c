@@ -1,8 +1,8 @@
 /* test_run.c - `leaserun run`, `leaserun locks` and the hold API against a
  * real etcd: the compatibility matrix with two holders, exit statuses,
  * invalid input, a limit, fairness (also beside tasks not ready yet), a
- * holder killed with SIGKILL, and a fenced release after the lease was
- * lost. */
+ * holder killed with SIGKILL, a fenced release after the lease was lost,
+ * a command stopped while etcd froze, and what a killed guard leaves. */
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -581,6 +581,149 @@ TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
 	lr_client_close(c);
 }
 
+/* ---- a guard killed ------------------------------------------------------------ */
+
+/* A command that leaves its process group (setsid) with a process that
+ * writes its pid to <tag>.pid and the time (ns) to <tag>.beats every
+ * 20 ms, writes its own parent's pid (its guard's) to <tag>.guard, and
+ * then waits (or, kill_guard, kills its guard at once). */
+static void escaping_command(const char *tag, bool kill_guard, char *script, size_t size)
+{
+	snprintf(script, size,
+	         "setsid sh -c 'echo $$ > %s/%s.pid; while :; do date +%%s%%N >> %s/%s.beats; "
+	         "sleep 0.02; done' </dev/null >/dev/null 2>&1 & "
+	         "while [ ! -s %s/%s.pid ]; do sleep 0.01; done; echo $PPID > %s/%s.guard; %s",
+	         cli_tmpdir, tag, cli_tmpdir, tag, cli_tmpdir, tag, cli_tmpdir, tag,
+	         kill_guard ? "kill -9 $PPID; exec sleep 20" : "exec sleep 20");
+}
+
+/* The pid in <tag>.<what> once it is there. */
+static pid_t pid_in(const char *tag, const char *what)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s.%s", cli_tmpdir, tag, what);
+	int64_t t0 = lr_mono_ms();
+	long pid = 0;
+	while (pid <= 0 && lr_mono_ms() - t0 < 10000) {
+		char *text = proc_slurp(path);
+		pid = text != NULL ? atol(text) : 0;
+		free(text);
+		if (pid <= 0)
+			lr_sleep_ms(10);
+	}
+	if (pid <= 0)
+		TEST_FAIL("%s never came", path);
+	return (pid_t)pid;
+}
+
+/* The last time (ns) in <tag>.beats. */
+static long long last_beat(const char *tag)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s.beats", cli_tmpdir, tag);
+	char *text = proc_slurp(path);
+	size_t len = text != NULL ? strlen(text) : 0;
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	char *last = text != NULL ? strrchr(text, '\n') : NULL;
+	long long t = text != NULL ? atoll(last != NULL ? last + 1 : text) : 0;
+	free(text);
+	return t;
+}
+
+/* Whether pid is still alive; killed if so, so that a failed test leaves
+ * nothing behind. */
+static bool alive_then_killed(pid_t pid)
+{
+	bool alive = kill(pid, 0) == 0;
+	if (alive)
+		kill(pid, SIGKILL);
+	return alive;
+}
+
+/* Its guard killed (by the command, the OOM killer, anyone), what the
+ * command started outside its process group comes to `leaserun run`,
+ * which stops it before the locks go to the next holder. */
+TEST(what_a_killed_guard_leaves_is_stopped_before_the_next_holder_runs)
+{
+	lr_client *c = fixture_client("run_guard_killed");
+	cli_use_client(c);
+	char script[2000], log[600];
+	escaping_command("esc", false, script, sizeof(script));
+	snprintf(log, sizeof(log), "%s/esc.log", cli_tmpdir);
+	const char *first_args[] = { "run", "--lock", "g", "--ttl", "2", "--", "sh", "-c", script,
+		                     NULL };
+	proc_bg first, next;
+	cli_start(&first, log, first_args);
+	pid_t escapee = pid_in("esc", "pid"), guard = pid_in("esc", "guard");
+	snprintf(log, sizeof(log), "%s/next.log", cli_tmpdir);
+	const char *next_args[] = { "run", "--lock", "g", "--ttl", "2", "--", "sh", "-c",
+		                    "date +%s%N", NULL };
+	cli_start(&next, log, next_args);
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "wants/") < 2 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(5);
+	int killed = kill(guard, SIGKILL);
+	int next_st = proc_wait(&next, 10000), first_st = proc_wait(&first, 10000);
+	bool escaped = alive_then_killed(escapee); /* before any check can fail */
+	char *text = proc_slurp(next.log);
+	long long first_new = atoll(text);
+	free(text);
+	long long last_old = last_beat("esc");
+	printf("# the escapee's last beat %.1f ms before the next holder's command\n",
+	       (double)(first_new - last_old) / 1e6);
+	CHECK_INT(killed, ==, 0);
+	CHECK_INT(next_st, ==, 0);
+	CHECK_INT(first_st, ==, 1);
+	CHECK(!escaped);
+	CHECK(first_new > last_old);
+	text = proc_slurp(first.log);
+	CHECK_HAS(text, "guard was killed; what the command left running was stopped");
+	free(text);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* An application does not adopt orphans (its other children are its
+ * own): what a killed guard leaves cannot be stopped, so the lease is
+ * not revoked under it, and the locks are the next holder's only once it
+ * expired. */
+TEST(a_hold_whose_guard_was_killed_in_an_application_leaves_its_lease_to_expire)
+{
+	lr_client *c = fixture_client("run_guard_killed_api");
+	lr_err err;
+	json_t *locks = json_pack("{s:s}", "left", "X");
+	lr_hold_opts o = { .locks = locks, .ttl_s = 2, .wait_ms = 5000, .cancel_fd = -1 };
+	lr_hold *h = NULL;
+	CHECK_OK(lr_hold_acquire(c, &o, &h, &err), &err);
+	char script[2000];
+	escaping_command("api", true, script, sizeof(script));
+	char sh[] = "sh", dash_c[] = "-c";
+	char *argv[] = { sh, dash_c, script, NULL };
+	int ws = 0;
+	int rc = lr_hold_exec(h, argv, -1, 1000, &ws, &err);
+	pid_t escapee = pid_in("api", "pid");
+	char said[sizeof(err.msg)];
+	snprintf(said, sizeof(said), "%s", err.msg);
+	int released = lr_hold_release(h, &err);
+	int held = (int)fixture_count(c, "locks/");
+	/* Gone with the lease, within its TTL. */
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "locks/") > 0 && lr_mono_ms() - t0 < 5000)
+		lr_sleep_ms(50);
+	int64_t took = lr_mono_ms() - t0;
+	bool escaped = alive_then_killed(escapee); /* before any check can fail */
+	printf("# the lock free %lld ms after the release\n", (long long)took);
+	CHECK(escaped); /* out of this process's reach, as documented */
+	CHECK_INT(rc, ==, LR_ESYS);
+	CHECK_HAS(said, "some may still run, so the hold's lease");
+	CHECK_INT(released, ==, 0);
+	CHECK_INT(held, ==, 1);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	json_decref(locks);
+	lr_client_close(c);
+}
+
 /* The lease of the one request in wants/ under c's prefix: a run's. */
 static int64_t only_request_lease(lr_client *c)
 {
@@ -793,5 +936,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
           TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
           TEST_CASE(a_command_stopped_for_the_deadline_while_etcd_froze_exits_1_saying_so),
-          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
+          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys),
+          TEST_CASE(what_a_killed_guard_leaves_is_stopped_before_the_next_holder_runs),
+          TEST_CASE(a_hold_whose_guard_was_killed_in_an_application_leaves_its_lease_to_expire));
 TEST_MAIN(cli_setup, cli_teardown)
