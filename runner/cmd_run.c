@@ -11,7 +11,9 @@
 
 #include <jansson.h>
 
+#include "exec/orphans.h"
 #include "options.h"
+#include "output.h"
 
 static const char usage[] =
     "Usage: leaserun run [--lock PATH[=MODE]]... [--limit KEY=N]... [--ttl S]\n"
@@ -60,13 +62,15 @@ static int add_request(bool lock, const char *v, json_t *locks, json_t *limits)
 	if (lock) {
 		value = json_string(eq != NULL ? eq + 1 : "X");
 	} else {
-		char *end = NULL;
-		long n = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
-		if (eq == NULL || end == eq + 1 || *end != '\0') {
+		/* Digits alone, as a spec's limit is a JSON number: strtol
+		 * would also take "+3" and " 3". Too many digits saturate,
+		 * and lr_hold_check names the limit as out of range. */
+		const char *n = eq != NULL ? eq + 1 : "";
+		if (n[0] == '\0' || n[strspn(n, "0123456789")] != '\0') {
 			rc = cli_usage_error("run: --limit %s: expected KEY=N", cli_quote(v, q));
 			goto out;
 		}
-		value = json_integer(n);
+		value = json_integer(strtol(n, NULL, 10));
 	}
 	if (value == NULL || json_object_set_new(lock ? locks : limits, key, value) != 0)
 		goto nomem;
@@ -112,10 +116,17 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 	return CLI_CONTINUE;
 }
 
-/* The library says "hold: ..." of its holds; here the user ran `run`. */
+/* The library says "hold: ..." of its holds; here the user ran `run`.
+ * The message may name a holder as its key in etcd has it, which anyone
+ * with write access could have filled with escape sequences: shown on one
+ * line, as `locks` and `status` show holders. */
 static int acquire_failed(lr_err *err)
 {
 	static const char lib[] = "hold: ";
+	char *shown = out_one_line(err->msg);
+	if (shown != NULL) /* never longer than the message */
+		snprintf(err->msg, sizeof(err->msg), "%s", shown);
+	free(shown);
 	if (strncmp(err->msg, lib, sizeof(lib) - 1) == 0) {
 		fprintf(stderr, "leaserun: run: %s\n", err->msg + sizeof(lib) - 1);
 		return cli_exit_code(err->code);
@@ -172,6 +183,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc == CLI_CONTINUE) {
 		int ws = 0;
+		/* Its only child is the guard: what a killed guard leaves
+		 * comes here and is stopped before the locks are given back. */
+		(void)lr_orphans_adopt();
 		int erc = lr_hold_exec(h, argv + dash + 1, stop_fd, grace * 1000, &ws, &err);
 		if (erc == LR_ENOTFOUND) {
 			fprintf(stderr, "leaserun: %s\n", err.msg);

@@ -98,13 +98,10 @@ static bool bidi_control(const unsigned char *s)
 	                        (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9));
 }
 
-/* Text for a terminal on one line: step errors carry the last lines of
- * stderr, and a spec's names or a step's output may hold control
- * characters (escape sequences that would move the cursor, clear the
- * screen or set the title): blanks for line breaks and tabs, '?' for the
- * other C0 and C1 controls, DEL and bidirectional controls. New string;
- * NULL when out of memory. */
-static char *one_line(const char *s)
+/* Step errors carry the last lines of stderr, and a spec's names or a
+ * step's output may hold escape sequences that would move the cursor,
+ * clear the screen or set the title. */
+char *out_one_line(const char *s)
 {
 	char *copy = strdup(s != NULL ? s : "");
 	size_t o = 0;
@@ -143,7 +140,7 @@ static void table_add(struct table *t, char *const *cells)
 	}
 	char **row = &t->cells[t->rows * t->cols];
 	for (size_t c = 0; c < t->cols; c++) {
-		row[c] = one_line(cells[c]);
+		row[c] = out_one_line(cells[c]);
 		if (row[c] == NULL)
 			row[c] = strdup("");
 		size_t w = row[c] != NULL ? text_width(row[c]) : 0;
@@ -315,13 +312,13 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 	for (size_t i = 0; i < n; i++) {
 		const lr_task_status *s = &v[i];
 		char step[256], bar[BAR_WIDTH + 3], attempt[48], age[48];
-		char *error = one_line(s->error);
+		char *error = out_one_line(s->error);
 		if (s->waiting != NULL && error != NULL) {
 			/* what holds it back now, before an earlier attempt's error */
 			char *w = NULL;
 			if (asprintf(&w, "waiting: %s", s->waiting) > 0) {
 				free(error);
-				error = one_line(w);
+				error = out_one_line(w);
 			}
 			free(w);
 		}
@@ -404,8 +401,8 @@ void out_status_history(FILE *f, const lr_task_status *s)
 		const char *err = json_string_value(json_object_get(e, "error"));
 		const char *runner = json_string_value(json_object_get(e, "runner"));
 		const char *at = json_string_value(json_object_get(e, "finished_at"));
-		char *err_shown = err != NULL ? one_line(err) : NULL;
-		char *runner_shown = runner != NULL ? one_line(runner) : NULL;
+		char *err_shown = err != NULL ? out_one_line(err) : NULL;
+		char *runner_shown = runner != NULL ? out_one_line(runner) : NULL;
 		fprintf(f, "  %s  %s after %lld attempt(s)%s%s%s%s\n", at != NULL ? at : "-",
 		        json_string_value(json_object_get(e, "status")),
 		        (long long)json_integer_value(json_object_get(e, "attempts")),

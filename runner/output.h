@@ -35,6 +35,11 @@ void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
                        const out_style *st, int64_t now_ms);
 int out_runners_json(FILE *f, const lr_runner_info *v, size_t n);
 
+/* Text for a terminal on one line, whatever etcd held: blanks for line
+ * breaks and tabs, '?' for the other C0 and C1 controls, DEL and
+ * bidirectional controls. New string; NULL when out of memory. */
+char *out_one_line(const char *s);
+
 /* The document of lr_locks_read: what is held, then what is asked for. */
 void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms);
 

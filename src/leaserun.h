@@ -348,9 +348,20 @@ LR_API int lr_hold_lost_fd(const lr_hold *h);
  * after grace_ms) and none is alive when the lease can expire. stop_fd
  * (may be -1; only polled, never read) readable: stop it the same way.
  * Returns once no process of the command is left: 0 with *wstatus its
- * wait status (waitpid), LR_ELEASE when the lease was lost or its
- * deadline passed by the clock (this process frozen or cut off: the guard
- * stopped the command), LR_ENOTFOUND when argv[0] cannot be run. Blocking. */
+ * wait status (waitpid), LR_ELEASE when the lease was lost, its deadline
+ * passed by the clock, or the guard stopped the command for it (this
+ * process frozen or cut off, etcd not answering: no renewal came in time,
+ * and the command may have obeyed SIGTERM before the deadline),
+ * LR_ENOTFOUND when argv[0] cannot be run, LR_ESYS (among others) when
+ * the guard itself was killed (the command killed its $PPID, the OOM
+ * killer): the command's own process dies with it, but what it started
+ * in another process group is out of reach, since an application's
+ * process does not adopt orphans (its other children are its own; only
+ * `leaserun run` and `leaserun worker` do). Some of the command may then
+ * still run: the message says so, and lr_hold_release leaves the lease to
+ * expire instead of revoking it, which keeps the locks taken for up to
+ * the TTL more but cannot keep the next holder from overlapping what is
+ * left. Blocking. */
 LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
                         int *wstatus, lr_err *err);
 /* Who holds and who waits, read at one revision: *doc is a new json_t *
@@ -362,7 +373,9 @@ LR_API int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t gra
 LR_API int lr_locks_read(lr_client *c, void **doc, lr_err *err);
 /* Give everything back (revoking the lease deletes exactly this hold's
  * keys: never a later holder's) and free h. Any error is reported, and h
- * is freed anyway: what was not deleted goes when the lease expires. */
+ * is freed anyway: what was not deleted goes when the lease expires.
+ * After lr_hold_exec said that some of the command may still run, the
+ * lease is only no longer renewed (0): it expires within the TTL. */
 LR_API int lr_hold_release(lr_hold *h, lr_err *err);
 
 /* Run a failed or cancelled task again: it is pending once more, resumes

@@ -16,6 +16,8 @@
 #include "base/error.h"
 #include "exec/exec.h"
 #include "exec/guard.h"
+#include "exec/orphans.h"
+#include "locks/hold.h"
 
 extern char **environ;
 
@@ -150,19 +152,35 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 		}
 	}
 	bool guard_killed = ended && lr_guard_killed(&g, &said);
+	/* What the command started outside its process group outlived its
+	 * guard: in a process that adopts orphans (`leaserun run`), they are
+	 * this process's children now, and are stopped here. */
+	bool orphans_stopped = guard_killed && lr_orphans_kill();
 	lr_guard_end(&g);
 	if (spec.take_terminal)
 		take_back_terminal();
 	/* The guard ended without the status: killed. */
 	*wstatus = said.exited ? said.wstatus : SIGKILL;
 	/* Frozen or cut off past the deadline, this process hears of the loss
-	 * only after the guard stopped the command: the clock tells at once. */
-	if (lr_mono_ms() >= lr_hold_deadline_ms(h))
+	 * only after the guard stopped the command: the clock tells at once.
+	 * The guard stops it ahead of the deadline (SIGTERM at deadline - 200
+	 * ms - lead), so a command that obeys SIGTERM may end before it: the
+	 * guard's word that it stopped it for the deadline tells then. */
+	if (said.deadline || lr_mono_ms() >= lr_hold_deadline_ms(h))
 		lost = true;
-	if (rc == 0 && guard_killed)
-		rc = lr_err_set(err, LR_ESYS, "run %s: the command's guard was killed before every "
-		                "process of the command had ended: some may still run",
-		                lr_hold_id(h));
+	if (rc == 0 && guard_killed && orphans_stopped)
+		rc = lr_err_set(err, LR_ESYS, "run %s: the command's guard was killed; what the "
+		                "command left running was stopped", lr_hold_id(h));
+	if (guard_killed && !orphans_stopped) {
+		/* Revoked, the lease would hand the locks over at once, beside
+		 * what is left; expiring, it gives that the TTL to end. */
+		lr_hold_leave_lease(h);
+		if (rc == 0)
+			rc = lr_err_set(err, LR_ESYS, "run %s: the command's guard was killed before "
+			                "every process of the command had ended: some may still run, "
+			                "so the hold's lease %lld is left to expire rather than "
+			                "revoked", lr_hold_id(h), (long long)lr_hold_lease(h));
+	}
 	if (rc == 0 && lost)
 		rc = lr_err_set(err, LR_ELEASE, "run %s: the hold's lease %lld was lost: the "
 		                "command was stopped", lr_hold_id(h), (long long)lr_hold_lease(h));

@@ -27,6 +27,7 @@
 #include "etcd/lease.h"
 #include "etcd/watch.h"
 #include "locks/acquire.h"
+#include "locks/hold.h"
 #include "locks/table.h"
 #include "records/lockset.h"
 #include "records/spec.h"
@@ -45,6 +46,7 @@ struct lr_hold {
 	lr_keepalive *ka;
 	_Atomic int64_t deadline;
 	int renewed_fd, lost_fd;
+	bool leave_lease; /* lr_hold_leave_lease: release lets it expire */
 	/* While waiting: the table, kept by watch events. */
 	pthread_mutex_t mu;
 	lr_lock_table *table;
@@ -431,12 +433,19 @@ int64_t lr_hold_deadline_ms(const lr_hold *h) { return atomic_load(&((lr_hold *)
 int lr_hold_renewed_fd(const lr_hold *h) { return h->renewed_fd; }
 int lr_hold_lost_fd(const lr_hold *h) { return h->lost_fd; }
 
+void lr_hold_leave_lease(lr_hold *h) { h->leave_lease = true; }
+
 int lr_hold_release(lr_hold *h, lr_err *err)
 {
 	if (h == NULL)
 		return 0;
 	lr_keepalive_free(h->ka);
 	h->ka = NULL;
+	if (h->leave_lease) {
+		h->lease = 0; /* not revoked by hold_free either */
+		hold_free(h);
+		return 0;
+	}
 	/* Every key of the hold is on its lease, and nothing else is: revoking
 	 * it deletes them all in one revision, and can never touch a key that
 	 * a later holder put on a lease of its own. */

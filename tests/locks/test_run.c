@@ -1,8 +1,8 @@
 /* test_run.c - `leaserun run`, `leaserun locks` and the hold API against a
  * real etcd: the compatibility matrix with two holders, exit statuses,
  * invalid input, a limit, fairness (also beside tasks not ready yet), a
- * holder killed with SIGKILL, and a fenced release after the lease was
- * lost. */
+ * holder killed with SIGKILL, a fenced release after the lease was lost,
+ * a command stopped while etcd froze, and what a killed guard leaves. */
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -177,6 +177,13 @@ TEST(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing)
 		{ "--limit", "gpu=10001", NULL, NULL, "limits.gpu" },
 		{ "--limit", "gpu", NULL, NULL, "--limit gpu: expected KEY=N" },
 		{ "--limit", "gpu=x", NULL, NULL, "--limit gpu=x" },
+		/* plain decimal digits alone, as in a spec */
+		{ "--limit", "gpu=+3", NULL, NULL, "--limit gpu=+3: expected KEY=N" },
+		{ "--limit", "gpu= 3", NULL, NULL, "--limit gpu= 3: expected KEY=N" },
+		{ "--limit", "gpu=-3", NULL, NULL, "--limit gpu=-3: expected KEY=N" },
+		{ "--limit", "gpu=3 ", NULL, NULL, "--limit gpu=3 : expected KEY=N" },
+		{ "--limit", "gpu=", NULL, NULL, "--limit gpu=: expected KEY=N" },
+		{ "--limit", "gpu=99999999999999999999", NULL, NULL, "limits.gpu" },
 		{ "--limit", "a/b=2", NULL, NULL, "limits.a/b" },
 		{ "--lock", "a", "--ttl", "0", "--ttl" },
 		{ "--lock", "a", "--wait", "soon", "--wait: expected seconds" },
@@ -230,6 +237,23 @@ TEST(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request)
 	CHECK_INT(fixture_count(c, "wants/"), ==, 1); /* the holder's alone */
 	CHECK_INT(proc_stop(&holder, SIGINT, 5000), ==, 128 + SIGTERM); /* stopped by it */
 	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* A holder's name comes from its key, which anyone who may write to etcd
+ * can fill with escape sequences and line breaks: the message that names
+ * it shows neither, as `leaserun locks` does not. */
+TEST(a_holder_named_with_control_characters_is_shown_on_one_line)
+{
+	lr_client *c = fixture_client("run_esc");
+	cli_use_client(c);
+	fixture_put(c, "locks/", "esc/#3X/run:x\033[31mRED\033[0m\nHELD fake", "{\"host\":\"h\"}",
+	            0);
+	proc_result r = RUN("run", "--lock", "esc", "--wait", "0", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "held by run x?[31mRED?[0m HELD fake on h\n");
+	CHECK(strchr(r.err, '\033') == NULL);
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
@@ -486,6 +510,45 @@ TEST(a_frozen_holders_command_is_stopped_before_its_lease_can_expire)
 	lr_client_close(c);
 }
 
+/* Lines in the file at path (0 when there is none). */
+static int lines_in(const char *path)
+{
+	char *text = proc_slurp(path);
+	int n = 0;
+	for (const char *p = text; p != NULL && *p != '\0'; p++)
+		n += *p == '\n';
+	free(text);
+	return n;
+}
+
+/* etcd frozen past the TTL: no renewal comes, and the guard stops the
+ * command ahead of the deadline. A command that obeys SIGTERM ends before
+ * the deadline, and run still says that the lease was lost. */
+TEST(a_command_stopped_for_the_deadline_while_etcd_froze_exits_1_saying_so)
+{
+	lr_client *c = fixture_client("run_etcd_frozen");
+	cli_use_client(c);
+	proc_bg bg;
+	char beats[600];
+	beating_holder(&bg, "frozen", beats, sizeof(beats));
+	CHECK_INT(etcdh_pause(cluster, 0), ==, 0);
+	int64_t paused = lr_mono_ms();
+	/* Stopped within the TTL (2 s) of the freeze, and still stopped. */
+	lr_sleep_ms(2200);
+	int stopped = lines_in(beats);
+	lr_sleep_ms(800);
+	int later = lines_in(beats);
+	CHECK_INT(etcdh_resume(cluster, 0), ==, 0);
+	printf("# etcd frozen %lld ms\n", (long long)(lr_mono_ms() - paused));
+	CHECK_INT(later, ==, stopped);
+	CHECK_INT(proc_wait(&bg, 10000), ==, 1);
+	char *log = proc_slurp(bg.log);
+	CHECK_HAS(log, "was lost: the command was stopped");
+	free(log);
+	CHECK_INT(etcdh_wait_healthy(cluster, 10), ==, 0);
+	lr_client_close(c);
+}
+
 TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
 {
 	lr_client *c = fixture_client("run_fence");
@@ -515,6 +578,149 @@ TEST(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys)
 	CHECK_INT(fixture_count(c, "wants/"), ==, 0);
 	json_decref(locks);
 	json_decref(limits);
+	lr_client_close(c);
+}
+
+/* ---- a guard killed ------------------------------------------------------------ */
+
+/* A command that leaves its process group (setsid) with a process that
+ * writes its pid to <tag>.pid and the time (ns) to <tag>.beats every
+ * 20 ms, writes its own parent's pid (its guard's) to <tag>.guard, and
+ * then waits (or, kill_guard, kills its guard at once). */
+static void escaping_command(const char *tag, bool kill_guard, char *script, size_t size)
+{
+	snprintf(script, size,
+	         "setsid sh -c 'echo $$ > %s/%s.pid; while :; do date +%%s%%N >> %s/%s.beats; "
+	         "sleep 0.02; done' </dev/null >/dev/null 2>&1 & "
+	         "while [ ! -s %s/%s.pid ]; do sleep 0.01; done; echo $PPID > %s/%s.guard; %s",
+	         cli_tmpdir, tag, cli_tmpdir, tag, cli_tmpdir, tag, cli_tmpdir, tag,
+	         kill_guard ? "kill -9 $PPID; exec sleep 20" : "exec sleep 20");
+}
+
+/* The pid in <tag>.<what> once it is there. */
+static pid_t pid_in(const char *tag, const char *what)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s.%s", cli_tmpdir, tag, what);
+	int64_t t0 = lr_mono_ms();
+	long pid = 0;
+	while (pid <= 0 && lr_mono_ms() - t0 < 10000) {
+		char *text = proc_slurp(path);
+		pid = text != NULL ? atol(text) : 0;
+		free(text);
+		if (pid <= 0)
+			lr_sleep_ms(10);
+	}
+	if (pid <= 0)
+		TEST_FAIL("%s never came", path);
+	return (pid_t)pid;
+}
+
+/* The last time (ns) in <tag>.beats. */
+static long long last_beat(const char *tag)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s.beats", cli_tmpdir, tag);
+	char *text = proc_slurp(path);
+	size_t len = text != NULL ? strlen(text) : 0;
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	char *last = text != NULL ? strrchr(text, '\n') : NULL;
+	long long t = text != NULL ? atoll(last != NULL ? last + 1 : text) : 0;
+	free(text);
+	return t;
+}
+
+/* Whether pid is still alive; killed if so, so that a failed test leaves
+ * nothing behind. */
+static bool alive_then_killed(pid_t pid)
+{
+	bool alive = kill(pid, 0) == 0;
+	if (alive)
+		kill(pid, SIGKILL);
+	return alive;
+}
+
+/* Its guard killed (by the command, the OOM killer, anyone), what the
+ * command started outside its process group comes to `leaserun run`,
+ * which stops it before the locks go to the next holder. */
+TEST(what_a_killed_guard_leaves_is_stopped_before_the_next_holder_runs)
+{
+	lr_client *c = fixture_client("run_guard_killed");
+	cli_use_client(c);
+	char script[2000], log[600];
+	escaping_command("esc", false, script, sizeof(script));
+	snprintf(log, sizeof(log), "%s/esc.log", cli_tmpdir);
+	const char *first_args[] = { "run", "--lock", "g", "--ttl", "2", "--", "sh", "-c", script,
+		                     NULL };
+	proc_bg first, next;
+	cli_start(&first, log, first_args);
+	pid_t escapee = pid_in("esc", "pid"), guard = pid_in("esc", "guard");
+	snprintf(log, sizeof(log), "%s/next.log", cli_tmpdir);
+	const char *next_args[] = { "run", "--lock", "g", "--ttl", "2", "--", "sh", "-c",
+		                    "date +%s%N", NULL };
+	cli_start(&next, log, next_args);
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "wants/") < 2 && lr_mono_ms() - t0 < 10000)
+		lr_sleep_ms(5);
+	int killed = kill(guard, SIGKILL);
+	int next_st = proc_wait(&next, 10000), first_st = proc_wait(&first, 10000);
+	bool escaped = alive_then_killed(escapee); /* before any check can fail */
+	char *text = proc_slurp(next.log);
+	long long first_new = atoll(text);
+	free(text);
+	long long last_old = last_beat("esc");
+	printf("# the escapee's last beat %.1f ms before the next holder's command\n",
+	       (double)(first_new - last_old) / 1e6);
+	CHECK_INT(killed, ==, 0);
+	CHECK_INT(next_st, ==, 0);
+	CHECK_INT(first_st, ==, 1);
+	CHECK(!escaped);
+	CHECK(first_new > last_old);
+	text = proc_slurp(first.log);
+	CHECK_HAS(text, "guard was killed; what the command left running was stopped");
+	free(text);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* An application does not adopt orphans (its other children are its
+ * own): what a killed guard leaves cannot be stopped, so the lease is
+ * not revoked under it, and the locks are the next holder's only once it
+ * expired. */
+TEST(a_hold_whose_guard_was_killed_in_an_application_leaves_its_lease_to_expire)
+{
+	lr_client *c = fixture_client("run_guard_killed_api");
+	lr_err err;
+	json_t *locks = json_pack("{s:s}", "left", "X");
+	lr_hold_opts o = { .locks = locks, .ttl_s = 2, .wait_ms = 5000, .cancel_fd = -1 };
+	lr_hold *h = NULL;
+	CHECK_OK(lr_hold_acquire(c, &o, &h, &err), &err);
+	char script[2000];
+	escaping_command("api", true, script, sizeof(script));
+	char sh[] = "sh", dash_c[] = "-c";
+	char *argv[] = { sh, dash_c, script, NULL };
+	int ws = 0;
+	int rc = lr_hold_exec(h, argv, -1, 1000, &ws, &err);
+	pid_t escapee = pid_in("api", "pid");
+	char said[sizeof(err.msg)];
+	snprintf(said, sizeof(said), "%s", err.msg);
+	int released = lr_hold_release(h, &err);
+	int held = (int)fixture_count(c, "locks/");
+	/* Gone with the lease, within its TTL. */
+	int64_t t0 = lr_mono_ms();
+	while (fixture_count(c, "locks/") > 0 && lr_mono_ms() - t0 < 5000)
+		lr_sleep_ms(50);
+	int64_t took = lr_mono_ms() - t0;
+	bool escaped = alive_then_killed(escapee); /* before any check can fail */
+	printf("# the lock free %lld ms after the release\n", (long long)took);
+	CHECK(escaped); /* out of this process's reach, as documented */
+	CHECK_INT(rc, ==, LR_ESYS);
+	CHECK_HAS(said, "some may still run, so the hold's lease");
+	CHECK_INT(released, ==, 0);
+	CHECK_INT(held, ==, 1);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	json_decref(locks);
 	lr_client_close(c);
 }
 
@@ -721,6 +927,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
+          TEST_CASE(a_holder_named_with_control_characters_is_shown_on_one_line),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_larger_limit_does_not_join_a_holder_of_a_smaller_one),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
@@ -728,5 +935,8 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),
           TEST_CASE(a_killed_holders_command_stops_at_once_and_its_locks_free_with_the_lease),
           TEST_CASE(a_frozen_holders_command_is_stopped_before_its_lease_can_expire),
-          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys));
+          TEST_CASE(a_command_stopped_for_the_deadline_while_etcd_froze_exits_1_saying_so),
+          TEST_CASE(a_hold_that_lost_its_lease_releases_none_of_the_next_holders_keys),
+          TEST_CASE(what_a_killed_guard_leaves_is_stopped_before_the_next_holder_runs),
+          TEST_CASE(a_hold_whose_guard_was_killed_in_an_application_leaves_its_lease_to_expire));
 TEST_MAIN(cli_setup, cli_teardown)
