@@ -137,17 +137,16 @@ static void make_id(const char *name, char id[LR_ID_SIZE])
 }
 
 /* Lease, keepalive and the request in wants/. */
-static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
+/* A lease, kept alive, and the request (wants/) put on it. */
+static int ask(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
 {
 	lr_etcd *e = lr_client_etcd(h->c);
 	int64_t ttl = o->ttl_s > 0 ? o->ttl_s : HOLD_DEFAULT_TTL_S, granted = 0, sent = 0;
 	int rc = lr_lease_grant(e, ttl, &h->lease, &granted, &sent, err);
 	if (rc == 0) {
 		atomic_store(&h->deadline, sent + granted * 1000);
-		rc = lr_keepalive_new(e, &h->ka, err);
-	}
-	if (rc == 0)
 		rc = lr_keepalive_add(h->ka, h->lease, granted, sent, on_lost, on_renewed, h, err);
+	}
 	if (rc != 0)
 		return rc;
 	char *value = lr_wants_value(o->locks, o->limits);
@@ -180,6 +179,28 @@ static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err
 		h->asked = r.ops[0].kvs[0].create_rev;
 	lr_txn_result_free(&r);
 	return 0;
+}
+
+/* The lease may expire before the request is put on it, when this process
+ * is stopped (SIGSTOP, a starved machine) for longer than the TTL: nothing
+ * is held yet, so another lease, a few times. */
+static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
+{
+	lr_etcd *e = lr_client_etcd(h->c);
+	int rc = lr_keepalive_new(e, &h->ka, err);
+	for (int tries = 1; rc == 0; tries++) {
+		rc = ask(h, o, who, err);
+		if (rc != LR_ELEASE || tries == 3)
+			break;
+		lr_keepalive_remove(h->ka, h->lease);
+		lr_lease_revoke(e, h->lease, NULL);
+		h->lease = 0;
+		drain(h->lost_fd);
+		if (err != NULL)
+			*err = (lr_err){0};
+		rc = 0;
+	}
+	return rc;
 }
 
 static int note_dep(void *user, const char *id)

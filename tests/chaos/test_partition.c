@@ -31,6 +31,7 @@
 #include "fleet.h"
 #include "history.h"
 #include "marks.h"
+#include "proc.h"
 #include "test.h"
 
 static etcdh_cluster *cluster;
@@ -551,6 +552,47 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	proxy_stop(&px);
 }
 
+/* Keys under the fleet's wants/: lock requests. */
+static int64_t wants_count(fleet *f)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(f->client, LR_K_WANTS, "", key);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(f->client), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
+}
+
+/* `leaserun run` through the slow link, stopped as soon as etcd lists its
+ * lease, past the TTL: the lease is gone before its request is put on it.
+ * It takes another and runs the command. */
+static void run_stopped_after_its_grant(fleet *f, const char *endpoint)
+{
+	int leases = etcdh_lease_count(cluster);
+	CHECK(leases >= 0);
+	char log[300];
+	snprintf(log, sizeof(log), "%s/run.log", f->dir);
+	char *const argv[] = { (char *)proc_leaserun(), "run", "--endpoints", (char *)endpoint,
+		               "--prefix", f->prefix, "--ttl", "2", "--dial-timeout", "20",
+		               "--lock", "gx", "--", "true", NULL };
+	proc_bg run;
+	proc_start(&run, argv, NULL, log);
+	for (int64_t end = lr_mono_ms() + 15000;
+	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
+		;
+	kill(run.pid, SIGSTOP);
+	bool early = wants_count(f) > 0;
+	lr_sleep_ms(3000);
+	kill(run.pid, SIGCONT);
+	int st = proc_wait(&run, 20000);
+	if (early)
+		TEST_FAIL("run put its request before it was stopped: no lease expired under it");
+	if (st != 0)
+		TEST_FAIL("run stopped after its grant exited %d; its output: %s", st, log);
+}
+
 /* A round trip of 0.8 s to etcd, more than a third of the TTL (2 s): the
  * renewals go out every TTL/3 without waiting for the one before, and each
  * reply counts from its own renewal's sending, so the lease holds.
@@ -599,6 +641,7 @@ TEST(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_leas
 	CHECK(took >= 0);
 	if (!fleet_log_has(&f, 0, "over a quarter of the TTL"))
 		TEST_FAIL("no warning of the slow grant; its log: %s/far.log", f.dir);
+	run_stopped_after_its_grant(&f, px.endpoint);
 	kill(pid, SIGTERM);
 	CHECK_INT(fleet_wait(&f, 0, 15000), ==, 0);
 	fleet_destroy(&f);
