@@ -47,6 +47,9 @@ struct lr_hold {
 	_Atomic int64_t deadline;
 	int renewed_fd, lost_fd;
 	bool leave_lease; /* lr_hold_leave_lease: release lets it expire */
+	/* Once held: the request's key, whose deletion (the lease revoked)
+	 * is a loss known at once, not at the next renewal. */
+	lr_watch *own;
 	/* While waiting: the table, kept by watch events. */
 	pthread_mutex_t mu;
 	lr_lock_table *table;
@@ -102,8 +105,31 @@ static void on_event(void *user, const lr_watch_batch *b)
 	poke(h->wake_fd);
 }
 
+/* The hold's own request deleted: its lease was revoked (by hand, or by
+ * etcd), and the locks may be another holder's already. */
+static void on_own_event(void *user, const lr_watch_batch *b)
+{
+	lr_hold *h = user;
+	for (size_t i = 0; b->kind == LR_WATCH_EVENTS && i < b->n; i++)
+		if (b->events[i].type != LR_EV_PUT)
+			on_lost(h, h->lease, "the hold's request was deleted");
+}
+
+/* Best effort: without the watch, the next renewal tells of a revoke. */
+static void watch_own(lr_hold *h)
+{
+	lr_watcher *wr; /* freed with h->own */
+	if (lr_watch_new(lr_client_etcd(h->c), &h->own, NULL) == 0 &&
+	    lr_watch_add(h->own, h->wants, 0, h->fence + 1, on_own_event, h, &wr, NULL) != 0) {
+		lr_watch_free(h->own);
+		h->own = NULL;
+	}
+}
+
 static void hold_free(lr_hold *h)
 {
+	if (h->own != NULL)
+		lr_watch_free(h->own);
 	if (h->ka != NULL)
 		lr_keepalive_free(h->ka);
 	if (h->lease != 0)
@@ -438,6 +464,7 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 			                    json_integer(h->slots[i]));
 		lr_lock_table_free(h->table);
 		h->table = NULL;
+		watch_own(h);
 		*out = h;
 		return 0;
 	}
@@ -460,6 +487,9 @@ int lr_hold_release(lr_hold *h, lr_err *err)
 {
 	if (h == NULL)
 		return 0;
+	if (h->own != NULL)
+		lr_watch_free(h->own); /* the revoke below deletes the request */
+	h->own = NULL;
 	lr_keepalive_free(h->ka);
 	h->ka = NULL;
 	if (h->leave_lease) {
