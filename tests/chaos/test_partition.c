@@ -552,19 +552,6 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	proxy_stop(&px);
 }
 
-/* Keys under the fleet's wants/: lock requests. */
-static int64_t wants_count(fleet *f)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(f->client, LR_K_WANTS, "", key);
-	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
-	lr_range_result r;
-	CHECK_OK(lr_kv_range(lr_client_etcd(f->client), &o, &r, &err), &err);
-	int64_t n = r.count;
-	lr_range_result_free(&r);
-	return n;
-}
-
 /* `leaserun run` through the slow link, stopped as soon as etcd lists its
  * lease, past the TTL: the lease is gone before its request is put on it.
  * It takes another and runs the command. */
@@ -583,7 +570,7 @@ static void run_stopped_after_its_grant(fleet *f, const char *endpoint)
 	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
 		;
 	kill(run.pid, SIGSTOP);
-	bool early = wants_count(f) > 0;
+	bool early = fleet_count_keys(f, LR_K_WANTS) > 0;
 	lr_sleep_ms(3000);
 	kill(run.pid, SIGCONT);
 	int st = proc_wait(&run, 20000);

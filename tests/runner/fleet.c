@@ -347,3 +347,15 @@ void fleet_wait_renewal(fleet *f, int i, int64_t left)
 		lr_sleep_ms(5);
 	}
 }
+
+int64_t fleet_count_keys(fleet *f, const char *kind)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(f->client, kind, "", key);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(f->client), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
+}

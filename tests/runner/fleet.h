@@ -58,6 +58,8 @@ lr_task_state fleet_state(fleet *f, const char *id, char *runner, size_t size,
 /* Poll until the task is in `st` (or done when st < 0); returns the time
  * taken in ms, or -1 after timeout_ms. */
 int64_t fleet_wait_state(fleet *f, const char *id, int st, int timeout_ms);
+/* How many keys are under the fleet's prefix + kind (LR_K_LOCKS, ...). */
+int64_t fleet_count_keys(fleet *f, const char *kind);
 /* Index of the runner holding the task, -1 if none. */
 int fleet_holder(fleet *f, const char *id);
 

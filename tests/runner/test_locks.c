@@ -39,23 +39,10 @@ static void submit(fleet *f, const char *id, const char *locks, const char *limi
 	fleet_submit(f, id, spec);
 }
 
-/* Keys under the fleet's locks/, slots/ or wants/. */
-static int64_t count_keys(fleet *f, const char *kind)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(f->client, kind, "", key);
-	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
-	lr_range_result r;
-	CHECK_OK(lr_kv_range(lr_client_etcd(f->client), &o, &r, &err), &err);
-	int64_t n = r.count;
-	lr_range_result_free(&r);
-	return n;
-}
-
 static bool nothing_held(fleet *f)
 {
-	return count_keys(f, LR_K_LOCKS) == 0 && count_keys(f, LR_K_SLOTS) == 0 &&
-	       count_keys(f, LR_K_LIMITS) == 0;
+	return fleet_count_keys(f, LR_K_LOCKS) == 0 && fleet_count_keys(f, LR_K_SLOTS) == 0 &&
+	       fleet_count_keys(f, LR_K_LIMITS) == 0;
 }
 
 /* Poll until nothing is held; the time it took in ms, -1 after timeout. */
@@ -129,7 +116,7 @@ TEST(locks_go_back_on_success_failure_and_cancel)
 	CHECK(fleet_wait_state(&f, "long", LR_TASK_CANCELLED, 10000) >= 0);
 	CHECK(nothing_held(&f));
 	/* Requests go with their tasks. */
-	CHECK_INT(count_keys(&f, LR_K_WANTS), ==, 0);
+	CHECK_INT(fleet_count_keys(&f, LR_K_WANTS), ==, 0);
 	fleet_destroy(&f);
 }
 
@@ -185,7 +172,7 @@ TEST(sigterm_gives_locks_back_and_sigkill_frees_them_when_the_lease_expires)
 	kill(f.pids[0], SIGTERM);
 	CHECK_INT(fleet_wait(&f, 0, 10000), ==, 0);
 	CHECK(nothing_held(&f)); /* with the release, before the exit */
-	CHECK_INT(count_keys(&f, LR_K_WANTS), ==, 1); /* still asked for */
+	CHECK_INT(fleet_count_keys(&f, LR_K_WANTS), ==, 1); /* still asked for */
 
 	fleet_start(&f, 1, extra);
 	CHECK(fleet_wait_state(&f, "t", LR_TASK_RUNNING, 10000) >= 0);
