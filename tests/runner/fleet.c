@@ -1,6 +1,7 @@
 /* fleet.c - starting, watching and killing real runner processes. */
 #include "fleet.h"
 #include "client/client.h"
+#include "etcd/kv.h"
 #include "etcd/lease.h"
 #include "exec/exec.h"
 #include "history.h"
