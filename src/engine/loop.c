@@ -407,12 +407,12 @@ static void run_loop(lr_runner *r)
 	lr_backoff_init(&l.retry, 500, 5000);
 	for (;;) {
 		if (atomic_load(&r->stop_requested) && l.grace_end == 0) {
-			lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
-			              "stopping: %d task(s) get %lld ms to finish their step",
-			              r->busy, (long long)r->grace_ms);
 			atomic_store(&r->draining, true);
 			l.grace_end = lr_mono_ms() + r->grace_ms;
 			take_back(r); /* not started: nothing to hand over */
+			lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,
+			              "stopping: %d task(s) get %lld ms to finish their step",
+			              r->busy, (long long)r->grace_ms);
 		}
 		if (l.grace_end != 0 && !l.shutdown_sent && lr_mono_ms() >= l.grace_end) {
 			lr_workers_signal(r, NULL, LR_STOP_SHUTDOWN);
