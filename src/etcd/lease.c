@@ -35,10 +35,11 @@ struct lease {
 	int64_t ttl_ms;
 	int64_t deadline;  /* monotonic ms */
 	int64_t next_send; /* when to renew next */
-	/* Renewals in flight on the current stream, oldest first: send
-	 * times in ms and in microseconds (for their round trips). */
-	int64_t sent_at[KA_IN_FLIGHT];
-	int64_t sent_us[KA_IN_FLIGHT];
+	/* Renewals in flight on the current stream, oldest first: when
+	 * each was sent, in ms and in microseconds (for its round trip). */
+	struct sent {
+		int64_t ms, us;
+	} sent[KA_IN_FLIGHT];
 	int n_sent;
 	int64_t rtt_ms;    /* the last round trip (first: the grant's) */
 	lr_lease_lost_fn fn;
@@ -128,22 +129,18 @@ static void send_renewal(lr_keepalive *k, struct lease *l, int64_t now)
 	Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
 	req.id = l->id;
 	if (l->n_sent < KA_IN_FLIGHT && lr_stream_send(k->stream, &req.base) == 0) {
-		l->sent_at[l->n_sent] = now;
-		l->sent_us[l->n_sent] = lr_mono_us();
-		l->n_sent++;
+		l->sent[l->n_sent++] = (struct sent){ now, lr_mono_us() };
 		l->next_send = now + l->ttl_ms / 3;
 	}
 }
 
 /* The oldest renewal in flight answered: forget it, give its send time. */
-static int64_t answered(struct lease *l, int64_t *sent_us)
+static struct sent answered(struct lease *l)
 {
-	int64_t at = l->sent_at[0];
-	*sent_us = l->sent_us[0];
+	struct sent oldest = l->sent[0];
 	l->n_sent--;
-	memmove(l->sent_at, l->sent_at + 1, (size_t)l->n_sent * sizeof(l->sent_at[0]));
-	memmove(l->sent_us, l->sent_us + 1, (size_t)l->n_sent * sizeof(l->sent_us[0]));
-	return at;
+	memmove(l->sent, l->sent + 1, (size_t)l->n_sent * sizeof(l->sent[0]));
+	return oldest;
 }
 
 static struct lease *find(lr_keepalive *k, int64_t id)
@@ -201,10 +198,11 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 	int64_t deadline = 0;
 	pthread_mutex_lock(&k->mu);
 	struct lease *l = find(k, r->id);
-	int64_t sent = 0, sent_us = 0;
+	int64_t sent = 0;
 	if (l != NULL && l->n_sent > 0) {
-		sent = answered(l, &sent_us);
-		lr_stream_count_round_trip(k->stream, lr_mono_us() - sent_us);
+		struct sent s = answered(l);
+		lr_stream_count_round_trip(k->stream, lr_mono_us() - s.us);
+		sent = s.ms;
 		l->rtt_ms = now - sent;
 	}
 	if (l != NULL) {
@@ -261,7 +259,7 @@ restart:
 			char why[500], pending[80] = "";
 			if (l->n_sent > 0)
 				snprintf(pending, sizeof(pending), ", and the one sent %lld ms ago has "
-				         "no answer", (long long)(now - l->sent_at[0]));
+				         "no answer", (long long)(now - l->sent[0].ms));
 			snprintf(why, sizeof(why), "no renewal succeeded within the TTL (%llds) "
 			         "from etcd %s: the last one answered was sent %lld ms ago%s%s%s",
 			         (long long)(l->ttl_ms / 1000), k->endpoints,
@@ -275,14 +273,14 @@ restart:
 		 * a third of the TTL: one slow reply must not hide a member cut
 		 * off later). */
 		int64_t rtt = l->rtt_ms < l->ttl_ms / 3 ? l->rtt_ms : l->ttl_ms / 3;
-		int64_t overdue = l->n_sent > 0 ? l->sent_at[0] + l->ttl_ms / 3 + rtt : INT64_MAX;
+		int64_t overdue = l->n_sent > 0 ? l->sent[0].ms + l->ttl_ms / 3 + rtt : INT64_MAX;
 		int64_t due;
 		if (now >= overdue) {
 			/* The member may be cut off. Reconnect (round robin
 			 * moves to another member), and renew there at once. */
 			reset = true;
 			snprintf(k->trouble, sizeof(k->trouble), "no reply for %lld ms",
-			         (long long)(now - l->sent_at[0]));
+			         (long long)(now - l->sent[0].ms));
 			l->n_sent = 0;
 			l->next_send = now;
 			due = now + 50;

@@ -547,22 +547,6 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	return -1;
 }
 
-static bool names_path(const lr_lockset *set, const char *path)
-{
-	for (size_t i = 0; i < set->n_nodes; i++)
-		if (strcmp(set->nodes[i].path, path) == 0)
-			return true;
-	return false;
-}
-
-static bool uses_pool(const lr_lockset *set, const char *key)
-{
-	for (size_t i = 0; i < set->n_limits; i++)
-		if (strcmp(set->limits[i].key, key) == 0)
-			return true;
-	return false;
-}
-
 /* Whether waiter w cannot be granted now, and only for reasons that set
  * does not touch: locks held at paths set does not name, pools full that
  * set does not use. Taking set cannot delay such a waiter, and holding set
@@ -575,7 +559,7 @@ static bool waits_apart(const lr_lock_table *t, const struct want *w, const lr_l
 		const lr_lock_node *n = &w->set->nodes[i];
 		if (!blocked_by_lock(t, n, w->holder, NULL, 0))
 			continue;
-		if (names_path(set, n->path))
+		if (lr_lockset_has_node(set, n->path))
 			return false;
 		blocked = true;
 	}
@@ -583,7 +567,7 @@ static bool waits_apart(const lr_lock_table *t, const struct want *w, const lr_l
 		const lr_limit *l = &w->set->limits[i];
 		if (free_slot(t, l, w->holder, NULL, 0) >= 0)
 			continue;
-		if (uses_pool(set, l->key))
+		if (lr_lockset_has_pool(set, l->key))
 			return false;
 		blocked = true;
 	}

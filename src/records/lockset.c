@@ -246,6 +246,28 @@ int lr_lockset_parse(const json_t *locks, const json_t *limits, lr_lockset **out
 	return rc;
 }
 
+/* bsearch's: a path (or pool key) against a node (or limit). */
+static int cmp_path_node(const void *path, const void *node)
+{
+	return strcmp(path, ((const lr_lock_node *)node)->path);
+}
+
+static int cmp_key_limit(const void *key, const void *limit)
+{
+	return strcmp(key, ((const lr_limit *)limit)->key);
+}
+
+bool lr_lockset_has_node(const lr_lockset *set, const char *path)
+{
+	return bsearch(path, set->nodes, set->n_nodes, sizeof(*set->nodes), cmp_path_node) != NULL;
+}
+
+bool lr_lockset_has_pool(const lr_lockset *set, const char *key)
+{
+	return bsearch(key, set->limits, set->n_limits, sizeof(*set->limits), cmp_key_limit) !=
+	       NULL;
+}
+
 bool lr_locksets_conflict(const lr_lockset *a, const lr_lockset *b)
 {
 	if (a == NULL || b == NULL)

@@ -86,6 +86,9 @@ int lr_lockset_parse(const json_t *locks, const json_t *limits, lr_lockset **out
  * compared with the implied mode), or a pool both take a slot of (each
  * waits its turn for a pool). */
 bool lr_locksets_conflict(const lr_lockset *a, const lr_lockset *b);
+/* Whether set has a node at path (named or implied), a slot of pool key. */
+bool lr_lockset_has_node(const lr_lockset *set, const char *path);
+bool lr_lockset_has_pool(const lr_lockset *set, const char *key);
 
 /* A path is 1 to 8 segments of [A-Za-z0-9._:-]{1,64} joined by '/'. */
 bool lr_lock_path_valid(const char *path);

@@ -56,13 +56,25 @@ static void *run_thread(void *arg)
 	return NULL;
 }
 
+static void new_runner(struct hosted *h, lr_client *c, const lr_runner_opts *o)
+{
+	lr_err err;
+	memset(h, 0, sizeof(*h));
+	CHECK_OK(lr_runner_new(c, o, &h->r, &err), &err);
+}
+
 void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency)
 {
 	lr_runner_opts o = { .name = name, .concurrency = concurrency, .ttl_s = 2,
 	                     .grace_s = 1, .log = hosted_quiet };
-	lr_err err;
-	memset(h, 0, sizeof(*h));
-	CHECK_OK(lr_runner_new(c, &o, &h->r, &err), &err);
+	new_runner(h, c, &o);
+}
+
+void hosted_new_logged(struct hosted *h, lr_client *c, const char *name, lr_log_fn sink)
+{
+	lr_runner_opts o = { .name = name, .ttl_s = 2, .grace_s = 1, .log = sink,
+	                     .log_level = LR_LOG_WARN };
+	new_runner(h, c, &o);
 }
 
 void hosted_start(struct hosted *h)

@@ -32,6 +32,9 @@ struct hosted {
 
 /* Create it (TTL 2 s, grace 1 s, quiet logs); handlers are added next. */
 void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency);
+/* The same, of concurrency 1, with its warnings and errors (only) going to
+ * sink. */
+void hosted_new_logged(struct hosted *h, lr_client *c, const char *name, lr_log_fn sink);
 /* Start lr_runner_run on its thread. */
 void hosted_start(struct hosted *h);
 /* Stop it and wait for lr_runner_run to return 0 (fails the test

@@ -388,11 +388,8 @@ TEST(records_below_the_log_level_never_reach_the_sink)
 {
 	lr_client *c = hosted_client("/api-loglevel/");
 	below_warn = at_warn_or_more = 0;
-	lr_runner_opts o = { .name = "quiet", .ttl_s = 2, .grace_s = 1,
-	                     .log = counting_sink, .log_level = LR_LOG_WARN };
 	struct hosted h;
-	memset(&h, 0, sizeof(h));
-	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
+	hosted_new_logged(&h, c, "quiet", counting_sink);
 	CHECK_OK(lr_runner_handle(h.r, NULL, logging_step, NULL), &err);
 	hosted_start(&h);
 	hosted_submit(c, "{\"id\":\"l1\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");
@@ -435,11 +432,8 @@ TEST(a_handler_that_ignores_a_stop_is_named_in_a_warning)
 	lr_client *c = hosted_client("/api-stuck/");
 	stuck_started = stuck_release = 0;
 	stuck_warning[0] = '\0';
-	lr_runner_opts o = { .name = "stubborn", .ttl_s = 2, .grace_s = 1,
-	                     .log = stuck_sink, .log_level = LR_LOG_WARN };
 	struct hosted h;
-	memset(&h, 0, sizeof(h));
-	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
+	hosted_new_logged(&h, c, "stubborn", stuck_sink);
 	CHECK_OK(lr_runner_handle(h.r, NULL, ignores_stop, NULL), &err);
 	hosted_start(&h);
 	hosted_submit(c, "{\"id\":\"stuck\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}");

@@ -552,6 +552,17 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	proxy_stop(&px);
 }
 
+/* Stop pid (SIGSTOP) as soon as etcd lists more than `leases` leases: the
+ * grant it asked for is made, and over the slow link the answer has not
+ * reached it yet. */
+static void stop_once_granted(pid_t pid, int leases)
+{
+	for (int64_t end = lr_mono_ms() + 15000;
+	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
+		;
+	kill(pid, SIGSTOP);
+}
+
 /* `leaserun run` through the slow link, stopped as soon as etcd lists its
  * lease, past the TTL: the lease is gone before its request is put on it.
  * It takes another and runs the command. */
@@ -566,10 +577,7 @@ static void run_stopped_after_its_grant(fleet *f, const char *endpoint)
 		               "--lock", "gx", "--", "true", NULL };
 	proc_bg run;
 	proc_start(&run, argv, NULL, log);
-	for (int64_t end = lr_mono_ms() + 15000;
-	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
-		;
-	kill(run.pid, SIGSTOP);
+	stop_once_granted(run.pid, leases);
 	bool early = fleet_count_keys(f, LR_K_WANTS) > 0;
 	lr_sleep_ms(3000);
 	kill(run.pid, SIGCONT);
@@ -600,10 +608,7 @@ TEST(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_leas
 	 * not given up for a new grant. */
 	const char *flags[] = { "--grace", "1", "--dial-timeout", "20", NULL };
 	pid_t pid = fleet_spawn(&f, 0, "far", px.endpoint, flags);
-	for (int64_t end = lr_mono_ms() + 15000;
-	     etcdh_lease_count(cluster) <= leases && lr_mono_ms() < end;)
-		;
-	kill(pid, SIGSTOP);
+	stop_once_granted(pid, leases);
 	bool early = fleet_registered(&f, "far");
 	lr_sleep_ms(3000);
 	kill(pid, SIGCONT);
