@@ -99,11 +99,20 @@ bool lr__no_leader(grpc_status_code st, const char *details)
 	return st == GRPC_STATUS_UNAVAILABLE && strstr(details, "etcdserver: no leader") != NULL;
 }
 
+bool lr__stream_lost(grpc_status_code st, const char *details)
+{
+	return st == GRPC_STATUS_UNKNOWN && strstr(details, "Stream removed") != NULL;
+}
+
 int lr__status_code(grpc_status_code st, const char *details, bool write)
 {
 	switch (st) {
 	case GRPC_STATUS_OK:
 		return LR_OK;
+	case GRPC_STATUS_UNKNOWN:
+		if (lr__stream_lost(st, details))
+			return write ? LR_EAMBIGUOUS : LR_EUNAVAILABLE;
+		return LR_EETCD;
 	case GRPC_STATUS_UNAVAILABLE:
 		if (strstr(details, "ssl") != NULL || strstr(details, "SSL") != NULL ||
 		    strstr(details, "handshake") != NULL ||

@@ -48,5 +48,9 @@ int lr__status_code(grpc_status_code st, const char *details, bool write);
  * it (calls carry the hasleader metadata): a write so refused was not
  * applied. */
 bool lr__no_leader(grpc_status_code st, const char *details);
+/* The connection dropped the call's HTTP/2 stream under it ("Stream
+ * removed", which gRPC reports as UNKNOWN): like a lost connection, the
+ * request may or may not have reached etcd. */
+bool lr__stream_lost(grpc_status_code st, const char *details);
 
 #endif

@@ -169,7 +169,8 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 			continue;
 		}
 		bool transient = r->status == GRPC_STATUS_UNAVAILABLE ||
-		                 r->status == GRPC_STATUS_DEADLINE_EXCEEDED;
+		                 r->status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+		                 lr__stream_lost(r->status, r->details);
 		/* A write refused for want of a leader was not applied: another
 		 * member may have one. */
 		bool again = write ? lr__no_leader(r->status, r->details) : transient;

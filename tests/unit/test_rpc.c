@@ -18,6 +18,17 @@ TEST(a_lost_reply_is_ambiguous_only_for_a_write)
 	CHECK_INT(lr__status_code(GRPC_STATUS_UNAVAILABLE, "etcdserver: no leader", true), ==,
 	          LR_EUNAVAILABLE);
 	CHECK_INT(lr__status_code(GRPC_STATUS_DEADLINE_EXCEEDED, "", false), ==, LR_ETIMEDOUT);
+	/* The stream dropped under the call (gRPC says UNKNOWN): a write may
+	 * have applied, a read is worth another try. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNKNOWN, "Stream removed", true), ==,
+	          LR_EAMBIGUOUS);
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNKNOWN, "Stream removed", false), ==,
+	          LR_EUNAVAILABLE);
+	CHECK(lr__stream_lost(GRPC_STATUS_UNKNOWN, "Stream removed"));
+	CHECK(!lr__stream_lost(GRPC_STATUS_INTERNAL, "Stream removed"));
+	/* Any other UNKNOWN is etcd's own answer. */
+	CHECK_INT(lr__status_code(GRPC_STATUS_UNKNOWN, "etcdserver: unknown method", true), ==,
+	          LR_EETCD);
 }
 
 /* A listing in pages at one revision that etcd compacted meanwhile: read
