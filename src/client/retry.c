@@ -3,6 +3,7 @@
  * which deletes the result, rewinds the checkpoint, keeps the outcome in
  * the task's history and tells runners (P queue/<id>). Runs on the caller's
  * thread. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ static int read_all(lr_client *c, const char *id, struct reads *rd, lr_err *err)
 	return rc;
 }
 
-/* The step to resume at: the one given (by index or name), else next. */
+/* The step to resume at: the one given (by name, or by 0-based index in
+ * digits alone), else next. */
 static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, int64_t *out,
                      lr_err *err)
 {
@@ -58,9 +60,12 @@ static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, i
 			*out = i;
 			return 0;
 		}
-	char *end = NULL;
-	long long n = strtoll(o->from_step, &end, 10);
-	if (end != o->from_step && *end == '\0' && n >= 0 && n < steps) {
+	/* strtoll would also take "+1", " 1" and "-0". */
+	const char *s = o->from_step;
+	bool digits = s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
+	errno = 0;
+	long long n = digits ? strtoll(s, NULL, 10) : -1;
+	if (digits && errno == 0 && n < steps) {
 		*out = n;
 		return 0;
 	}

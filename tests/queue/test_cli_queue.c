@@ -152,6 +152,9 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 	check_exit(RUN("retry", "nope"), 4, "no such task");
 	check_exit(RUN("cancel", "a"), 0, NULL);
 	check_exit(RUN("retry", "a", "--from-step", "zzz"), 2, "zzz");
+	/* An index is digits alone: strtoll would take these as 1. */
+	check_exit(RUN("retry", "a", "--from-step", "+1"), 2, "--from-step +1");
+	check_exit(RUN("retry", "a", "--from-step", " 1"), 2, "--from-step  1");
 	check_exit(RUN("retry", "a"), 0, NULL);
 	check_out(RUN("status", "a"), "cancelled"); /* its earlier outcome */
 	proc_result r = RUN("status", "a", "--json");
