@@ -146,16 +146,24 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	lr_checkpoint_rec fresh = { .next_step = step, .attempt = 0,
 		                    .state = reset || d.state == NULL ? lr_spec_state(spec) : d.state };
 	lr_rfc3339_now(fresh.updated_at);
-	/* Who wrote it last, as the record wants one: the last holder. */
-	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner[0] ? ck.runner : "retry");
-	vals[0] = lr_checkpoint_encode(&fresh);
+	/* The checkpoint's runner is the last runner that ran the task, which
+	 * status shows for a task not held: a retry is not one, so the last
+	 * holder's name stays. A task no runner ever claimed has no
+	 * checkpoint, which means step 0 with the spec's state: resumed
+	 * there, it is left without one; resumed at a later step, its
+	 * checkpoint names no runner (""). */
+	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner);
+	bool as_never_run = ck.runner[0] == '\0' && step == 0 &&
+	                    json_equal(fresh.state, lr_spec_state(spec));
+	vals[0] = as_never_run ? NULL : lr_checkpoint_encode(&fresh);
 	vals[1] = history_with(rd.kv[R_HISTORY], &d, ck.runner[0] ? ck.runner : NULL);
 	json_t *extra = json_pack("{s:I}", "task_rev", (json_int_t)rd.kv[R_TASK]->create_rev);
 	vals[2] = lr_sched_record(spec, extra);
 	json_decref(extra);
 	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len);
 	t = lr_txn_new();
-	if (vals[0] == NULL || vals[1] == NULL || vals[2] == NULL || t == NULL) {
+	if ((vals[0] == NULL && !as_never_run) || vals[1] == NULL || vals[2] == NULL ||
+	    t == NULL) {
 		rc = lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
 		goto out;
 	}
@@ -167,7 +175,10 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	lr_txn_cmp(t, rd.key[R_HISTORY], 0, LR_CMP_MOD, LR_CMP_EQ,
 	           rd.kv[R_HISTORY] != NULL ? rd.kv[R_HISTORY]->mod_rev : 0);
 	lr_txn_delete(t, LR_THEN, rd.key[R_DONE], 0);
-	lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
+	if (as_never_run)
+		lr_txn_delete(t, LR_THEN, rd.key[R_CKPT], 0);
+	else
+		lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
 	lr_txn_put(t, LR_THEN, rd.key[R_HISTORY], vals[1], strlen(vals[1]), 0);
 	char key[LR_LOCK_KEY_SIZE];
 	lr_key(c, LR_K_QUEUE, id, key);

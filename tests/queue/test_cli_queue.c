@@ -12,6 +12,9 @@
 #include "test.h"
 
 #define ONE_STEP "\"steps\":[{\"name\":\"one\",\"run\":\"true\"},{\"name\":\"two\",\"run\":\"true\"}]"
+/* Task f: step one passes, step two fails on its only attempt. */
+#define FAILS_AT_TWO "{\"id\":\"f\",\"max_attempts\":1,\"steps\":[{\"name\":\"one\"," \
+                     "\"run\":\"true\"},{\"name\":\"two\",\"run\":\"exit 3\"}]}"
 
 /* r exited with status and said err_has on stderr (NULL: anything). */
 static void check_exit(proc_result r, int status, const char *err_has)
@@ -166,6 +169,41 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 	lr_client_close(c);
 }
 
+/* A retry is not a runner: a task pending again shows the last runner
+ * that ran it, or none when none has, never "retry". */
+TEST(retry_names_no_runner_of_its_own)
+{
+	lr_client *c = fixture_client("cli_retry_runner");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"p\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_exit(RUN("retry", "p"), 0, NULL);
+	proc_result r = RUN("status", "p");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "retry") == NULL);
+	proc_result_free(&r);
+	r = RUN("status", "p", "--json");
+	CHECK_HAS(r.out, "\"state\": \"pending\"");
+	CHECK_HAS(r.out, "\n  \"runner\": null");
+	proc_result_free(&r);
+	/* Resumed past a step no runner ran: still no runner. */
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_exit(RUN("retry", "p", "--from-step", "1"), 0, NULL);
+	r = RUN("status", "p", "--json");
+	CHECK_HAS(r.out, "\"next_step\": 1");
+	CHECK_HAS(r.out, "\n  \"runner\": null");
+	proc_result_free(&r);
+	/* A task that ran keeps the name of the runner that ran it last. */
+	check_exit(RUN_STDIN(FAILS_AT_TWO, "submit"), 0, NULL);
+	check_exit(RUN("worker", "--name", "box-1", "--exit-when-idle", "--ttl", "2"), 0, NULL);
+	check_exit(RUN("retry", "f"), 0, NULL);
+	r = RUN("status", "f", "--json");
+	CHECK_HAS(r.out, "\"state\": \"pending\"");
+	CHECK_HAS(r.out, "\n  \"runner\": \"box-1\"");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
@@ -173,5 +211,6 @@ TEST_LIST(
 	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
 	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
+	TEST_CASE(retry_names_no_runner_of_its_own),
 );
 TEST_MAIN(cli_setup, cli_teardown)
