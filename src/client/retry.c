@@ -1,8 +1,8 @@
 /* retry.c - a failed or cancelled task made pending again (lr_retry in
- * leaserun.h): one txn guarded by the done record as read and no claim,
- * which deletes the result, rewinds the checkpoint, keeps the outcome in
- * the task's history and tells runners (P queue/<id>). Runs on the caller's
- * thread. */
+ * leaserun.h, lr_retry_to in retry.h): one txn guarded by the done record
+ * as read and no claim, which deletes the result, rewinds the checkpoint,
+ * keeps the outcome in the task's history and tells runners (P
+ * queue/<id>). Runs on the caller's thread. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "client/client.h"
 #include "client/lock_keys.h"
+#include "client/retry.h"
 #include "etcd/kv.h"
 #include "records/record.h"
 #include "records/schedule.h"
@@ -93,9 +94,10 @@ static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *ru
 	return text;
 }
 
-int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step_out,
-             lr_err *err)
+int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_at *at,
+                lr_err *err)
 {
+	memset(at, 0, sizeof(*at));
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
 		return LR_EINVAL;
 	if (!lr_id_valid(id))
@@ -200,8 +202,9 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	if (!r.succeeded)
 		rc = lr_err_set(err, LR_ECONFLICT, "retry %s: the task changed meanwhile (retried, "
 		                "purged or submitted again): nothing was done", id);
-	else if (step_out != NULL)
-		*step_out = step;
+	else
+		*at = (lr_retry_at){ .step = step, .steps = (int64_t)lr_spec_steps(spec),
+			             .step_name = strdup(lr_spec_step_name(spec, (size_t)step)) };
 	lr_txn_result_free(&r);
 out:
 	for (int i = 0; i < 4; i++)
@@ -211,5 +214,24 @@ out:
 	lr_done_rec_clear(&d);
 	json_decref(spec);
 	lr_txn_result_free(&rd.r);
+	return rc;
+}
+
+void lr_retry_at_clear(lr_retry_at *at)
+{
+	free(at->step_name);
+	at->step_name = NULL;
+}
+
+int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
+             lr_err *err)
+{
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
+		return LR_EINVAL;
+	lr_retry_at at;
+	int rc = lr_retry_to(c, id, o, &at, err);
+	if (rc == 0 && step != NULL)
+		*step = at.step;
+	lr_retry_at_clear(&at);
 	return rc;
 }

@@ -204,6 +204,26 @@ TEST(retry_names_no_runner_of_its_own)
 	lr_client_close(c);
 }
 
+/* Where the task resumes, as status shows steps: 1-based with the count
+ * and the name, whatever --from-step (a 0-based index or a name) said. */
+TEST(retry_says_where_the_task_resumes_as_status_counts_steps)
+{
+	lr_client *c = fixture_client("cli_retry_step");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"p\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p"), "p pending again from step 1/2 one\n");
+	check_out(RUN("status", "p"), "1/2 one");
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p", "--from-step", "1"), "p pending again from step 2/2 two\n");
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p", "--from-step", "one"), "p pending again from step 1/2 one\n");
+	check_exit(RUN_STDIN(FAILS_AT_TWO, "submit"), 0, NULL);
+	check_exit(RUN("worker", "--exit-when-idle", "--ttl", "2"), 0, NULL);
+	check_out(RUN("retry", "f"), "f pending again from step 2/2 two\n");
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
@@ -212,5 +232,6 @@ TEST_LIST(
 	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
 	TEST_CASE(retry_names_no_runner_of_its_own),
+	TEST_CASE(retry_says_where_the_task_resumes_as_status_counts_steps),
 );
 TEST_MAIN(cli_setup, cli_teardown)
