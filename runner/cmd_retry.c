@@ -1,8 +1,11 @@
 /* cmd_retry.c - `leaserun retry ID [--from-step N|NAME] [--reset-state]`:
  * make a failed or cancelled task pending again. Main thread. */
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "client/retry.h"
 #include "options.h"
+#include "output.h"
 
 static const char usage[] =
     "Usage: leaserun retry ID [--from-step N|NAME] [--reset-state]\n"
@@ -34,13 +37,20 @@ int cmd_retry(int argc, char **argv)
 	if (rc != CLI_CONTINUE)
 		return rc;
 	lr_retry_opts o = { .from_step = from, .reset_state = reset };
-	int64_t step = 0;
-	if (lr_retry(c, args[0], &o, &step, &err) != 0)
+	lr_retry_at at;
+	if (lr_retry_to(c, args[0], &o, &at, &err) != 0) {
 		rc = cli_fail(&err);
-	else {
-		printf("%s pending again from step %lld\n", args[0], (long long)step);
+	} else {
+		/* "step 2/3 analyse", 1-based as status shows it: the name tells
+		 * apart the 0-based index --from-step takes. */
+		char *name = at.step_name != NULL ? out_one_line(at.step_name) : NULL;
+		printf("%s pending again from step %lld/%lld%s%s\n", args[0],
+		       (long long)at.step + 1, (long long)at.steps, name != NULL ? " " : "",
+		       name != NULL ? name : "");
+		free(name);
 		rc = EXIT_OK;
 	}
+	lr_retry_at_clear(&at);
 	lr_client_close(c);
 	return rc;
 }

@@ -165,12 +165,16 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 {
-	char *end = NULL, q[CLI_QUOTE_SIZE];
-	long v;
+	char q[CLI_QUOTE_SIZE];
+	long v = 0;
+	/* Digits alone: strtol would also take "+3", " 3" and "-0". No
+	 * option has a meaningful negative value. */
+	bool digits = s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
 
 	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+	if (digits)
+		v = strtol(s, NULL, 10);
+	if (!digits || errno != 0 || v < lo || v > hi)
 		return cli_usage_error("%s: expected a whole number from %ld to "
 		                       "%ld, got \"%s\"", flag, lo, hi, cli_quote(s, q));
 	*out = v;

@@ -42,7 +42,8 @@ extern const char cli_common_help[];
 int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
               const char **args, int *nargs);
 
-/* Parse an integer flag value in lo..hi; EXIT_USAGE (printed) otherwise. */
+/* Parse an integer flag value, written as digits alone, in lo..hi (lo >= 0);
+ * EXIT_USAGE (printed) otherwise. */
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 
 /* CLI_CONTINUE when id is a valid task id, else EXIT_USAGE (printed):

@@ -1,8 +1,9 @@
 /* retry.c - a failed or cancelled task made pending again (lr_retry in
- * leaserun.h): one txn guarded by the done record as read and no claim,
- * which deletes the result, rewinds the checkpoint, keeps the outcome in
- * the task's history and tells runners (P queue/<id>). Runs on the caller's
- * thread. */
+ * leaserun.h, lr_retry_to in retry.h): one txn guarded by the done record
+ * as read and no claim, which deletes the result, rewinds the checkpoint,
+ * keeps the outcome in the task's history and tells runners (P
+ * queue/<id>). Runs on the caller's thread. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "client/client.h"
 #include "client/lock_keys.h"
+#include "client/retry.h"
 #include "etcd/kv.h"
 #include "records/record.h"
 #include "records/schedule.h"
@@ -45,7 +47,8 @@ static int read_all(lr_client *c, const char *id, struct reads *rd, lr_err *err)
 	return rc;
 }
 
-/* The step to resume at: the one given (by index or name), else next. */
+/* The step to resume at: the one given (by name, or by 0-based index in
+ * digits alone), else next. */
 static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, int64_t *out,
                      lr_err *err)
 {
@@ -58,9 +61,12 @@ static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, i
 			*out = i;
 			return 0;
 		}
-	char *end = NULL;
-	long long n = strtoll(o->from_step, &end, 10);
-	if (end != o->from_step && *end == '\0' && n >= 0 && n < steps) {
+	/* strtoll would also take "+1", " 1" and "-0". */
+	const char *s = o->from_step;
+	bool digits = s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
+	errno = 0;
+	long long n = digits ? strtoll(s, NULL, 10) : -1;
+	if (digits && errno == 0 && n < steps) {
 		*out = n;
 		return 0;
 	}
@@ -88,9 +94,10 @@ static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *ru
 	return text;
 }
 
-int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step_out,
-             lr_err *err)
+int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_at *at,
+                lr_err *err)
 {
+	memset(at, 0, sizeof(*at));
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
 		return LR_EINVAL;
 	if (!lr_id_valid(id))
@@ -141,16 +148,24 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	lr_checkpoint_rec fresh = { .next_step = step, .attempt = 0,
 		                    .state = reset || d.state == NULL ? lr_spec_state(spec) : d.state };
 	lr_rfc3339_now(fresh.updated_at);
-	/* Who wrote it last, as the record wants one: the last holder. */
-	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner[0] ? ck.runner : "retry");
-	vals[0] = lr_checkpoint_encode(&fresh);
+	/* The checkpoint's runner is the last runner that ran the task, which
+	 * status shows for a task not held: a retry is not one, so the last
+	 * holder's name stays. A task no runner ever claimed has no
+	 * checkpoint, which means step 0 with the spec's state: resumed
+	 * there, it is left without one; resumed at a later step, its
+	 * checkpoint names no runner (""). */
+	snprintf(fresh.runner, sizeof(fresh.runner), "%s", ck.runner);
+	bool as_never_run = ck.runner[0] == '\0' && step == 0 &&
+	                    json_equal(fresh.state, lr_spec_state(spec));
+	vals[0] = as_never_run ? NULL : lr_checkpoint_encode(&fresh);
 	vals[1] = history_with(rd.kv[R_HISTORY], &d, ck.runner[0] ? ck.runner : NULL);
 	json_t *extra = json_pack("{s:I}", "task_rev", (json_int_t)rd.kv[R_TASK]->create_rev);
 	vals[2] = lr_sched_record(spec, extra);
 	json_decref(extra);
 	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len);
 	t = lr_txn_new();
-	if (vals[0] == NULL || vals[1] == NULL || vals[2] == NULL || t == NULL) {
+	if ((vals[0] == NULL && !as_never_run) || vals[1] == NULL || vals[2] == NULL ||
+	    t == NULL) {
 		rc = lr_err_set(err, LR_ENOMEM, "retry %s: out of memory", id);
 		goto out;
 	}
@@ -162,7 +177,10 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	lr_txn_cmp(t, rd.key[R_HISTORY], 0, LR_CMP_MOD, LR_CMP_EQ,
 	           rd.kv[R_HISTORY] != NULL ? rd.kv[R_HISTORY]->mod_rev : 0);
 	lr_txn_delete(t, LR_THEN, rd.key[R_DONE], 0);
-	lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
+	if (as_never_run)
+		lr_txn_delete(t, LR_THEN, rd.key[R_CKPT], 0);
+	else
+		lr_txn_put(t, LR_THEN, rd.key[R_CKPT], vals[0], strlen(vals[0]), 0);
 	lr_txn_put(t, LR_THEN, rd.key[R_HISTORY], vals[1], strlen(vals[1]), 0);
 	char key[LR_LOCK_KEY_SIZE];
 	lr_key(c, LR_K_QUEUE, id, key);
@@ -184,8 +202,9 @@ int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step
 	if (!r.succeeded)
 		rc = lr_err_set(err, LR_ECONFLICT, "retry %s: the task changed meanwhile (retried, "
 		                "purged or submitted again): nothing was done", id);
-	else if (step_out != NULL)
-		*step_out = step;
+	else
+		*at = (lr_retry_at){ .step = step, .steps = (int64_t)lr_spec_steps(spec),
+			             .step_name = strdup(lr_spec_step_name(spec, (size_t)step)) };
 	lr_txn_result_free(&r);
 out:
 	for (int i = 0; i < 4; i++)
@@ -195,5 +214,24 @@ out:
 	lr_done_rec_clear(&d);
 	json_decref(spec);
 	lr_txn_result_free(&rd.r);
+	return rc;
+}
+
+void lr_retry_at_clear(lr_retry_at *at)
+{
+	free(at->step_name);
+	at->step_name = NULL;
+}
+
+int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
+             lr_err *err)
+{
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
+		return LR_EINVAL;
+	lr_retry_at at;
+	int rc = lr_retry_to(c, id, o, &at, err);
+	if (rc == 0 && step != NULL)
+		*step = at.step;
+	lr_retry_at_clear(&at);
 	return rc;
 }

@@ -210,7 +210,8 @@ static int from_checkpoint(const lr_kv *kv, lr_task_status *s, int64_t *best, lr
 		return 0;
 	s->next_step = cp.next_step;
 	s->attempt = cp.attempt;
-	rc = set_string(&s->runner, cp.runner);
+	/* "": retried before any runner ran it; nobody to show. */
+	rc = cp.runner[0] != '\0' ? set_string(&s->runner, cp.runner) : 0;
 	if (rc == 0)
 		rc = consider_time(s, best, cp.updated_at);
 	lr_checkpoint_rec_clear(&cp);

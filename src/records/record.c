@@ -165,7 +165,8 @@ int lr_checkpoint_decode(const char *v, size_t len, lr_checkpoint_rec *out,
 	rc = get_int(doc, "attempt", 0, INT32_MAX, &c.attempt, err);
 	if (rc != 0)
 		goto cleanup;
-	rc = get_string(doc, "runner", 1, c.runner, sizeof(c.runner), err);
+	/* Empty when no runner has run the task yet (a retry wrote it). */
+	rc = get_string(doc, "runner", 0, c.runner, sizeof(c.runner), err);
 	if (rc != 0)
 		goto cleanup;
 	rc = get_int(doc, "fence", 0, INT64_MAX, &c.fence, err);

@@ -52,7 +52,8 @@ typedef struct lr_checkpoint_rec {
 	int64_t next_step; /* 0..LR_MAX_STEPS */
 	int64_t attempt;   /* 0..INT32_MAX, so attempt + 1 never overflows */
 	json_t *state;     /* owned; NULL encodes as null; decoded never NULL */
-	char runner[256];
+	char runner[256];  /* the last runner that ran the task; "" for none:
+	                      a retry of a task no runner claimed */
 	int64_t fence;     /* >= 0 */
 	char updated_at[LR_TIME_BUF];
 } lr_checkpoint_rec;

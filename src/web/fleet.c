@@ -314,7 +314,8 @@ static void apply_checkpoint(struct fleet_task *t, const lr_kv *kv,
 	t->next_step = cp.next_step;
 	t->attempt = cp.attempt;
 	free(t->last_runner);
-	t->last_runner = strdup(cp.runner);
+	/* "": retried before any runner ran it. */
+	t->last_runner = cp.runner[0] != '\0' ? strdup(cp.runner) : NULL;
 	memcpy(t->cp_updated, cp.updated_at, sizeof(t->cp_updated));
 	lr_checkpoint_rec_clear(&cp);
 	if (live)

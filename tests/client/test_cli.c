@@ -170,7 +170,7 @@ TEST(submit_refuses_unknown_after_with_status_4_and_takes_in)
 	proc_result_free(&r);
 	r = RUN("retry", "soon");
 	CHECK_INT(r.status, ==, 0);
-	CHECK_HAS(r.out, "soon pending again from step 0");
+	CHECK_HAS(r.out, "soon pending again from step 1/1 a\n"); /* as status counts */
 	proc_result_free(&r);
 	r = RUN("status", "soon", "--json");
 	CHECK_HAS(r.out, "\"history\"");
@@ -664,6 +664,52 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	lr_client_close(c);
 }
 
+/* A whole-number flag takes digits alone (design: "--ttl S", "--limit N";
+ * no option has a meaningful negative value): a sign, blanks, hex or an
+ * exponent are refused, exit 2 naming the flag and the value as given,
+ * and nothing is stored (before, strtol took "+3", " 3" and "-0"). */
+TEST(whole_number_flags_take_digits_alone_and_store_nothing)
+{
+	lr_client *c = fixture_client("cli_digits");
+	cli_use_client(c);
+	/* The value as given, and as the message shows it. */
+	static const char *const values[][2] = {
+		{ "+3", "\"+3\"" }, { " 3", "\" 3\"" }, { "3 ", "\"3 \"" },
+		{ "\t3", "\"\\x093\"" }, { "-0", "\"-0\"" }, { "0x10", "\"0x10\"" },
+		{ "1e3", "\"1e3\"" }, { "3.0", "\"3.0\"" },
+	};
+	/* A flag, then the rest of its command; "V" is the value. */
+	static const char *const cmds[][8] = {
+		{ "--in-flight", "submit", "--in-flight", "V", "-" },
+		{ "--ttl", "worker", "--ttl", "V", "--exit-when-idle" },
+		{ "--grace", "worker", "--grace", "V", "--exit-when-idle" },
+		{ "--concurrency", "worker", "--concurrency", "V", "--exit-when-idle" },
+		{ "--limit", "status", "--limit", "V" },
+		{ "--ttl", "run", "--lock", "x", "--ttl", "V", "--", "true" },
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		for (size_t j = 0; j < sizeof(values) / sizeof(values[0]); j++) {
+			const char *a[7];
+			for (int k = 0; k < 7; k++)
+				a[k] = cmds[i][k + 1] != NULL && strcmp(cmds[i][k + 1], "V") == 0
+				               ? values[j][0] : cmds[i][k + 1];
+			proc_result r = cli_run(spec_a, a[0], a[1], a[2], a[3], a[4], a[5], a[6],
+			                        (char *)NULL);
+			if (r.status != 2 || strstr(r.err, cmds[i][0]) == NULL ||
+			    strstr(r.err, values[j][1]) == NULL)
+				TEST_FAIL("%s %s %s: exit %d, expected 2 naming %s and %s: %s", a[0],
+				          cmds[i][0], values[j][1], r.status, cmds[i][0],
+				          values[j][1], r.err);
+			proc_result_free(&r);
+		}
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	/* Leading zeros are still digits. */
+	proc_result r = RUN("status", "--limit", "007");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* Which of the two would the user have meant? Neither wins: a flag with
  * one value given twice is refused, and nothing is stored. */
 TEST(a_flag_with_one_value_given_twice_exits_2)
@@ -841,6 +887,7 @@ TEST_LIST(
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
+	TEST_CASE(whole_number_flags_take_digits_alone_and_store_nothing),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
 	TEST_CASE(a_very_long_value_is_cut_short_in_messages),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),

@@ -12,6 +12,9 @@
 #include "test.h"
 
 #define ONE_STEP "\"steps\":[{\"name\":\"one\",\"run\":\"true\"},{\"name\":\"two\",\"run\":\"true\"}]"
+/* Task f: step one passes, step two fails on its only attempt. */
+#define FAILS_AT_TWO "{\"id\":\"f\",\"max_attempts\":1,\"steps\":[{\"name\":\"one\"," \
+                     "\"run\":\"true\"},{\"name\":\"two\",\"run\":\"exit 3\"}]}"
 
 /* r exited with status and said err_has on stderr (NULL: anything). */
 static void check_exit(proc_result r, int status, const char *err_has)
@@ -152,6 +155,9 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 	check_exit(RUN("retry", "nope"), 4, "no such task");
 	check_exit(RUN("cancel", "a"), 0, NULL);
 	check_exit(RUN("retry", "a", "--from-step", "zzz"), 2, "zzz");
+	/* An index is digits alone: strtoll would take these as 1. */
+	check_exit(RUN("retry", "a", "--from-step", "+1"), 2, "--from-step +1");
+	check_exit(RUN("retry", "a", "--from-step", " 1"), 2, "--from-step  1");
 	check_exit(RUN("retry", "a"), 0, NULL);
 	check_out(RUN("status", "a"), "cancelled"); /* its earlier outcome */
 	proc_result r = RUN("status", "a", "--json");
@@ -163,6 +169,61 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 	lr_client_close(c);
 }
 
+/* A retry is not a runner: a task pending again shows the last runner
+ * that ran it, or none when none has, never "retry". */
+TEST(retry_names_no_runner_of_its_own)
+{
+	lr_client *c = fixture_client("cli_retry_runner");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"p\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_exit(RUN("retry", "p"), 0, NULL);
+	proc_result r = RUN("status", "p");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "retry") == NULL);
+	proc_result_free(&r);
+	r = RUN("status", "p", "--json");
+	CHECK_HAS(r.out, "\"state\": \"pending\"");
+	CHECK_HAS(r.out, "\n  \"runner\": null");
+	proc_result_free(&r);
+	/* Resumed past a step no runner ran: still no runner. */
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_exit(RUN("retry", "p", "--from-step", "1"), 0, NULL);
+	r = RUN("status", "p", "--json");
+	CHECK_HAS(r.out, "\"next_step\": 1");
+	CHECK_HAS(r.out, "\n  \"runner\": null");
+	proc_result_free(&r);
+	/* A task that ran keeps the name of the runner that ran it last. */
+	check_exit(RUN_STDIN(FAILS_AT_TWO, "submit"), 0, NULL);
+	check_exit(RUN("worker", "--name", "box-1", "--exit-when-idle", "--ttl", "2"), 0, NULL);
+	check_exit(RUN("retry", "f"), 0, NULL);
+	r = RUN("status", "f", "--json");
+	CHECK_HAS(r.out, "\"state\": \"pending\"");
+	CHECK_HAS(r.out, "\n  \"runner\": \"box-1\"");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* Where the task resumes, as status shows steps: 1-based with the count
+ * and the name, whatever --from-step (a 0-based index or a name) said. */
+TEST(retry_says_where_the_task_resumes_as_status_counts_steps)
+{
+	lr_client *c = fixture_client("cli_retry_step");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"p\"," ONE_STEP "}", "submit"), 0, NULL);
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p"), "p pending again from step 1/2 one\n");
+	check_out(RUN("status", "p"), "1/2 one");
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p", "--from-step", "1"), "p pending again from step 2/2 two\n");
+	check_exit(RUN("cancel", "p"), 0, NULL);
+	check_out(RUN("retry", "p", "--from-step", "one"), "p pending again from step 1/2 one\n");
+	check_exit(RUN_STDIN(FAILS_AT_TWO, "submit"), 0, NULL);
+	check_exit(RUN("worker", "--exit-when-idle", "--ttl", "2"), 0, NULL);
+	check_out(RUN("retry", "f"), "f pending again from step 2/2 two\n");
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
@@ -170,5 +231,7 @@ TEST_LIST(
 	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
 	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
+	TEST_CASE(retry_names_no_runner_of_its_own),
+	TEST_CASE(retry_says_where_the_task_resumes_as_status_counts_steps),
 );
 TEST_MAIN(cli_setup, cli_teardown)

@@ -115,6 +115,19 @@ TEST(checkpoint_state_may_be_any_json_value)
 	free(text);
 }
 
+/* A retry of a task no runner claimed, resumed past step 0, names no
+ * runner: "" is read back as it is. */
+TEST(checkpoint_runner_may_be_empty)
+{
+	lr_checkpoint_rec out = { .state = NULL };
+	lr_err err = { 0 };
+	char *text = with(CHECKPOINT, "runner", "\"\"");
+	CHECK_OK(lr_checkpoint_decode(text, strlen(text), &out, &err), &err);
+	CHECK_STR(out.runner, "");
+	lr_checkpoint_rec_clear(&out);
+	free(text);
+}
+
 TEST(done_round_trips_with_error_and_state)
 {
 	lr_done_rec in = { .status = "failed", .attempts = 5,
@@ -495,6 +508,7 @@ TEST_LIST(
 	TEST_CASE(checkpoint_round_trips_with_its_state),
 	TEST_CASE(checkpoint_fence_0_is_the_claim_of_the_same_revision),
 	TEST_CASE(checkpoint_state_may_be_any_json_value),
+	TEST_CASE(checkpoint_runner_may_be_empty),
 	TEST_CASE(done_round_trips_with_error_and_state),
 	TEST_CASE(done_with_an_error_that_is_not_utf8_is_written_with_replacements),
 	TEST_CASE(done_without_error_or_state_encodes_them_as_null),
