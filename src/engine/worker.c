@@ -134,9 +134,6 @@ static void write_failed(struct hold *h, const lr_err *e)
 	report(h, LR_REP_LET_GO, NULL);
 }
 
-/* lr_claimant.again: a write's outcome is open. Wait, then send it again,
- * as long as the lease may still be ours and no shutdown ended the grace
- * period. */
 /* lr_stop_wait on w's stop, with w's seat in the batch given up meanwhile:
  * no write of its comes until it ends. */
 static enum lr_stop_reason pause_for(struct lr_worker *w, int64_t ms)
@@ -147,6 +144,9 @@ static enum lr_stop_reason pause_for(struct lr_worker *w, int64_t ms)
 	return why;
 }
 
+/* lr_claimant.again: a write's outcome is open. Wait, then send it again,
+ * as long as the lease may still be ours and no shutdown ended the grace
+ * period. */
 static bool write_again(void *user, int code)
 {
 	struct hold *h = user;
