@@ -3,6 +3,7 @@
  * mutex guards the queue, the free groups and the count in flight. */
 #include "engine/batch.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -10,10 +11,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/claim.h"
 #include "etcd/txn_group.h"
+
+/* The worker a thread is (lr_batch_seat), and whether it holds credit:
+ * its last write came back and it is doing the runner's own work before
+ * the next. Away: it said it is gone (a handler, a wait) until it is back;
+ * a write it makes meanwhile earns no credit. Guarded by the batch's
+ * mutex once seated. */
+struct seat {
+	lr_batch *b;
+	bool credit;
+	bool away;
+};
 
 /* One txn of a caller, on its stack while it waits. */
 struct entry {
@@ -25,6 +39,7 @@ struct entry {
 	bool led;            /* its own caller led its request: no post of done */
 	int lead_posts;      /* posts of `wake` to let it lead (under mu) */
 	atomic_bool done;    /* r, err and rc are filled: final */
+	struct seat *seat;   /* its caller's (lr_batch_seat), or NULL */
 	sem_t *wake;         /* its caller's: posted once when it is done by
 	                        another caller, and under mu whenever it may
 	                        lead; the caller takes every post before it
@@ -43,12 +58,14 @@ struct lead {
 struct lr_batch {
 	lr_etcd *c;
 	size_t max_txns;
-	size_t second_at;          /* waiting txns that let a further request go */
+	size_t group_txns;         /* waiting txns that make a request go at once */
 	int max_in_flight;
 	pthread_mutex_t mu;
 	struct entry *head, *tail; /* waiting, not taken */
 	size_t queued;             /* entries from head to tail */
 	int in_flight;
+	int expected;              /* seated callers with credit (lr_batch_seat) */
+	bool left_out;             /* the queue holds txns a full request left */
 	int peak_in_flight;        /* the most in flight at once so far */
 	struct lead *leads;        /* max_in_flight of them */
 	struct lead *free_leads;
@@ -56,32 +73,43 @@ struct lr_batch {
 	lr_batch_note_fn note;     /* told when they shrink */
 	void *note_user;
 	atomic_uint_fast64_t requests, txns;
+	atomic_int_fast64_t last_rtt_us; /* the last request's round trip */
 };
 
-lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t second_at)
+static _Thread_local struct seat seat;
+
+/* How long a caller that could lead waits for callers holding credit, at
+ * most: one round trip, within these bounds. Only a caller that holds
+ * credit and blocks somewhere unforeseen makes this matter. */
+#define HOLD_MIN_US 100
+#define HOLD_MAX_US 20000
+
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t group_txns)
 {
 	lr_batch *b = calloc(1, sizeof(*b));
 	if (b == NULL)
 		return NULL;
 	b->c = c;
 	b->max_txns = max_txns;
-	b->second_at = second_at < 1 ? 1 : second_at > max_txns ? max_txns : second_at;
+	b->group_txns = group_txns < 1 ? 1 : group_txns > max_txns ? max_txns : group_txns;
 	b->max_in_flight = max_in_flight;
 	b->max_ops = LR_TXN_MAX_OPS;
 	b->max_bytes = LR_TXN_GROUP_MAX_BYTES;
-	b->leads = calloc((size_t)max_in_flight, sizeof(*b->leads));
+	/* Twice as many leads as requests in flight: a leader gives its lead
+	 * back after its members are told, and may let the next request go
+	 * before that. */
+	b->leads = calloc((size_t)max_in_flight * 2, sizeof(*b->leads));
 	if (b->leads == NULL || pthread_mutex_init(&b->mu, NULL) != 0) {
 		free(b->leads);
 		free(b);
 		return NULL;
 	}
-	for (int i = 0; i < max_in_flight; i++) {
+	for (int i = 0; i < max_in_flight * 2; i++) {
 		struct lead *l = &b->leads[i];
 		l->g = lr_txn_group_new(max_txns);
 		l->members = calloc(max_txns, sizeof(*l->members));
 		l->results = calloc(max_txns, sizeof(*l->results));
 		if (l->g == NULL || l->members == NULL || l->results == NULL) {
-			b->max_in_flight = i + 1;
 			lr_batch_free(b);
 			return NULL;
 		}
@@ -89,6 +117,7 @@ lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t se
 		b->free_leads = l;
 	}
 	atomic_init(&b->requests, 0);
+	atomic_init(&b->last_rtt_us, HOLD_MIN_US);
 	atomic_init(&b->txns, 0);
 	return b;
 }
@@ -97,7 +126,7 @@ void lr_batch_free(lr_batch *b)
 {
 	if (b == NULL)
 		return;
-	for (int i = 0; i < b->max_in_flight; i++) {
+	for (int i = 0; i < b->max_in_flight * 2; i++) {
 		lr_txn_group_free(b->leads[i].g);
 		free(b->leads[i].members);
 		free(b->leads[i].results);
@@ -212,7 +241,10 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 		alone[0] = l->members[0]->t;
 		ts = alone;
 	}
+	int64_t t0 = lr_mono_us();
 	int rc = lr_etcd_txn_many(b->c, ts, n, LR_CALL_RETRY, l->results, &err);
+	if (rc == 0)
+		atomic_store(&b->last_rtt_us, lr_mono_us() - t0);
 	atomic_fetch_add(&b->requests, 1);
 	atomic_fetch_add(&b->txns, n);
 	if (rc != 0 && n > 1 && !lr_claim_transient(rc)) {
@@ -235,16 +267,37 @@ static void send(lr_batch *b, struct lead *l, size_t n)
 	}
 }
 
-/* Whether a request may start now: none is in flight, or second_at txns
- * wait and there is room for another. A second request that carried only
- * what arrived since the first would double the calls (their CPU is most
- * of a runner's) and shorten no wait; one that carries half the callers
- * lets etcd log it while it applies the first, and those callers need not
- * wait for the first to come back. Under the mutex. */
+/* Whether a request may start now: room(), and either group_txns txns
+ * wait or no caller holds credit (none is about to queue a write: those
+ * whose writes came back have queued again, or gone off to run a handler
+ * or to wait). So the callers that one reply woke go on together in one
+ * request, instead of the first of them going alone and the others
+ * waiting a whole round trip behind it; a caller alone goes at once.
+ *
+ * Room: fewer than max_in_flight requests out, and a request beside one
+ * in flight only for what a full one left out or for group_txns txns
+ * waiting. Smaller requests beside each other would split the workers
+ * into groups taking turns, each request smaller, for no shorter wait
+ * (etcd writes its log one request after the other); groups of
+ * group_txns take turns, as the time their callers take to wake and
+ * write again (on a few cores) would leave etcd idle if they all went
+ * together. Under the mutex. */
+static bool room(const lr_batch *b)
+{
+	return b->in_flight < b->max_in_flight &&
+	       (b->in_flight == 0 || b->left_out || b->queued >= b->group_txns);
+}
+
+/* Room, and a full request or no caller with credit. */
 static bool may_send(const lr_batch *b)
 {
-	return b->in_flight == 0 ||
-	       (b->in_flight < b->max_in_flight && b->queued >= b->second_at);
+	return room(b) && (b->expected == 0 || b->queued >= b->group_txns);
+}
+
+/* A request could go but for callers holding credit. Under the mutex. */
+static bool held_back(const lr_batch *b)
+{
+	return room(b) && !may_send(b);
 }
 
 /* Let the queue's head lead the next request, if one may start. Under the
@@ -256,6 +309,71 @@ static void wake_head(lr_batch *b)
 	b->head->lead_posts++;
 	sem_post(b->head->wake);
 }
+
+/* wake_head, or when only callers with credit hold a request back, have
+ * the head wait for them, not for ever (it may be asleep untimed, having
+ * waited for room). Under the mutex. */
+static void nudge_head(lr_batch *b)
+{
+	if (b->head == NULL || !(may_send(b) || held_back(b)))
+		return;
+	b->head->lead_posts++;
+	sem_post(b->head->wake);
+}
+
+/* ---- seats: the callers that are a runner's workers ---------------------- */
+
+void lr_batch_seat(lr_batch *b)
+{
+	pthread_mutex_lock(&b->mu);
+	seat = (struct seat){ .b = b };
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* Give up the calling thread's credit, if it holds some. Under the mutex. */
+static void drop_credit(lr_batch *b)
+{
+	if (seat.b != b || !seat.credit)
+		return;
+	seat.credit = false;
+	b->expected--;
+}
+
+void lr_batch_away(lr_batch *b)
+{
+	if (b == NULL || seat.b != b)
+		return;
+	pthread_mutex_lock(&b->mu);
+	seat.away = true;
+	drop_credit(b);
+	wake_head(b); /* it may have been waiting for this caller */
+	pthread_mutex_unlock(&b->mu);
+}
+
+void lr_batch_back(lr_batch *b)
+{
+	if (b == NULL || seat.b != b)
+		return;
+	pthread_mutex_lock(&b->mu);
+	seat.away = false;
+	if (!seat.credit) {
+		seat.credit = true;
+		b->expected++;
+	}
+	pthread_mutex_unlock(&b->mu);
+}
+
+void lr_batch_unseat(lr_batch *b)
+{
+	if (b == NULL || seat.b != b)
+		return;
+	lr_batch_away(b);
+	pthread_mutex_lock(&b->mu);
+	seat.b = NULL;
+	pthread_mutex_unlock(&b->mu);
+}
+
+/* ---- leading ------------------------------------------------------------- */
 
 /* Lead one request that carries self: called under the mutex, returns
  * without it. The queue is taken off the batch while the request is
@@ -274,6 +392,7 @@ static void lead(lr_batch *b, struct entry *self)
 		e->taken = true;
 	b->head = b->tail = NULL;
 	b->queued = 0;
+	b->left_out = false;
 	pthread_mutex_unlock(&b->mu);
 
 	struct entry *rest = NULL;
@@ -290,12 +409,24 @@ static void lead(lr_batch *b, struct entry *self)
 		if (b->head == NULL)
 			b->tail = last;
 		b->head = rest;
-		wake_head(b); /* another request, if a full one waits */
+		b->left_out = true;
+		nudge_head(b); /* another request, if a full one waits */
 		pthread_mutex_unlock(&b->mu);
 	}
 
 	send(b, l, n);
 
+	/* Its seated members get credit before they wake: they are about to
+	 * write again, and the next request waits for them. */
+	pthread_mutex_lock(&b->mu);
+	for (size_t i = 0; i < n; i++) {
+		struct seat *st = l->members[i]->seat;
+		if (st != NULL && !st->credit && !st->away) {
+			st->credit = true;
+			b->expected++;
+		}
+	}
+	pthread_mutex_unlock(&b->mu);
 	/* Members left the queue: no lead post can reach them any more. */
 	for (size_t i = 1; i < n; i++) {
 		struct entry *e = l->members[i];
@@ -306,7 +437,7 @@ static void lead(lr_batch *b, struct entry *self)
 	b->in_flight--;
 	l->next_free = b->free_leads; /* another leader may take it now */
 	b->free_leads = l;
-	wake_head(b); /* it leads the next request */
+	nudge_head(b); /* it leads the next request */
 	pthread_mutex_unlock(&b->mu);
 }
 
@@ -317,15 +448,22 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 	sem_t wake;
 	for (size_t i = 0; i < n; i++)
 		memset(&rs[i], 0, sizeof(rs[i]));
+	struct seat *own = seat.b == b ? &seat : NULL;
 	if (n > LR_BATCH_OWN_MAX || sem_init(&wake, 0, 0) != 0) {
+		pthread_mutex_lock(&b->mu);
+		drop_credit(b);
+		wake_head(b);
+		pthread_mutex_unlock(&b->mu);
 		for (size_t i = 0; i < n; i++)
 			rcs[i] = lr_etcd_txn(b->c, ts[i], LR_CALL_RETRY, &rs[i], &errs[i]);
 		return;
 	}
 	pthread_mutex_lock(&b->mu);
+	drop_credit(b); /* it queues now */
 	for (size_t i = 0; i < n; i++) {
 		struct entry *e = &es[i];
-		*e = (struct entry){ .t = ts[i], .r = &rs[i], .err = &errs[i], .wake = &wake };
+		*e = (struct entry){ .t = ts[i], .r = &rs[i], .err = &errs[i], .wake = &wake,
+			             .seat = own };
 		atomic_init(&e->done, false);
 		if (b->tail != NULL)
 			b->tail->next = e;
@@ -335,6 +473,7 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		b->queued++;
 	}
 	int taken_posts = 0;
+	bool late = false; /* waited for callers with credit long enough */
 	for (;;) {
 		/* Under the mutex: lead with one not taken when a request may
 		 * start; otherwise wait for a post (done, or may lead). */
@@ -349,10 +488,32 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		}
 		if (left == 0)
 			break;
-		if (self != NULL && may_send(b)) {
+		if (self != NULL && (may_send(b) || (late && held_back(b)))) {
 			self->led = true;
+			late = false;
 			lead(b, self);
 			atomic_store(&self->done, true);
+		} else if (self != NULL && self == b->head && held_back(b)) {
+			/* Only callers with credit hold it back: the queue's
+			 * head waits for them, but no longer than a round trip,
+			 * in case one blocks where it did not say so
+			 * (lr_batch_away). */
+			pthread_mutex_unlock(&b->mu);
+			int64_t hold = atomic_load(&b->last_rtt_us);
+			hold = hold < HOLD_MIN_US ? HOLD_MIN_US : hold > HOLD_MAX_US ? HOLD_MAX_US : hold;
+			struct timespec until;
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			until.tv_nsec += (long)(hold % 1000000) * 1000;
+			until.tv_sec += (time_t)(hold / 1000000) + until.tv_nsec / 1000000000;
+			until.tv_nsec %= 1000000000;
+			int w;
+			while ((w = sem_clockwait(&wake, CLOCK_MONOTONIC, &until)) != 0 &&
+			       errno == EINTR)
+				;
+			if (w == 0)
+				taken_posts++;
+			else
+				late = true;
 		} else {
 			pthread_mutex_unlock(&b->mu);
 			while (sem_wait(&wake) != 0)

@@ -1,11 +1,10 @@
 /* batch.h - group commit: the claims and fenced writes that a runner's
  * workers have ready at the same moment go to etcd as one request.
  *
- * No timers: a txn that finds no request in flight goes at once, with
- * whatever else is queued; otherwise it waits, and the next request
- * carries everything that queued while the earlier one was in flight. A
- * further request (up to max_in_flight) starts only when second_at txns
- * wait (the runner: half its workers). Each txn keeps its own compares
+ * No timers: a txn goes at once, with whatever else is queued, when there
+ * is room for a request in flight and no other caller is about to queue
+ * (see the seats below) or a group's worth waits; otherwise it waits, and
+ * the next request carries everything that queued meanwhile. Each txn keeps its own compares
  * and result (nested txns, lr_etcd_txn_many), and lr_txn_group keeps out
  * of one request any two txns whose keys would make one's outcome depend
  * on the other's.
@@ -24,10 +23,11 @@
 typedef struct lr_batch lr_batch;
 
 /* A queue sending on c (borrowed; outlives the batch) with at most
- * max_in_flight requests in flight and max_txns txns in each, a further
- * one starting when second_at (1 to max_txns) txns wait. NULL when out of
- * memory. */
-lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t second_at);
+ * max_in_flight requests in flight and max_txns txns in each. A request
+ * goes at once, callers with credit or not, when group_txns txns (1 to
+ * max_txns) wait; it goes beside others in flight only then, or for what
+ * a full one left out. NULL when out of memory. */
+lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t group_txns);
 /* No call may be in lr_batch_txn any more. */
 void lr_batch_free(lr_batch *b);
 
@@ -37,6 +37,20 @@ void lr_batch_free(lr_batch *b);
  * than a lost connection or reply is sent again txn by txn, so that one
  * txn etcd refuses fails alone. Blocks; t is borrowed until it returns. */
 int lr_batch_txn(lr_batch *b, const lr_txn *t, lr_txn_result *r, lr_err *err);
+
+/* Seats. A runner's worker threads take one each: a seated caller whose
+ * write comes back holds credit until it queues its next write or says
+ * it is going away (lr_batch_away: before a handler, a wait, a sleep, a
+ * call to etcd outside the batch), and no request goes, unless full,
+ * while any caller holds credit (for a round trip at most: a caller may
+ * block where it did not say so). Any other
+ * thread may call without a seat, and holds none. Each from the thread
+ * concerned, which is seated in one batch at a time. */
+void lr_batch_seat(lr_batch *b);
+void lr_batch_unseat(lr_batch *b);
+void lr_batch_away(lr_batch *b);
+/* Back from it: about to write again, or to go away once more. */
+void lr_batch_back(lr_batch *b);
 
 /* Txns one caller sends at once, at most this many. */
 #define LR_BATCH_OWN_MAX 2

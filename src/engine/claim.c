@@ -549,7 +549,13 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 		/* Its start time and the tasks it waits for, once per claim. */
 		if (why[0] == '\0' && v.cancel_rev == 0 && v.spec != NULL && !sched_checked) {
 			sched_checked = true;
+			/* A read outside the batch: no write of this caller
+			 * comes meanwhile. */
+			if (who->batch != NULL)
+				lr_batch_away(who->batch);
 			rc = lr_claim_sched(who->client, v.spec, v.task_rev, &sched, err);
+			if (who->batch != NULL)
+				lr_batch_back(who->batch);
 			if (rc != 0) {
 				lr_err_wrap(err, rc, "claim %s", id);
 				goto out;

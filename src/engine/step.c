@@ -140,7 +140,9 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	}
 	atomic_store(&w->handler_step, h->next_step);
 	atomic_store(&w->handler_since, lr_mono_ms());
+	lr_batch_away(w->r->batch); /* no write of its comes until it returns */
 	lr_step_result res = hd->fn(&s, hd->user);
+	lr_batch_back(w->r->batch);
 	atomic_store(&w->handler_since, 0);
 	if (res == LR_STEP_OK) {
 		lr_err e = {0};

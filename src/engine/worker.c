@@ -134,6 +134,16 @@ static void write_failed(struct hold *h, const lr_err *e)
 	report(h, LR_REP_LET_GO, NULL);
 }
 
+/* lr_stop_wait on w's stop, with w's seat in the batch given up meanwhile:
+ * no write of its comes until it ends. */
+static enum lr_stop_reason pause_for(struct lr_worker *w, int64_t ms)
+{
+	lr_batch_away(w->r->batch);
+	enum lr_stop_reason why = lr_stop_wait(&w->stop, ms);
+	lr_batch_back(w->r->batch);
+	return why;
+}
+
 /* lr_claimant.again: a write's outcome is open. Wait, then send it again,
  * as long as the lease may still be ours and no shutdown ended the grace
  * period. */
@@ -151,7 +161,9 @@ static bool write_again(void *user, int code)
 	lr_runner_log(h->r, LR_LOG_WARN, h->job->id, NULL, -1,
 	              "etcd did not settle a write (%s): sending it again in %lld ms",
 	              lr_strerror(code), (long long)wait);
+	lr_batch_away(h->r->batch);
 	lr_sleep_ms(wait);
+	lr_batch_back(h->r->batch);
 	return lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms();
 }
 
@@ -367,7 +379,7 @@ static bool failed_attempt(struct hold *h, const char *name, lr_step_result res,
 	              "attempt %lld of %lld failed: %s; retrying in %lld ms",
 	              (long long)t->attempt, (long long)t->max_attempts,
 	              error ? error : "no reason given", (long long)wait);
-	enum lr_stop_reason why = lr_stop_wait(&h->w->stop, wait);
+	enum lr_stop_reason why = pause_for(h->w, wait);
 	if (why != LR_STOP_NONE) {
 		stopped(h, why, false);
 		return false;
@@ -398,7 +410,7 @@ static bool interrupted_attempt(struct hold *h, const char *name, const char *er
 	 * task with the attempt given back, as for any interrupted step. */
 	int64_t stopped_under = lr_stop_deadline(&h->w->stop);
 	enum lr_stop_reason why;
-	while ((why = lr_stop_wait(&h->w->stop, 50)) == LR_STOP_NONE &&
+	while ((why = pause_for(h->w, 50)) == LR_STOP_NONE &&
 	       lr_stop_deadline(&h->w->stop) <= stopped_under) {
 		if (atomic_load(&h->r->draining)) {
 			why = LR_STOP_SHUTDOWN;
@@ -566,7 +578,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 		/* The loop learns from the watch whether the claim applied;
 		 * if it did, the task is taken up again. */
 		lr_runner_log(r, LR_LOG_WARN, job->id, NULL, -1, "%s", e.msg);
-		lr_stop_wait(&w->stop, 500); /* do not spin while etcd is down */
+		pause_for(w, 500); /* do not spin while etcd is down */
 		report(&h, LR_REP_LET_GO, NULL);
 		return;
 	}
@@ -630,6 +642,7 @@ static void *worker_main(void *arg)
 	struct lr_job job;
 	struct deferred d;
 	memset(&d, 0, sizeof(d));
+	lr_batch_seat(r->batch);
 	bool have = lr_jobq_take(&r->jobs, w->slot, &job);
 	while (have) {
 		lr_stats_inc(&r->stats.slots_busy);
@@ -645,8 +658,12 @@ static void *worker_main(void *arg)
 		if (d.pending && lr_jobq_try_take(&r->jobs, w->slot, &job))
 			continue;
 		settle(&d);
+		lr_batch_away(r->batch); /* the queue may keep it waiting */
 		have = lr_jobq_take(&r->jobs, w->slot, &job);
+		if (have)
+			lr_batch_back(r->batch);
 	}
+	lr_batch_unseat(r->batch);
 	return NULL;
 }
 
@@ -663,7 +680,7 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	r->workers = calloc((size_t)r->concurrency, sizeof(*r->workers));
 	r->batch = lr_batch_new(lr_client_etcd(r->client), LR_BATCH_IN_FLIGHT, LR_BATCH_TXNS,
-	                        LR_BATCH_SECOND_AT(r->concurrency));
+	                        LR_BATCH_GROUP_TXNS);
 	if (r->workers == NULL || r->batch == NULL ||
 	    lr_jobq_init(&r->jobs, (size_t)cap, r->concurrency) != 0) {
 		free(r->workers);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "base/clock.h"
 #include "engine/batch.h"
 #include "etcd/txn_group.h"
 #include "test.h"
@@ -20,6 +21,7 @@ struct racer {
 	const char *prefix;
 	int index;
 	size_t value_len;       /* of what create_once puts; 0: "new" */
+	bool seated;            /* takes a seat in b (a runner's worker) */
 	int won, lost, failed;  /* counts of this thread's txns */
 	bool bad_reply;         /* a result that contradicts its own compares */
 	char why[600];
@@ -40,6 +42,8 @@ static bool send_txn(struct racer *x, const lr_txn *t, lr_txn_result *r)
 static void *create_once(void *arg)
 {
 	struct racer *x = arg;
+	if (x->seated)
+		lr_batch_seat(x->b);
 	for (int i = 0; i < EACH; i++) {
 		char k[256];
 		snprintf(k, sizeof(k), "%sk%d-%d", x->prefix, x->index, i);
@@ -64,6 +68,8 @@ static void *create_once(void *arg)
 		}
 		lr_txn_free(t);
 	}
+	if (x->seated)
+		lr_batch_unseat(x->b);
 	return NULL;
 }
 
@@ -79,7 +85,8 @@ static void race(struct racer *x, void *(*fn)(void *))
 /* THREADS x EACH create-once txns (of values value_len long; 0: short)
  * through b, on a fresh prefix where half the keys exist: each keeps its
  * own outcome, and some requests were shared. Returns the requests sent. */
-static uint64_t create_many(lr_etcd *c, lr_batch *b, const char *name, size_t value_len)
+static uint64_t create_many(lr_etcd *c, lr_batch *b, const char *name, size_t value_len,
+                            bool seated)
 {
 	const char *p = test_prefix(name);
 	lr_err e = {0};
@@ -94,7 +101,7 @@ static uint64_t create_many(lr_etcd *c, lr_batch *b, const char *name, size_t va
 	struct racer x[THREADS];
 	for (int i = 0; i < THREADS; i++)
 		x[i] = (struct racer){ .c = c, .b = b, .prefix = p, .index = i,
-		                       .value_len = value_len };
+		                       .value_len = value_len, .seated = seated };
 	race(x, create_once);
 	for (int i = 0; i < THREADS; i++) {
 		if (x[i].failed > 0)
@@ -114,41 +121,114 @@ static uint64_t create_many(lr_etcd *c, lr_batch *b, const char *name, size_t va
 	return requests;
 }
 
-/* THREADS x EACH create-once txns through a batch of at most max_txns
- * txns per request: each keeps its own outcome, and requests are shared
- * but never over the cap. */
-static void share(const char *name, size_t max_txns, size_t second_at, int peak_in_flight)
+/* THREADS x EACH create-once txns through a batch of at most
+ * max_in_flight requests of max_txns txns: each keeps its own outcome,
+ * and requests are shared but never over the cap. Returns the requests. */
+static uint64_t share(const char *name, int max_in_flight, size_t max_txns, bool seated)
 {
 	lr_etcd *c = client_open(NULL);
-	lr_batch *b = lr_batch_new(c, 2, max_txns, second_at);
-	uint64_t requests = create_many(c, b, name, 0);
+	lr_batch *b = lr_batch_new(c, max_in_flight, max_txns, max_txns / 2);
+	uint64_t requests = create_many(c, b, name, 0, seated);
 	uint64_t txns = THREADS * EACH;
 	CHECK_INT(requests * max_txns, >=, txns);
-	/* A second request only beside second_at txns waiting. */
-	CHECK_INT(lr_batch_peak_in_flight(b), ==, peak_in_flight);
+	CHECK_INT(lr_batch_peak_in_flight(b), <=, max_in_flight);
 	lr_batch_free(b);
 	lr_etcd_close(c);
+	return requests;
 }
 
 TEST(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome)
 {
-	share("share", 64, 32, 1); /* 16 callers are never 32 waiting */
+	share("share", 1, 64, false);
 }
 
-/* 16 callers, and a second request when 8 wait (what a runner of
- * concurrency 16 sets): while the first request is out, the others wait,
- * 8 or more of them at first, so a second request goes beside it. */
-TEST(half_the_callers_waiting_go_beside_the_request_in_flight)
+/* 16 callers and room for 4 txns per request: full requests go beside
+ * each other, and those left out of a full one go in the next. */
+TEST(a_full_request_goes_beside_the_one_in_flight)
 {
-	share("half", 64, 8, 2);
+	share("full", 2, 4, false);
 }
 
-/* 16 callers and room for 4 txns per request: full requests wait, so a
- * second request goes beside the first, and those left out of a full one
- * go in the next. */
-TEST(a_full_request_waiting_goes_beside_the_one_in_flight)
+/* Seated callers (a runner's workers) that one reply woke go on in one
+ * request: 16 of them writing one txn after another keep to few, large
+ * requests, where callers without seats send whatever waits whenever a
+ * request may go. */
+TEST(seated_callers_that_one_reply_woke_go_on_together)
 {
-	share("full", 4, 4, 2);
+	uint64_t seated = share("seated", 2, 64, true);
+	uint64_t unseated = share("unseated", 2, 64, false);
+	printf("  requests: %llu seated, %llu without seats\n", (unsigned long long)seated,
+	       (unsigned long long)unseated);
+	CHECK_INT(seated * 4, <=, (uint64_t)THREADS * EACH); /* 4 txns or more each */
+	CHECK_INT(seated, <, unseated);
+}
+
+/* One create-once txn of key <prefix><name> through b; its time in ms. */
+static int64_t timed_create(lr_batch *b, const char *prefix, const char *name)
+{
+	char k[256];
+	snprintf(k, sizeof(k), "%s%s", prefix, name);
+	lr_txn *t = lr_txn_new();
+	lr_txn_cmp(t, k, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+	lr_txn_put(t, LR_THEN, k, "v", 1, 0);
+	lr_txn_result r;
+	lr_err e = {0};
+	int64_t t0 = lr_mono_ms();
+	int rc = lr_batch_txn(b, t, &r, &e);
+	int64_t took = lr_mono_ms() - t0;
+	CHECK_OK(rc, &e);
+	CHECK(r.succeeded);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	return took;
+}
+
+/* A seated caller whose write came back, then sleeps for 1.5 s, having
+ * said it goes away (away) or not. */
+struct sleeper {
+	lr_batch *b;
+	const char *prefix;
+	bool away;
+	atomic_bool wrote;
+};
+
+static void *write_then_sleep(void *arg)
+{
+	struct sleeper *sl = arg;
+	lr_batch_seat(sl->b);
+	timed_create(sl->b, sl->prefix, sl->away ? "sleeper-away" : "sleeper-stays");
+	if (sl->away)
+		lr_batch_away(sl->b);
+	atomic_store(&sl->wrote, true);
+	lr_sleep_ms(1500);
+	lr_batch_unseat(sl->b);
+	return NULL;
+}
+
+/* While a seated caller holds credit (its write came back and it has not
+ * written again), others' writes wait for it, but not for long: not at
+ * all once it said it went away, and a round trip at most when it blocks
+ * without a word. */
+TEST(a_caller_holding_credit_never_holds_the_others_for_long)
+{
+	lr_etcd *c = client_open(NULL);
+	lr_batch *b = lr_batch_new(c, 2, 64, 32);
+	const char *p = test_prefix("credit");
+	for (int away = 1; away >= 0; away--) {
+		struct sleeper sl = { .b = b, .prefix = p, .away = away };
+		atomic_init(&sl.wrote, false);
+		pthread_t th;
+		CHECK(pthread_create(&th, NULL, write_then_sleep, &sl) == 0);
+		while (!atomic_load(&sl.wrote))
+			lr_sleep_ms(1);
+		int64_t took = timed_create(b, p, away ? "other-1" : "other-2");
+		printf("  %s: another write took %lld ms\n", away ? "gone away" : "blocked",
+		       (long long)took);
+		CHECK_INT(took, <, 1000); /* the sleeper sleeps 1500 ms */
+		pthread_join(th, NULL);
+	}
+	lr_batch_free(b);
+	lr_etcd_close(c);
 }
 
 /* Each thread tries to take "the lock": no key under L/ may exist, then it
@@ -303,7 +383,7 @@ static void shrinks(lr_etcd *c, lr_batch *b, const char *name, size_t value_len,
 	static struct notes ns = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	ns.n = 0;
 	lr_batch_on_limit(b, note, &ns);
-	create_many(c, b, name, value_len);
+	create_many(c, b, name, value_len, false);
 	printf("  %d notes; last: %s\n", ns.n, ns.last);
 	CHECK_INT(ns.n, >=, 1);
 	CHECK(strstr(ns.last, refusal) != NULL);
@@ -324,7 +404,7 @@ TEST(requests_shrink_to_an_etcd_with_lower_limits_and_still_share)
 	CHECK_INT(etcdh_start(&o, &small), ==, 0);
 	lr_etcd *c = client_open(etcdh_endpoints(small));
 	size_t ops, bytes;
-	lr_batch *b = lr_batch_new(c, 2, 64, 8);
+	lr_batch *b = lr_batch_new(c, 2, 64, 32);
 	/* Short values: only the op count is over. */
 	shrinks(c, b, "few-ops", 0, "too many operations", "--max-txn-ops");
 	lr_batch_limits(b, &ops, &bytes);
@@ -400,8 +480,9 @@ TEST(one_callers_two_txns_share_a_request_unless_they_write_one_key)
 
 TEST_LIST(
 	TEST_CASE(txns_sent_at_once_share_requests_and_each_keeps_its_own_outcome),
-	TEST_CASE(half_the_callers_waiting_go_beside_the_request_in_flight),
-	TEST_CASE(a_full_request_waiting_goes_beside_the_one_in_flight),
+	TEST_CASE(a_full_request_goes_beside_the_one_in_flight),
+	TEST_CASE(seated_callers_that_one_reply_woke_go_on_together),
+	TEST_CASE(a_caller_holding_credit_never_holds_the_others_for_long),
 	TEST_CASE(txns_racing_for_one_lock_in_one_moment_let_exactly_one_win),
 	TEST_CASE(a_txn_etcd_refuses_fails_alone),
 	TEST_CASE(one_callers_two_txns_share_a_request_unless_they_write_one_key),
