@@ -95,16 +95,13 @@ lr_batch *lr_batch_new(lr_etcd *c, int max_in_flight, size_t max_txns, size_t gr
 	b->max_in_flight = max_in_flight;
 	b->max_ops = LR_TXN_MAX_OPS;
 	b->max_bytes = LR_TXN_GROUP_MAX_BYTES;
-	/* Twice as many leads as requests in flight: a leader gives its lead
-	 * back after its members are told, and may let the next request go
-	 * before that. */
-	b->leads = calloc((size_t)max_in_flight * 2, sizeof(*b->leads));
+	b->leads = calloc((size_t)max_in_flight, sizeof(*b->leads));
 	if (b->leads == NULL || pthread_mutex_init(&b->mu, NULL) != 0) {
 		free(b->leads);
 		free(b);
 		return NULL;
 	}
-	for (int i = 0; i < max_in_flight * 2; i++) {
+	for (int i = 0; i < max_in_flight; i++) {
 		struct lead *l = &b->leads[i];
 		l->g = lr_txn_group_new(max_txns);
 		l->members = calloc(max_txns, sizeof(*l->members));
@@ -126,7 +123,7 @@ void lr_batch_free(lr_batch *b)
 {
 	if (b == NULL)
 		return;
-	for (int i = 0; i < b->max_in_flight * 2; i++) {
+	for (int i = 0; i < b->max_in_flight; i++) {
 		lr_txn_group_free(b->leads[i].g);
 		free(b->leads[i].members);
 		free(b->leads[i].results);
@@ -473,7 +470,9 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		b->queued++;
 	}
 	int taken_posts = 0;
-	bool late = false; /* waited for callers with credit long enough */
+	bool late = false;    /* waited for callers with credit long enough */
+	bool holding = false; /* until: when that wait ends */
+	struct timespec until;
 	for (;;) {
 		/* Under the mutex: lead with one not taken when a request may
 		 * start; otherwise wait for a post (done, or may lead). */
@@ -488,24 +487,33 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		}
 		if (left == 0)
 			break;
+		/* With a txn still queued (its request left it out), this
+		 * caller is not about to write: it waits like the others. */
+		if (self != NULL)
+			drop_credit(b);
+		else
+			late = holding = false; /* taken: a wait starts afresh */
 		if (self != NULL && (may_send(b) || (late && held_back(b)))) {
 			self->led = true;
-			late = false;
+			late = holding = false;
 			lead(b, self);
 			atomic_store(&self->done, true);
 		} else if (self != NULL && self == b->head && held_back(b)) {
 			/* Only callers with credit hold it back: the queue's
-			 * head waits for them, but no longer than a round trip,
-			 * in case one blocks where it did not say so
-			 * (lr_batch_away). */
+			 * head waits for them, but no longer than a round trip
+			 * from when it began to, in case one blocks where it
+			 * did not say so (lr_batch_away). */
 			pthread_mutex_unlock(&b->mu);
-			int64_t hold = atomic_load(&b->last_rtt_us);
-			hold = hold < HOLD_MIN_US ? HOLD_MIN_US : hold > HOLD_MAX_US ? HOLD_MAX_US : hold;
-			struct timespec until;
-			clock_gettime(CLOCK_MONOTONIC, &until);
-			until.tv_nsec += (long)(hold % 1000000) * 1000;
-			until.tv_sec += (time_t)(hold / 1000000) + until.tv_nsec / 1000000000;
-			until.tv_nsec %= 1000000000;
+			if (!holding) {
+				int64_t hold = atomic_load(&b->last_rtt_us);
+				hold = hold < HOLD_MIN_US ? HOLD_MIN_US
+				       : hold > HOLD_MAX_US ? HOLD_MAX_US : hold;
+				clock_gettime(CLOCK_MONOTONIC, &until);
+				until.tv_nsec += (long)(hold % 1000000) * 1000;
+				until.tv_sec += (time_t)(hold / 1000000) + until.tv_nsec / 1000000000;
+				until.tv_nsec %= 1000000000;
+				holding = true;
+			}
 			int w;
 			while ((w = sem_clockwait(&wake, CLOCK_MONOTONIC, &until)) != 0 &&
 			       errno == EINTR)

@@ -565,8 +565,11 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	char ended_error[700] = "";
 	lr_err e = {0};
 	int64_t t0 = lr_mono_us();
-	if (job->n_prefetch > 0)
+	if (job->n_prefetch > 0) {
+		lr_batch_away(r->batch); /* a read outside the batch */
 		prefetch(w, job);
+		lr_batch_back(r->batch);
+	}
 	/* The end of the task before, put off, rides with this claim. */
 	h.who.rider = ride(d);
 	int rc = lr_claim(&h.who, job->id, job->spec, job->spec_len, job->create_rev, job->fresh,
