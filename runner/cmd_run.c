@@ -62,11 +62,11 @@ static int add_request(bool lock, const char *v, json_t *locks, json_t *limits)
 	if (lock) {
 		value = json_string(eq != NULL ? eq + 1 : "X");
 	} else {
-		/* Digits alone, as a spec's limit is a JSON number: strtol
-		 * would also take "+3" and " 3". Too many digits saturate,
-		 * and lr_hold_check names the limit as out of range. */
+		/* Digits alone, as a spec's limit is a JSON number. Too many
+		 * digits saturate, and lr_hold_check names the limit as out
+		 * of range. */
 		const char *n = eq != NULL ? eq + 1 : "";
-		if (n[0] == '\0' || n[strspn(n, "0123456789")] != '\0') {
+		if (!cli_digits(n)) {
 			rc = cli_usage_error("run: --limit %s: expected KEY=N", cli_quote(v, q));
 			goto out;
 		}

@@ -163,13 +163,16 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
 	return CLI_CONTINUE;
 }
 
+bool cli_digits(const char *s)
+{
+	return s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
+}
+
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out)
 {
 	char q[CLI_QUOTE_SIZE];
 	long v = 0;
-	/* Digits alone: strtol would also take "+3", " 3" and "-0". No
-	 * option has a meaningful negative value. */
-	bool digits = s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
+	bool digits = cli_digits(s);
 
 	errno = 0;
 	if (digits)

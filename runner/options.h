@@ -3,6 +3,8 @@
 #ifndef LR_CLI_OPTIONS_H
 #define LR_CLI_OPTIONS_H
 
+#include <stdbool.h>
+
 #include "cli.h"
 
 /* One flag of a subcommand: `--name value`, `--name=value`, or `--name` for
@@ -42,6 +44,9 @@ extern const char cli_common_help[];
 int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_common *common,
               const char **args, int *nargs);
 
+/* Whether s is one or more ASCII digits and nothing else: strtol would
+ * also take "+3", " 3" and "-0", and no option has a negative value. */
+bool cli_digits(const char *s);
 /* Parse an integer flag value, written as digits alone, in lo..hi (lo >= 0);
  * EXIT_USAGE (printed) otherwise. */
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);

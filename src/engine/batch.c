@@ -309,10 +309,10 @@ static void wake_head(lr_batch *b)
 
 /* wake_head, or when only callers with credit hold a request back, have
  * the head wait for them, not for ever (it may be asleep untimed, having
- * waited for room). Under the mutex. */
+ * waited for room): whenever there is room. Under the mutex. */
 static void nudge_head(lr_batch *b)
 {
-	if (b->head == NULL || !(may_send(b) || held_back(b)))
+	if (b->head == NULL || !room(b))
 		return;
 	b->head->lead_posts++;
 	sem_post(b->head->wake);
@@ -364,8 +364,9 @@ void lr_batch_unseat(lr_batch *b)
 {
 	if (b == NULL || seat.b != b)
 		return;
-	lr_batch_away(b);
 	pthread_mutex_lock(&b->mu);
+	drop_credit(b);
+	wake_head(b); /* it may have been waiting for this caller */
 	seat.b = NULL;
 	pthread_mutex_unlock(&b->mu);
 }
@@ -456,7 +457,6 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		return;
 	}
 	pthread_mutex_lock(&b->mu);
-	drop_credit(b); /* it queues now */
 	for (size_t i = 0; i < n; i++) {
 		struct entry *e = &es[i];
 		*e = (struct entry){ .t = ts[i], .r = &rs[i], .err = &errs[i], .wake = &wake,
@@ -487,8 +487,9 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		}
 		if (left == 0)
 			break;
-		/* With a txn still queued (its request left it out), this
-		 * caller is not about to write: it waits like the others. */
+		/* With a txn queued (just now, or left out of a request),
+		 * this caller is not about to write: it waits like the
+		 * others. */
 		if (self != NULL)
 			drop_credit(b);
 		else

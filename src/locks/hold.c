@@ -162,7 +162,6 @@ static void make_id(const char *name, char id[LR_ID_SIZE])
 			id[i] = '_';
 }
 
-/* Lease, keepalive and the request in wants/. */
 /* A lease, kept alive, and the request (wants/) put on it. */
 static int ask(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
 {
