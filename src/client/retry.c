@@ -226,6 +226,9 @@ void lr_retry_at_clear(lr_retry_at *at)
 int lr_retry(lr_client *c, const char *id, const lr_retry_opts *o, int64_t *step,
              lr_err *err)
 {
+	/* Its own check, so that the message names the function called. */
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, id))
+		return LR_EINVAL;
 	lr_retry_at at;
 	int rc = lr_retry_to(c, id, o, &at, err);
 	if (rc == 0 && step != NULL)
