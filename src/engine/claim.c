@@ -402,6 +402,32 @@ static int adopt(const lr_claimant *who, const lr_task_keys *k, const char *id,
 	return rc;
 }
 
+/* A claim on no lease in what the reads show: something other than a
+ * runner wrote it (a runner's claims hang on its lease), and it would
+ * never expire. Deleted, as long as it is the one read; the claim txn
+ * that follows finds the task free, or its failure branch shows who came
+ * first. */
+static int clear_foreign_claim(const lr_claimant *who, const lr_task_keys *k,
+                               const lr_txn_result *reads, lr_err *err)
+{
+	const lr_kv *claim = op_kv(reads, F_CLAIM);
+	if (claim == NULL || claim->lease != 0)
+		return 0;
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_txn_cmp(t, k->claim, 0, LR_CMP_MOD, LR_CMP_EQ, claim->mod_rev);
+	lr_txn_cmp(t, k->claim, 0, LR_CMP_LEASE, LR_CMP_EQ, 0);
+	lr_txn_delete(t, LR_THEN, k->claim, 0);
+	lr_txn_result r;
+	int rc = holder_txn(who, t, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "deleting a claim record on no lease");
+	lr_txn_result_free(&r);
+	return 0;
+}
+
 /* What the reads show, as far as it decides the outcome by itself: gone,
  * or held by another runner (*other_claim its revision). NULL when the
  * claim (or the end) is to be tried; the claim of ours to adopt otherwise
@@ -412,6 +438,8 @@ static bool decided(const lr_claimant *who, const lr_txn_result *r,
 {
 	const lr_kv *claim = op_kv(r, F_CLAIM);
 	*ours = NULL;
+	if (claim != NULL && claim->lease == 0)
+		claim = NULL; /* deleted just now (clear_foreign_claim) */
 	if (claim != NULL && claim->lease == who->lease) {
 		*ours = claim;
 		return false;
@@ -529,6 +557,12 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 	for (int tries = 0; tries < 5; tries++) {
 		if (have_reads) {
 			have_reads = false;
+			rc = clear_foreign_claim(who, &k, &r, err);
+			if (rc != 0) {
+				lr_txn_result_free(&r);
+				lr_err_wrap(err, rc, "claim %s", id);
+				goto out;
+			}
 			bool done = decided(who, &r, outcome, &h->fence, &ours);
 			if (!done)
 				view_from_reads(&v, id, &r);

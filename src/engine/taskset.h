@@ -19,13 +19,16 @@ enum lr_entry_state {
 	                      (counted with the claimed ones) */
 };
 
+#define LR_LEASE_UNKNOWN (-1)
+
 typedef struct lr_entry {
 	int64_t create_rev;   /* of tasks/<id>: the dispatch order */
 	enum lr_entry_state state;
 	bool fresh;           /* never claimed as far as we know: no checkpoint */
 	bool claim_present;   /* claims/<id> exists, by the latest event */
 	int64_t claim_ev_rev; /* revision of that latest claims/ event */
-	int64_t claim_lease;  /* the lease that claim hangs on */
+	int64_t claim_lease;  /* the lease that claim hangs on: 0 none (a
+	                         foreign claim), LR_LEASE_UNKNOWN not seen yet */
 	bool adopt_started;   /* a claim of ours to take up again: its step
 	                         had started under it */
 	bool done_seen;       /* done/<id> exists */

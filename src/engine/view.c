@@ -35,14 +35,18 @@ static void remove_entry(lr_runner *r, lr_entry *e)
  * another runner, or pending. A claim on our own current lease that no
  * worker of ours runs (a worker let go of it while the lease lived on, or
  * a claim whose reply was lost) is ours: pending, to be taken up again by
- * a worker, which adopts it instead of racing for it. */
+ * a worker, which adopts it instead of racing for it. A claim on no lease
+ * was written by something else (a runner's claims hang on its lease) and
+ * would never expire: pending too, and its claimer deletes it
+ * (lr_claim). */
 static void place(lr_runner *r, lr_entry *e)
 {
 	if (e->state == LR_ENTRY_LOCAL)
 		return;
-	bool ours = e->claim_present && e->claim_lease != 0 &&
+	bool ours = e->claim_present && e->claim_lease > 0 &&
 	            e->claim_lease == atomic_load(&r->lease);
-	bool claimed = e->claim_present && !ours;
+	bool foreign = e->claim_present && e->claim_lease == 0;
+	bool claimed = e->claim_present && !ours && !foreign;
 	lr_taskset_set_state(&r->set, e, claimed ? LR_ENTRY_CLAIMED : LR_ENTRY_PENDING);
 }
 
@@ -119,11 +123,23 @@ static int page_task(void *user, const lr_kv *kv, const char *id, lr_err *err)
 	return 0;
 }
 
+/* Say so when a claim on no lease appears: it is no runner's, and the
+ * task's next claimer deletes it (place). */
+static void foreign_claim(lr_runner *r, const lr_entry *e, int64_t lease)
+{
+	if (lease != 0)
+		return;
+	lr_runner_log(r, LR_LOG_WARN, e->id, NULL, -1,
+	              "its claim record hangs on no lease: no runner wrote it, and it would "
+	              "never expire; the task's next claimer deletes it");
+}
+
 static int page_claim(void *user, const lr_kv *kv, const char *id, lr_err *err)
 {
 	struct load *l = user;
 	lr_entry *e = loaded_entry(l, id, false, 0);
 	if (e != NULL) {
+		foreign_claim(l->r, e, kv->lease);
 		e->claim_present = true;
 		e->claim_ev_rev = kv->mod_rev;
 		e->claim_lease = kv->lease;
@@ -450,6 +466,8 @@ static void apply_claim(lr_runner *r, lr_entry *e, const struct lr_msg *m)
 	 * runner may start it any moment. */
 	if (deleted && e->state == LR_ENTRY_LOCAL)
 		lr_workers_claim_gone(r, e->id, m->u.watch.mod_rev);
+	if (!deleted)
+		foreign_claim(r, e, m->u.watch.lease);
 	e->claim_present = !deleted;
 	e->claim_ev_rev = m->u.watch.mod_rev;
 	e->claim_lease = deleted ? 0 : m->u.watch.lease;
@@ -602,7 +620,7 @@ void lr_view_settle(lr_runner *r, const char *id, int64_t task_rev, bool gone,
 	if (claim_rev > 0 && e->claim_ev_rev < claim_rev) {
 		e->claim_present = true;
 		e->claim_ev_rev = claim_rev;
-		e->claim_lease = 0;
+		e->claim_lease = LR_LEASE_UNKNOWN;
 	}
 	e->adopt_started = started;
 	lr_taskset_set_state(&r->set, e, LR_ENTRY_CLAIMED); /* off LOCAL */

@@ -219,6 +219,11 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	const char *holder = lr_key_id(t->c, LR_K_WANTS, kv->key);
 	if (holder == NULL || holder[0] == '\0')
 		return false;
+	/* Only a task's request outlives a lease (it waits while its task
+	 * lives); any other on no lease was put by hand and would hold
+	 * others back for ever: no request. */
+	if (kv->lease == 0 && strncmp(holder, "task:", 5) != 0)
+		return lr_lock_table_delete(t, kv->key, kv->mod_rev);
 	struct want w;
 	memset(&w, 0, sizeof(w));
 	json_t *v = json_loadb(kv->value, kv->value_len, 0, NULL);

@@ -451,6 +451,17 @@ TEST(keys_and_values_that_are_not_what_they_should_be_are_ignored)
 	CHECK(!want("task:b", "{\"locks\":{\"org\":\"WRITE\"}}", 10));
 	CHECK(!want("task:b", "{\"limits\":{\"gpu\":0}}", 10));
 	CHECK(!want("", "{\"locks\":{\"org\":\"X\"}}", 10));
+	/* A request of anything but a task lives on its lease: one on no
+	 * lease was put by hand and holds nobody back. */
+	CHECK(!want("ghost", "{\"locks\":{\"org\":\"X\"}}", 10));
+	CHECK(!want("run:r-1", "{\"locks\":{\"org\":\"X\"}}", 11));
+	char wkey[LR_LOCK_KEY_SIZE];
+	lr_wants_key(c, "run:r-2", wkey);
+	lr_kv wkv = kv_of(wkey, "{\"locks\":{\"org\":\"X\"}}", 12);
+	wkv.lease = 77;
+	CHECK(lr_lock_table_put(t, &wkv));
+	CHECK(!can_take("task:c", "{\"org\":\"S\"}", NULL, 20, NULL, NULL, 0, everyone_alive));
+	CHECK(lr_lock_table_delete(t, wkey, 13));
 	/* A slot whose value is not JSON is still a slot, held by "?". */
 	char key[LR_LOCK_KEY_SIZE];
 	lr_slot_key(c, "gpu", 0, key);

@@ -1,7 +1,7 @@
 /* test_garbage.c - hostile records in etcd. Anyone with write access to the
  * prefix can put anything under tasks/, claims/, checkpoints/, done/,
  * runners/ and cancel/: invalid JSON, wrong types, values of a megabyte,
- * keys that are no task id. Two `leaserun worker` processes live through it
+ * keys that are no task id, claims on no lease. Two `leaserun worker` processes live through it
  * (some garbage is there before they start, the rest arrives while they
  * run): each garbage task ends failed with the validation error or is left
  * alone, the valid tasks beside it succeed, and `status` and `runners`
@@ -180,6 +180,10 @@ static void put_other_garbage(void)
 	                        &err), &err);
 	put(LR_K_CLAIMS, "v-claim", "{\"runner\":42}", 13, lease);
 	put_valid("v-claim");
+	/* A claim on no lease, which would never expire: its claimer
+	 * deletes it and runs the task. */
+	put_str(LR_K_CLAIMS, "v-nolease-2", "{\"runner\":\"ghost\",\"lease\":1}");
+	put_valid("v-nolease-2");
 	/* Claims and done records of tasks that do not exist. */
 	put_str(LR_K_CLAIMS, "ghost", "not json at all");
 	put_str(LR_K_DONE, "ghost", "[\"done?\"]");
@@ -296,6 +300,8 @@ TEST(runners_live_through_garbage_and_fail_or_skip_it_while_valid_tasks_succeed)
 		put_bad(&before[i]);
 	put_odd_tasks();
 	put_valid("v-1");
+	put_str(LR_K_CLAIMS, "v-nolease-1", "not json");
+	put_valid("v-nolease-1");
 	proc_bg *w1 = &workers[0], *w2 = &workers[1];
 	start_worker(w1, "w1", env);
 	start_worker(w2, "w2", env);
@@ -308,7 +314,7 @@ TEST(runners_live_through_garbage_and_fail_or_skip_it_while_valid_tasks_succeed)
 	put_valid("v-3");
 
 	static const char *const valid[] = { "v-1", "v-2", "v-3", "v-claim", "v-cancel",
-		                             NULL };
+		                             "v-nolease-1", "v-nolease-2", NULL };
 	static const char *const failing[] = {
 		"g-syntax", "g-types", "g-array", "g-other-id", "g-empty", "g-unknown",
 		"g-negative", "g-nul", "g-bigint", "g-binary", "g-utf8", "g-deep", "g-huge",
@@ -366,6 +372,8 @@ TEST(runners_live_through_garbage_and_fail_or_skip_it_while_valid_tasks_succeed)
 	char *log2 = proc_slurp(w2->log);
 	/* The failures were logged by whoever ended them. */
 	CHECK(strstr(log1, "g-syntax") != NULL || strstr(log2, "g-syntax") != NULL);
+	/* And the claims on no lease were named. */
+	CHECK(strstr(log1, "hangs on no lease") != NULL || strstr(log2, "hangs on no lease") != NULL);
 	free(log1);
 	free(log2);
 }
