@@ -598,6 +598,30 @@ TEST(every_worker_log_line_names_the_runner)
 	lr_client_close(c);
 }
 
+/* A name held by a record the worker cannot read (written by something
+ * else) is refused, exit 1, saying so; nothing of it is shown as a host
+ * or a pid. A record without a host says only the pid. */
+TEST(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so)
+{
+	lr_client *c = fixture_client("cli_name_garbage");
+	cli_use_client(c);
+	fixture_put(c, LR_K_RUNNERS, "garbage", "garbage", 0);
+	proc_result r = RUN("worker", "--name", "garbage", "--exit-when-idle");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "runner name garbage is in use (its record is unreadable) on ");
+	CHECK(strstr(r.err, "pid") == NULL);
+	CHECK(strstr(r.err, "host") == NULL);
+	proc_result_free(&r);
+	fixture_put(c, LR_K_RUNNERS, "nohost",
+	            "{\"pid\":7,\"host\":\"\",\"concurrency\":1,\"ttl\":5,"
+	            "\"started_at\":\"2026-01-01T00:00:00Z\",\"version\":\"1\"}", 0);
+	r = RUN("worker", "--name", "nohost", "--exit-when-idle");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "runner name nohost is in use by a live runner (pid 7) on ");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- usage errors and connection failures ---- */
 
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
@@ -886,6 +910,7 @@ TEST_LIST(
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(every_worker_log_line_names_the_runner),
+	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
 	TEST_CASE(whole_number_flags_take_digits_alone_and_store_nothing),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),
