@@ -68,6 +68,29 @@ TEST(submit_reads_standard_input_and_takes_an_id)
 	lr_client_close(c);
 }
 
+/* Started with standard input closed, submit says so (exit 2) before
+ * reading or connecting, whether it reads one spec or JSON Lines; a FILE
+ * is read as usual. */
+TEST(submit_with_standard_input_closed_exits_2_saying_so)
+{
+	lr_client *c = fixture_client("cli_stdin_closed");
+	cli_use_client(c);
+	const char *const cases[][3] = { { "submit" }, { "submit", "-" }, { "submit", "--jsonl" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		proc_result r = cli_run_stdin_closed(cases[i]);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, "leaserun: submit: standard input is closed");
+		proc_result_free(&r);
+	}
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	const char *const from_file[] = { "submit", cli_write_file("c.json", spec_a), NULL };
+	proc_result r = cli_run_stdin_closed(from_file);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "a\n");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
 {
 	lr_client *c = fixture_client("cli_exists");
@@ -896,6 +919,7 @@ TEST_LIST(
 	TEST_CASE(submit_with_in_run_again_is_a_success_keeping_the_first_start_time),
 	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
 	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
+	TEST_CASE(submit_with_standard_input_closed_exits_2_saying_so),
 	TEST_CASE(submit_of_a_different_spec_under_a_taken_id_exits_3),
 	TEST_CASE(submit_rejects_invalid_specs_and_stores_nothing),
 	TEST_CASE(submit_rejects_a_spec_over_1_mib_and_over_1000_steps),
