@@ -15,12 +15,14 @@ static const char usage[] =
     "counted afresh. Its earlier outcome is kept: `leaserun status ID`\n"
     "shows it.\n"
     "\n"
-    "  --from-step N|NAME  resume at this step (0-based index or name)\n"
+    "  --from-step N|NAME  resume at this step (0-based index or name; digits\n"
+    "                      that are an index and another step's name are\n"
+    "                      refused)\n"
     "  --reset-state       start from the spec's state\n"
     "\n"
     "Exit status: 0 pending again; 2 the task is pending, running or\n"
-    "succeeded, or no such step; 4 no such task; 1 etcd error, or the task\n"
-    "changed meanwhile (nothing was done).\n";
+    "succeeded, or no such step (or an ambiguous one); 4 no such task;\n"
+    "1 etcd error, or the task changed meanwhile (nothing was done).\n";
 
 int cmd_retry(int argc, char **argv)
 {

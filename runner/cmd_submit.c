@@ -291,9 +291,12 @@ int cmd_submit(int argc, char **argv)
 		else
 			not_before_ms = now + d;
 	}
-	for (int i = 0, dashes = 0; rc == CLI_CONTINUE && i < nargs; i++)
+	int dashes = nargs == 0; /* no FILE: standard input */
+	for (int i = 0; rc == CLI_CONTINUE && i < nargs; i++)
 		if (strcmp(args[i], "-") == 0 && ++dashes == 2)
 			rc = cli_usage_error("submit: standard input (-) is named twice");
+	if (rc == CLI_CONTINUE && dashes > 0)
+		rc = cli_check_stdin("submit");
 	bool many = jsonl || nargs > 1;
 	if (rc == CLI_CONTINUE && many && id != NULL)
 		rc = cli_usage_error("submit: --id names one task: it cannot be "

@@ -56,6 +56,11 @@ int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
  * not. */
 int cli_check_id(const char *cmd, const char *id);
 
+/* CLI_CONTINUE when standard input can be read, else EXIT_USAGE (printed
+ * as "<cmd>: standard input is closed"): the command started with it
+ * closed. Checked before reading it, and before connecting. */
+int cli_check_stdin(const char *cmd);
+
 /* Parse seconds in lo..hi, written as a decimal number (digits, maybe a
  * fraction); EXIT_USAGE (printed) otherwise. */
 int cli_seconds(const char *flag, const char *s, double lo, double hi, double *out);

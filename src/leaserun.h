@@ -384,8 +384,9 @@ LR_API int lr_hold_release(lr_hold *h, lr_err *err);
  * its attempts counted afresh; its earlier outcome goes to its history
  * (lr_task_status.history). One txn, guarded by the done record as read
  * and no claim. LR_ENOTFOUND: no such task; LR_EINVAL: it is pending,
- * running or succeeded, or from_step names no step (the message says
- * which); LR_ECONFLICT: it changed meanwhile (retried or purged), nothing
+ * running or succeeded, or from_step names no step, or is digits that are
+ * an index and the name of another step (the message says which);
+ * LR_ECONFLICT: it changed meanwhile (retried or purged), nothing
  * was done. *step (may be NULL): where it resumes. */
 typedef struct lr_retry_opts {
 	const char *from_step; /* NULL: the step it ended at */

@@ -48,7 +48,8 @@ static int read_all(lr_client *c, const char *id, struct reads *rd, lr_err *err)
 }
 
 /* The step to resume at: the one given (by name, or by 0-based index in
- * digits alone), else next. */
+ * digits alone), else next. Digits that are both an index and the name of
+ * another step are refused: either reading could be the one meant. */
 static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, int64_t *out,
                      lr_err *err)
 {
@@ -56,22 +57,28 @@ static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, i
 	*out = next < steps ? next : 0;
 	if (o == NULL || o->from_step == NULL)
 		return 0;
-	for (int64_t i = 0; i < steps; i++)
-		if (strcmp(lr_spec_step_name(spec, (size_t)i), o->from_step) == 0) {
-			*out = i;
-			return 0;
-		}
-	/* strtoll would also take "+1", " 1" and "-0". */
 	const char *s = o->from_step;
+	int64_t named = -1, indexed = -1;
+	for (int64_t i = 0; i < steps && named < 0; i++)
+		if (strcmp(lr_spec_step_name(spec, (size_t)i), s) == 0)
+			named = i;
+	/* strtoll would also take "+1", " 1" and "-0". */
 	bool digits = s[0] != '\0' && s[strspn(s, "0123456789")] == '\0';
 	errno = 0;
 	long long n = digits ? strtoll(s, NULL, 10) : -1;
-	if (digits && errno == 0 && n < steps) {
-		*out = n;
+	if (digits && errno == 0 && n < steps)
+		indexed = n;
+	if (named >= 0 && indexed >= 0 && named != indexed)
+		return lr_err_set(err, LR_EINVAL, "--from-step %s: ambiguous: step index %lld "
+		                  "(\"%s\") or the step named \"%s\" (index %lld)", s,
+		                  (long long)indexed, lr_spec_step_name(spec, (size_t)indexed), s,
+		                  (long long)named);
+	if (named >= 0 || indexed >= 0) {
+		*out = named >= 0 ? named : indexed;
 		return 0;
 	}
 	return lr_err_set(err, LR_EINVAL, "--from-step %s: no step of that name or index "
-	                  "(0 to %lld)", o->from_step, (long long)steps - 1);
+	                  "(0 to %lld)", s, (long long)steps - 1);
 }
 
 /* The history with the outcome being retried in front, at most

@@ -36,6 +36,22 @@ static void on_lease_renewed(void *user, int64_t id, int64_t deadline)
 	lr_workers_extend(user, id, deadline);
 }
 
+/* Who holds a runner name, for the message that refuses it: only what its
+ * record says. A record that does not decode was written by something
+ * else, so nothing of it is shown as a host or a pid. */
+static void describe_holder(const lr_kv *kv, char *buf, size_t size)
+{
+	lr_runner_rec other;
+	lr_err ignore;
+	if (lr_runner_decode(kv->value, kv->value_len, &other, &ignore) != 0)
+		snprintf(buf, size, "(its record is unreadable)");
+	else if (other.host[0] != '\0')
+		snprintf(buf, size, "by a live runner (%s, pid %lld)", other.host,
+		         (long long)other.pid);
+	else
+		snprintf(buf, size, "by a live runner (pid %lld)", (long long)other.pid);
+}
+
 /* Create runners/<name> on the lease, unless a live runner holds it.
  * old_lease: a lease of ours that may still hold the name (after a loss). */
 static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err *err)
@@ -73,13 +89,10 @@ static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err 
 			                "runner %s: the name is still held by our previous lease",
 			                r->name);
 		} else {
-			lr_runner_rec other;
-			lr_err ignore;
-			bool known = lr_runner_decode(kv->value, kv->value_len, &other, &ignore) == 0;
-			rc = lr_err_set(err, LR_EINUSE,
-			                "runner name %s is in use by a live runner (%s%s%lld) on %s",
-			                r->name, known ? other.host : "unknown host",
-			                known ? ", pid " : "", known ? (long long)other.pid : 0LL,
+			char holder[sizeof(((lr_runner_rec *)NULL)->host) + 64];
+			describe_holder(kv, holder, sizeof(holder));
+			rc = lr_err_set(err, LR_EINUSE, "runner name %s is in use %s on %s",
+			                r->name, holder,
 			                lr_etcd_endpoints(lr_client_etcd(r->client)));
 		}
 	}

@@ -82,19 +82,32 @@ proc_result cli_run_long(const char *const *args, int timeout_ms)
 	return r;
 }
 
-proc_result cli_run_stdout_to(const char *path, const char *const *args)
+/* args run through sh -c with a redirection after them (">&-", "<&-"). */
+static proc_result run_redirected(const char *redirect, const char *const *args)
 {
 	struct run_env e;
 	char script[300];
 	char *argv[37] = { "/bin/sh", "-c", script };
-	if (path == NULL)
-		snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >&-");
-	else
-		snprintf(script, sizeof(script), "exec \"$0\" \"$@\" >'%s'", path);
+	snprintf(script, sizeof(script), "exec \"$0\" \"$@\" %s", redirect);
 	proc_cli_argv(argv + 3, 34, args);
 	proc_result r = proc_run(argv, run_env(&e), NULL, 60000);
 	show(&r);
 	return r;
+}
+
+proc_result cli_run_stdout_to(const char *path, const char *const *args)
+{
+	char redirect[200];
+	if (path == NULL)
+		snprintf(redirect, sizeof(redirect), ">&-");
+	else
+		snprintf(redirect, sizeof(redirect), ">'%s'", path);
+	return run_redirected(redirect, args);
+}
+
+proc_result cli_run_stdin_closed(const char *const *args)
+{
+	return run_redirected("<&-", args);
 }
 
 void cli_start(proc_bg *p, const char *log_path, const char *const *args)

@@ -27,6 +27,9 @@ proc_result cli_run_long(const char *const *args, int timeout_ms);
  * every write fails), or closed (path NULL); `out` is then empty. */
 proc_result cli_run_stdout_to(const char *path, const char *const *args);
 
+/* The same with its standard input closed. */
+proc_result cli_run_stdin_closed(const char *const *args);
+
 /* The same on a terminal of 200 columns (a pseudo-terminal): what it
  * wrote there is `out`, with the terminal's line ends (\r\n). */
 proc_result cli_run_tty(const char *const *args);

@@ -68,6 +68,29 @@ TEST(submit_reads_standard_input_and_takes_an_id)
 	lr_client_close(c);
 }
 
+/* Started with standard input closed, submit says so (exit 2) before
+ * reading or connecting, whether it reads one spec or JSON Lines; a FILE
+ * is read as usual. */
+TEST(submit_with_standard_input_closed_exits_2_saying_so)
+{
+	lr_client *c = fixture_client("cli_stdin_closed");
+	cli_use_client(c);
+	const char *const cases[][3] = { { "submit" }, { "submit", "-" }, { "submit", "--jsonl" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		proc_result r = cli_run_stdin_closed(cases[i]);
+		CHECK_INT(r.status, ==, 2);
+		CHECK_HAS(r.err, "leaserun: submit: standard input is closed");
+		proc_result_free(&r);
+	}
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	const char *const from_file[] = { "submit", cli_write_file("c.json", spec_a), NULL };
+	proc_result r = cli_run_stdin_closed(from_file);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "a\n");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(submit_of_a_different_spec_under_a_taken_id_exits_3)
 {
 	lr_client *c = fixture_client("cli_exists");
@@ -598,6 +621,30 @@ TEST(every_worker_log_line_names_the_runner)
 	lr_client_close(c);
 }
 
+/* A name held by a record the worker cannot read (written by something
+ * else) is refused, exit 1, saying so; nothing of it is shown as a host
+ * or a pid. A record without a host says only the pid. */
+TEST(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so)
+{
+	lr_client *c = fixture_client("cli_name_garbage");
+	cli_use_client(c);
+	fixture_put(c, LR_K_RUNNERS, "garbage", "garbage", 0);
+	proc_result r = RUN("worker", "--name", "garbage", "--exit-when-idle");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "runner name garbage is in use (its record is unreadable) on ");
+	CHECK(strstr(r.err, "pid") == NULL);
+	CHECK(strstr(r.err, "host") == NULL);
+	proc_result_free(&r);
+	fixture_put(c, LR_K_RUNNERS, "nohost",
+	            "{\"pid\":7,\"host\":\"\",\"concurrency\":1,\"ttl\":5,"
+	            "\"started_at\":\"2026-01-01T00:00:00Z\",\"version\":\"1\"}", 0);
+	r = RUN("worker", "--name", "nohost", "--exit-when-idle");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, "runner name nohost is in use by a live runner (pid 7) on ");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* ---- usage errors and connection failures ---- */
 
 TEST(bad_flags_and_arguments_exit_2_with_a_reason)
@@ -872,6 +919,7 @@ TEST_LIST(
 	TEST_CASE(submit_with_in_run_again_is_a_success_keeping_the_first_start_time),
 	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
 	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
+	TEST_CASE(submit_with_standard_input_closed_exits_2_saying_so),
 	TEST_CASE(submit_of_a_different_spec_under_a_taken_id_exits_3),
 	TEST_CASE(submit_rejects_invalid_specs_and_stores_nothing),
 	TEST_CASE(submit_rejects_a_spec_over_1_mib_and_over_1000_steps),
@@ -886,6 +934,7 @@ TEST_LIST(
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(every_worker_log_line_names_the_runner),
+	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
 	TEST_CASE(whole_number_flags_take_digits_alone_and_store_nothing),
 	TEST_CASE(a_flag_with_one_value_given_twice_exits_2),

@@ -224,6 +224,37 @@ TEST(retry_says_where_the_task_resumes_as_status_counts_steps)
 	lr_client_close(c);
 }
 
+/* Digits that are an index and the name of another step could mean
+ * either: refused (exit 2) naming both, nothing stored. Digits that are
+ * one of the two, or both for the same step, still resume there. */
+TEST(retry_refuses_a_from_step_that_is_an_index_and_another_steps_name)
+{
+	lr_client *c = fixture_client("cli_retry_ambiguous");
+	cli_use_client(c);
+	check_exit(RUN_STDIN("{\"id\":\"n\",\"steps\":[{\"name\":\"1\",\"run\":\"true\"},"
+	                     "{\"name\":\"0\",\"run\":\"true\"},{\"name\":\"x\",\"run\":"
+	                     "\"true\"},{\"name\":\"3\",\"run\":\"true\"}]}",
+	                     "submit"),
+	           0, NULL);
+	check_exit(RUN("cancel", "n"), 0, NULL);
+	check_exit(RUN("retry", "n", "--from-step", "1"), 2,
+	           "--from-step 1: ambiguous: step index 1 (\"0\") or the step named \"1\" "
+	           "(index 0)");
+	check_exit(RUN("retry", "n", "--from-step", "0"), 2,
+	           "--from-step 0: ambiguous: step index 0 (\"1\") or the step named \"0\" "
+	           "(index 1)");
+	char *done = fixture_get(c, LR_K_DONE, "n");
+	CHECK(done != NULL); /* still cancelled */
+	free(done);
+	CHECK_INT(fixture_count(c, LR_K_HISTORY), ==, 0);
+	check_out(RUN("retry", "n", "--from-step", "3"), "n pending again from step 4/4 3\n");
+	check_exit(RUN("cancel", "n"), 0, NULL);
+	check_out(RUN("retry", "n", "--from-step", "2"), "n pending again from step 3/4 x\n");
+	check_exit(RUN("cancel", "n"), 0, NULL);
+	check_out(RUN("retry", "n", "--from-step", "x"), "n pending again from step 3/4 x\n");
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
@@ -233,5 +264,6 @@ TEST_LIST(
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
 	TEST_CASE(retry_names_no_runner_of_its_own),
 	TEST_CASE(retry_says_where_the_task_resumes_as_status_counts_steps),
+	TEST_CASE(retry_refuses_a_from_step_that_is_an_index_and_another_steps_name),
 );
 TEST_MAIN(cli_setup, cli_teardown)
