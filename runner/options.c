@@ -13,6 +13,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "base/stdfd.h"
+
 #define DEFAULT_DIAL_TIMEOUT_S 5.0
 /* The library takes a millisecond at least: below, every call would fail
  * at once. */
@@ -194,26 +196,11 @@ int cli_check_id(const char *cmd, const char *id)
 	                       "0-9 . _ : -)", cmd, cli_quote(id, q), LR_ID_SIZE - 1);
 }
 
-/* A standard input that was closed when the command started has its
- * number taken, before main() runs, by the eventfd gRPC's library
- * constructor opens; main must leave that descriptor alone, so it is
- * recognised here instead: an anonymous inode, which no file, pipe,
- * socket or terminal is. Without /proc it is not recognised, and reading
- * it fails with the eventfd's own error. */
-static bool stdin_closed(void)
-{
-	static const char anon[] = "anon_inode:";
-	char target[64];
-	ssize_t n = readlink("/proc/self/fd/0", target, sizeof(target) - 1);
-	if (n < 0)
-		return false;
-	target[n] = '\0';
-	return strncmp(target, anon, sizeof(anon) - 1) == 0;
-}
-
 int cli_check_stdin(const char *cmd)
 {
-	if (!stdin_closed())
+	/* Closed when the command started: its number is gRPC's now
+	 * (base/stdfd.h). */
+	if (!lr_fd_is_anon(0))
 		return CLI_CONTINUE;
 	fprintf(stderr, "leaserun: %s: standard input is closed\n", cmd);
 	return EXIT_USAGE;

@@ -2,6 +2,7 @@
  * leaserun.h): the shell steps' guard around it, fed the hold's lease
  * deadline. Runs on the caller's thread. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/stdfd.h"
 #include "exec/exec.h"
 #include "exec/guard.h"
 #include "exec/orphans.h"
@@ -106,11 +108,20 @@ int lr_hold_exec(lr_hold *h, char *const argv[], int stop_fd, int64_t grace_ms,
 		free(path);
 		return lr_err_set(err, LR_ENOMEM, "run: out of memory");
 	}
-	lr_guard_spec spec = { .path = path, .argv = argv, .envp = env, .out_fd = 1,
-	                       .err_fd = 2, .pass_stdin = true, .take_terminal = own_terminal(),
+	/* A standard descriptor that was closed when this process started is
+	 * gRPC's now (base/stdfd.h): the command gets /dev/null there. */
+	bool in_closed = lr_fd_is_anon(0), out_closed = lr_fd_is_anon(1),
+	     err_closed = lr_fd_is_anon(2);
+	int null_out = out_closed || err_closed ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+	lr_guard_spec spec = { .path = path, .argv = argv, .envp = env,
+	                       .out_fd = out_closed ? null_out : 1,
+	                       .err_fd = err_closed ? null_out : 2, .pass_stdin = !in_closed,
+	                       .take_terminal = !in_closed && own_terminal(),
 	                       .dir_fd = -1, .deadline_ms = deadline, .grace_ms = grace_ms };
 	lr_guard g;
 	int rc = lr_guard_start(&spec, &g, err);
+	if (null_out >= 0)
+		close(null_out);
 	free(path);
 	lr_exec_env_free(env);
 	if (rc != 0)

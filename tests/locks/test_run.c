@@ -160,6 +160,14 @@ TEST(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds)
 	r = RUN("run", "--lock", "a", "--", "sh", "-c", "echo $LEASERUN_FENCE");
 	CHECK(atol(r.out) > fence);
 	proc_result_free(&r);
+	/* Started with standard input closed, the command reads /dev/null,
+	 * not the descriptor gRPC opened under that number. */
+	const char *const closed[] = { "run", "--lock", "a", "--", "readlink", "/proc/self/fd/0",
+		                       NULL };
+	r = cli_run_stdin_closed(closed);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_STR(r.out, "/dev/null\n");
+	proc_result_free(&r);
 	lr_client_close(c);
 }
 
