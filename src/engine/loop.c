@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/runner_int.h"
+#include "etcd/member.h"
 #include "records/record.h"
 
 /* ---- lease and registration ------------------------------------------------ */
@@ -233,6 +234,11 @@ static void dispatch(lr_runner *r)
 {
 	reprioritise(r);
 	int64_t lease = atomic_load(&r->lease);
+	/* Past its deadline the lease is as good as lost (its message may
+	 * not be here yet): a claim under it could only fail, or wait out
+	 * its call when etcd cannot be reached. */
+	if (lease != 0 && lr_keepalive_deadline(r->ka, lease) <= lr_mono_ms())
+		return;
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	while (lease != 0 && r->busy < cap && r->set.pending > 0) {
 		size_t spread = (size_t)(cap - r->busy) + 3;
@@ -497,6 +503,25 @@ static int start_up(lr_runner *r, lr_err *err)
 	}
 }
 
+/* Say so when the etcd member that answers runs a version that can
+ * revoke a lease renewed in time (member.h): exclusive execution then has
+ * a gap that no runner can close. Once a run; a failed look says nothing. */
+static void check_etcd_version(lr_runner *r)
+{
+	lr_etcd *c = lr_client_etcd(r->client);
+	char v[64];
+	lr_err ignore = {0};
+	if (lr_etcd_member_version(c, v, sizeof(v), &ignore) != 0 ||
+	    !lr_etcd_version_revokes_live_leases(v))
+		return;
+	lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+	              "etcd %s at %s can revoke a lease that was renewed in time when a paused "
+	              "leader wakes (etcd issue 15247, fixed in 3.4.31 and 3.5.13): a claim can "
+	              "then vanish under a running step, and another runner may start that "
+	              "step before this one has stopped it; upgrade etcd",
+	              v, lr_etcd_endpoints(c));
+}
+
 /* lr_runner_run once it is known to be the only run of r. */
 static int run(lr_runner *r, lr_err *err)
 {
@@ -511,6 +536,8 @@ static int run(lr_runner *r, lr_err *err)
 		rc = lr_watch_new(c, &r->watch, err);
 	if (rc == 0)
 		rc = start_up(r, err);
+	if (rc == 0)
+		check_etcd_version(r);
 	if (rc == LR_ECANCELLED && atomic_load(&r->stop_requested)) {
 		rc = 0; /* stopped while reading: nothing was started */
 		*err = (lr_err){0};

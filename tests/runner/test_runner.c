@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "client/client.h"
+#include "etcd/member.h"
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
@@ -247,6 +248,15 @@ TEST(exit_when_idle_exits_zero_once_nothing_is_pending_or_claimed)
 		snprintf(id, sizeof(id), "i%d", t);
 		CHECK_INT(fleet_state(&f, id, NULL, 0, NULL, NULL), ==, LR_TASK_SUCCEEDED);
 	}
+	/* An etcd that can revoke a renewed lease is named at start, and only
+	 * such an etcd. */
+	char version[64];
+	CHECK_OK(lr_etcd_member_version(lr_client_etcd(f.client), version, sizeof(version), &err),
+	         &err);
+	bool warned = fleet_log_has(&f, 0, "can revoke a lease that was renewed in time");
+	fprintf(stderr, "   etcd %s: %s\n", version, warned ? "warned of" : "not warned of");
+	CHECK(warned == lr_etcd_version_revokes_live_leases(version));
+	CHECK(!warned || fleet_log_has(&f, 0, version));
 	fleet_destroy(&f);
 }
 

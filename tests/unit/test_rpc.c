@@ -1,8 +1,10 @@
 /* test_rpc.c - gRPC statuses as the library's codes: which failures are
  * retried, which may have applied, and which are about size. etcd's own
- * texts for each case. No etcd. */
+ * texts for each case. And the etcd versions known to revoke live leases.
+ * No etcd. */
 #include <stdbool.h>
 
+#include "etcd/member.h"
 #include "etcd/rpc.h"
 #include "leaserun.h"
 #include "test.h"
@@ -77,7 +79,26 @@ TEST(refusals_name_their_cause)
 	CHECK_INT(lr__status_code(GRPC_STATUS_OK, "", true), ==, LR_OK);
 }
 
+TEST(etcd_versions_before_the_fix_of_stale_leader_revokes_are_named)
+{
+	static const char *const affected[] = { "3.4.0", "3.4.23", "3.4.30", "3.5.0",
+		                                "3.5.12", "3.3.25", "3.4.9-rc.1" };
+	static const char *const fixed[] = { "3.4.31", "3.4.35", "3.5.13", "3.5.21", "3.6.0",
+		                             "3.10.1", "4.0.0" };
+	static const char *const unreadable[] = { "", "3", "3.4", "3.4.", "v3.4.23", "x.y.z",
+		                                  "3..4", NULL };
+	for (size_t i = 0; i < sizeof(affected) / sizeof(affected[0]); i++)
+		if (!lr_etcd_version_revokes_live_leases(affected[i]))
+			TEST_FAIL("%s not named", affected[i]);
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (lr_etcd_version_revokes_live_leases(fixed[i]))
+			TEST_FAIL("%s named", fixed[i]);
+	for (size_t i = 0; i < sizeof(unreadable) / sizeof(unreadable[0]); i++)
+		CHECK(!lr_etcd_version_revokes_live_leases(unreadable[i]));
+}
+
 TEST_LIST(
+	TEST_CASE(etcd_versions_before_the_fix_of_stale_leader_revokes_are_named),
 	TEST_CASE(a_lost_reply_is_ambiguous_only_for_a_write),
 	TEST_CASE(a_read_at_a_compacted_revision_is_worth_another_try),
 	TEST_CASE(only_a_size_limit_reads_as_too_large),
