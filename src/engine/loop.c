@@ -324,11 +324,16 @@ static void lease_lost(lr_runner *r, struct loop *l, const struct lr_msg *m)
 /* Once every task of the lost lease is dropped: a new lease. */
 static void reacquire(lr_runner *r, struct loop *l)
 {
-	if (l->retry_at == 0 || r->busy > 0 || lr_mono_ms() < l->retry_at)
+	if (l->retry_at == 0 || r->busy > 0 || lr_mono_ms() < l->retry_at ||
+	    atomic_load(&r->stop_requested))
 		return;
 	lr_etcd *c = lr_client_etcd(r->client);
-	/* Free our old claims and name at once instead of at expiry. */
+	/* Free our old claims and name at once instead of at expiry. Each
+	 * call may take its whole timeout when etcd cannot be reached, and
+	 * the loop acts on a stop only between them. */
 	lr_lease_revoke(c, l->old_lease, NULL);
+	if (atomic_load(&r->stop_requested))
+		return;
 	lr_err e = {0};
 	if (acquire_lease(r, l->old_lease, &e) != 0) {
 		int64_t wait = lr_backoff_next(&l->retry, &r->rng);

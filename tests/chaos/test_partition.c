@@ -552,6 +552,38 @@ TEST(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_ne
 	proxy_stop(&px);
 }
 
+/* SIGTERM to a runner cut off from etcd after it lost its lease: its steps
+ * are stopped already, and it is trying for a new lease, each call of
+ * which waits out its timeout (5 s) while etcd cannot be reached. It acts
+ * on the stop after the call under way, not after all of them. */
+TEST(a_runner_cut_off_past_its_lease_deadline_acts_on_sigterm_after_one_call)
+{
+	static struct proxy px;
+	proxy_start(&px, etcdh_endpoint(cluster, 0), 0);
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "cutexit");
+	const char *flags[] = { "--grace", "1", "--concurrency", "2", NULL };
+	fleet_start_named(&f, 0, "cutexit", px.endpoint, flags);
+	for (int i = 0; i < 2; i++)
+		fleet_submit(&f, i == 0 ? "ce0" : "ce1", "{\"id\":\"%s\",\"steps\":["
+		             STEP("long", MARK_START "; sleep 60; " MARK_END) "]}");
+	CHECK_INT(fleet_wait_marks(&f, "start ce", 2, 10000), ==, 0);
+	proxy_set(&px, PROXY_CUT);
+	lr_sleep_ms(2000 + 500); /* past the TTL: the lease is lost, the steps stopped */
+	int64_t t0 = lr_mono_ms();
+	kill(f.pids[0], SIGTERM);
+	int st = fleet_wait(&f, 0, 20000);
+	int64_t took = lr_mono_ms() - t0;
+	printf("# cut off past its lease deadline: SIGTERM -> exit %" PRId64 " ms (status %d)\n",
+	       took, st);
+	CHECK_INT(st, ==, 0);
+	/* One call's 5 s timeout at most, not the two (revoke, then grant)
+	 * of a new lease's attempt, with some room. */
+	CHECK_INT(took, <, 7500);
+	fleet_destroy(&f);
+	proxy_stop(&px);
+}
+
 /* Stop pid (SIGSTOP) as soon as etcd lists more than `leases` leases: the
  * grant it asked for is made, and over the slow link the answer has not
  * reached it yet. */
@@ -656,5 +688,6 @@ static void teardown(void)
 TEST_LIST(
 	TEST_CASE(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease),
 	TEST_CASE(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease),
+	TEST_CASE(a_runner_cut_off_past_its_lease_deadline_acts_on_sigterm_after_one_call),
 );
 TEST_MAIN(setup, teardown)
