@@ -146,7 +146,9 @@ static int run_command(int argc, char **argv)
 /* A standard stream started closed is opened on /dev/null: else the next
  * file opened (a socket of the etcd connection, a step's pipe) would take
  * its number, and what is printed would go there. Standard output is
- * opened read-only, so that output lost is still reported. */
+ * opened read-only, so that output lost is still reported. The lowest
+ * one closed is gRPC's eventfd by now, opened before main(): it is left
+ * alone, and recognised where it matters (base/stdfd.h). */
 static void standard_streams_open(void)
 {
 	for (int fd = 0; fd <= 2; fd++)

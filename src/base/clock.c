@@ -32,21 +32,26 @@ int64_t lr_wall_ms(void)
 	return read_clock_us(CLOCK_REALTIME) / 1000;
 }
 
+struct timespec lr_mono_deadline_us(int64_t us)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += (time_t)(us / 1000000);
+	t.tv_nsec += (long)(us % 1000000) * 1000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 void lr_sleep_ms(int64_t ms)
 {
-	struct timespec until;
-
 	if (ms <= 0)
 		return;
 	/* An absolute deadline: after EINTR the sleep resumes towards the
 	 * same instant instead of drifting by the time spent in the handler. */
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)(ms / 1000);
-	until.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = lr_mono_deadline_us(ms * 1000);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) ==
 	       EINTR)
 		;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "leaserun.h"
 
@@ -18,6 +19,10 @@
 /* CLOCK_MONOTONIC: for deadlines and intervals, never for display. */
 int64_t lr_mono_ms(void);
 int64_t lr_mono_us(void);
+
+/* The CLOCK_MONOTONIC instant us microseconds from now, as the absolute
+ * deadline clock_nanosleep, sem_clockwait and the like take (us >= 0). */
+struct timespec lr_mono_deadline_us(int64_t us);
 
 /* Sleep at least ms milliseconds; a signal does not cut the sleep short.
  * ms <= 0 returns at once. */

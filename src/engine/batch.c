@@ -509,10 +509,7 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 				int64_t hold = atomic_load(&b->last_rtt_us);
 				hold = hold < HOLD_MIN_US ? HOLD_MIN_US
 				       : hold > HOLD_MAX_US ? HOLD_MAX_US : hold;
-				clock_gettime(CLOCK_MONOTONIC, &until);
-				until.tv_nsec += (long)(hold % 1000000) * 1000;
-				until.tv_sec += (time_t)(hold / 1000000) + until.tv_nsec / 1000000000;
-				until.tv_nsec %= 1000000000;
+				until = lr_mono_deadline_us(hold);
 				holding = true;
 			}
 			int w;

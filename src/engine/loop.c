@@ -234,13 +234,13 @@ static void dispatch(lr_runner *r)
 {
 	reprioritise(r);
 	int64_t lease = atomic_load(&r->lease);
-	/* Past its deadline the lease is as good as lost (its message may
-	 * not be here yet): a claim under it could only fail, or wait out
-	 * its call when etcd cannot be reached. */
-	if (lease != 0 && lr_keepalive_deadline(r->ka, lease) <= lr_mono_ms())
+	/* No lease, or one past its deadline, as good as lost (its message
+	 * may not be here yet): a claim under it could only fail, or wait
+	 * out its call when etcd cannot be reached. */
+	if (lr_runner_deadline(r, lease) <= lr_mono_ms())
 		return;
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
-	while (lease != 0 && r->busy < cap && r->set.pending > 0) {
+	while (r->busy < cap && r->set.pending > 0) {
 		size_t spread = (size_t)(cap - r->busy) + 3;
 		lr_entry *e = lr_taskset_pick(&r->set, spread, &r->rng);
 		if (e == NULL)
