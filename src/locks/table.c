@@ -374,6 +374,18 @@ const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder
 	return NULL;
 }
 
+/* w is a task's request and its task is known to be gone (tasks/<id>
+ * deleted, by hand: purge deletes the request with it) or finished (its
+ * completion deletes the request in the same txn, and this is its last
+ * event before that one): a request left over, which holds back nobody. */
+static bool left_over(const lr_lock_table *t, const struct want *w)
+{
+	if (strncmp(w->holder, "task:", 5) != 0)
+		return false;
+	const struct dep *d = find_dep(t, w->holder + 5);
+	return d != NULL && (!d->task || d->done);
+}
+
 /* The first task of w's "after" known to be unfinished: it exists and has
  * no result yet (a purged one counts as finished: the waiter will fail).
  * NULL when none is, or none is known. */
@@ -437,6 +449,14 @@ static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, siz
 	return 0;
 }
 
+static bool queued(const char *const *ids, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(ids[i], id) == 0)
+			return true;
+	return false;
+}
+
 int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *set,
                             int64_t request_rev, lr_err *err)
 {
@@ -449,10 +469,14 @@ int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *se
 			break;
 		if (set != NULL && !lr_locksets_conflict(w->set, set))
 			continue;
-		for (size_t j = 0; rc == 0 && j < w->n_after; j++) {
-			if (find_dep(t, w->after[j]) != NULL)
-				continue; /* read already */
-			ids[n++] = w->after[j];
+		/* A task's request: its own task too, whether it still lives. */
+		bool own = strncmp(w->holder, "task:", 5) == 0 &&
+		           strlen(w->holder + 5) < LR_ID_SIZE;
+		for (size_t j = own ? 0 : 1; rc == 0 && j <= w->n_after; j++) {
+			const char *id = j == 0 ? w->holder + 5 : w->after[j - 1];
+			if (find_dep(t, id) != NULL || queued(ids, n, id))
+				continue; /* read already, or about to be */
+			ids[n++] = id;
 			if (n == DEP_READS) {
 				rc = read_deps(t, c, ids, n, err);
 				n = 0;
@@ -599,7 +623,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (request_rev != 0 && w->rev >= request_rev)
 			break;
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
-		    w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
+		    left_over(t, w) || w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
 		    lr_lock_table_holds(t, w->holder) ||
 		    (alive != NULL && !alive(user, w->holder)) || waits_apart(t, w, set))
 			continue;

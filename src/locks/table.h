@@ -41,9 +41,11 @@ bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev);
  * those keys. A request with a task of its "after" that exists and has no
  * result holds back nobody; a dependency never read counts as finished,
  * so that an owner that reads none (a runner, which judges dependencies
- * by its own view through lr_waiter_alive_fn) decides as before. Only the
- * requests older than request_rev (0: all) that conflict with set (NULL:
- * any) are read for. Runs on the caller's thread. */
+ * by its own view through lr_waiter_alive_fn) decides as before. A
+ * task's own keys are read too: the request of a task known to be gone
+ * (tasks/<id> deleted by hand) or finished is left over and holds back
+ * nobody. Only the requests older than request_rev (0: all) that conflict
+ * with set (NULL: any) are read for. Runs on the caller's thread. */
 int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *set,
                             int64_t request_rev, lr_err *err);
 /* What is known of dependency id (for tests, and the reads above): its

@@ -363,14 +363,41 @@ TEST(the_dependencies_read_are_those_of_older_conflicting_waiters)
 	CHECK(want("task:w", "{\"locks\":{\"res\":\"X\"},\"after\":[\"f\"]}", 30));
 	lr_lockset *set = request("{\"res\":\"S\"}", NULL);
 	lr_err err;
-	/* Read from the test's etcd, where none of them exists: finished. */
+	/* Read from the test's etcd, where none of them exists: d finished,
+	 * and t itself gone. */
 	CHECK_OK(lr_lock_table_load_deps(t, c, set, 20, &err), &err);
 	free(set);
 	struct order o = { .n = 0 };
 	CHECK_INT(lr_lock_table_each_dep(t, note_dep, &o), ==, 0);
-	CHECK_INT(o.n, ==, 1);
+	CHECK_INT(o.n, ==, 2);
 	CHECK_STR(o.holders[0], "d");
+	CHECK_STR(o.holders[1], "t");
+	CHECK(can_take("run:u", "{\"res\":\"S\"}", NULL, 20, NULL, NULL, 0, NULL));
+	/* t lives after all: it is next. */
+	lr_lock_table_dep_seen(t, "t", true, false);
 	CHECK(!can_take("run:u", "{\"res\":\"S\"}", NULL, 20, NULL, NULL, 0, NULL));
+}
+
+/* A task's request outlives its task only when tasks/<id> was deleted by
+ * hand (purge deletes both; its completion deletes the request with the
+ * result): once the owner knows, it holds back nobody. */
+TEST(a_request_whose_task_is_gone_or_finished_holds_back_nobody)
+{
+	setup_table();
+	CHECK(want("task:t", "{\"locks\":{\"res\":\"X\"}}", 10));
+	CHECK(want("task:r", "{\"locks\":{\"res\":\"X\"}}", 11));
+	char why[400];
+	lr_lock_table_dep_seen(t, "t", true, false);
+	lr_lock_table_dep_seen(t, "r", true, false);
+	CHECK(!can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, why, sizeof(why), NULL));
+	CHECK_STR(why, "behind task t, which asked first");
+	CHECK(dep_key(LR_K_TASKS, "t", false));
+	CHECK(!can_take("run:u", "{\"res\":\"X\"}", NULL, 20, NULL, why, sizeof(why), NULL));
+	CHECK_STR(why, "behind task r, which asked first");
+	CHECK(can_take("run:u", "{\"res\":\"X\"}", NULL, 11, NULL, NULL, 0, NULL));
+	CHECK(dep_key(LR_K_TASKS, "t", true));
+	CHECK(dep_key(LR_K_DONE, "t", true));
+	CHECK(can_take("run:u", "{\"res\":\"X\"}", NULL, 11, NULL, NULL, 0, NULL));
 }
 
 static void note_want(void *user, const char *holder, const lr_lockset *set, int64_t rev,
@@ -492,6 +519,7 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(a_waiter_whose_start_time_is_to_come_holds_back_nobody),
           TEST_CASE(a_waiter_whose_dependency_is_unfinished_holds_back_nobody),
           TEST_CASE(the_dependencies_read_are_those_of_older_conflicting_waiters),
+          TEST_CASE(a_request_whose_task_is_gone_or_finished_holds_back_nobody),
           TEST_CASE(waiters_are_kept_oldest_first_whatever_order_they_come_in),
           TEST_CASE(a_deleted_key_is_forgotten_and_clear_forgets_all),
           TEST_CASE(keys_and_values_that_are_not_what_they_should_be_are_ignored));

@@ -790,6 +790,38 @@ TEST(a_task_waiting_for_its_start_time_does_not_hold_back_a_run)
 	lr_client_close(c);
 }
 
+/* The request of a task whose tasks/ key was deleted by hand (purge
+ * deletes both) is left over: it holds back no run, while the request of
+ * a task that lives still does. */
+TEST(a_request_left_by_a_task_deleted_by_hand_does_not_hold_back_a_run)
+{
+	lr_client *c = fixture_client("run_left_over");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"ghost\",\"locks\":{\"db\":\"X\"},"
+	                          "\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	/* It lives: the run waits behind it. */
+	r = RUN("run", "--lock", "db", "--wait", "0.5", "--", "true");
+	CHECK_INT(r.status, ==, 5);
+	CHECK_HAS(r.err, "behind task ghost");
+	proc_result_free(&r);
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_TASKS, "ghost", key);
+	lr_err e = {0};
+	int64_t deleted = 0;
+	int64_t rev = 0;
+	CHECK_INT(lr_kv_delete(lr_client_etcd(c), key, 0, &deleted, &rev, &e), ==, 0);
+	CHECK_INT(deleted, ==, 1);
+	char *wants = fixture_get(c, "wants/", "task:ghost");
+	CHECK(wants != NULL); /* still there: only a purge deletes it */
+	free(wants);
+	r = RUN("run", "--lock", "db", "--wait", "5", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 /* A worker under the test's prefix in the background, up to 3 tasks at
  * once. */
 static void worker_in_background(proc_bg *p, const char *name)
@@ -940,6 +972,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
           TEST_CASE(a_lost_lease_gives_the_command_no_grace),
           TEST_CASE(a_task_waiting_for_its_start_time_does_not_hold_back_a_run),
+          TEST_CASE(a_request_left_by_a_task_deleted_by_hand_does_not_hold_back_a_run),
           TEST_CASE(a_task_waiting_for_a_dependency_does_not_hold_back_a_run),
           TEST_CASE(a_run_in_a_dependency_is_not_held_back_by_its_dependent),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
