@@ -120,6 +120,15 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
  * The message may name a holder as its key in etcd has it, which anyone
  * with write access could have filled with escape sequences: shown on one
  * line, as `locks` and `status` show holders. */
+/* lr_hold_opts.log: a warning while waiting, on one line. */
+static void warn_line(void *user, const lr_log_record *rec)
+{
+	(void)user;
+	char *shown = out_one_line(rec->msg);
+	fprintf(stderr, "leaserun: run: %s\n", shown != NULL ? shown : rec->msg);
+	free(shown);
+}
+
 static int acquire_failed(lr_err *err)
 {
 	static const char lib[] = "hold: ";
@@ -168,7 +177,7 @@ int cmd_run(int argc, char **argv)
 	lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
 	                   .limits = json_object_size(limits) ? limits : NULL,
 	                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),
-	                   .cancel_fd = -1 };
+	                   .cancel_fd = -1, .log = warn_line };
 	/* Bad input is exit 2 whether etcd answers or not. */
 	if (rc == CLI_CONTINUE && lr_hold_check(&o, &err) != 0)
 		rc = cli_usage_error("run: %s", err.msg);

@@ -297,6 +297,8 @@ LR_API int lr_task_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *e
  * back by lr_hold_release, or by etcd when the lease expires. */
 typedef struct lr_hold lr_hold;
 
+struct lr_log_record; /* see Logging below */
+
 typedef struct lr_hold_opts {
 	const void *locks;   /* json_t {"PATH": "MODE"} (borrowed), or NULL */
 	const void *limits;  /* json_t {"KEY": N} (borrowed), or NULL */
@@ -305,6 +307,12 @@ typedef struct lr_hold_opts {
 	const char *name;    /* who holds, as `leaserun locks` shows it; NULL:
 	                        the host name */
 	int cancel_fd;       /* readable: stop waiting (LR_ECANCELLED); -1: none */
+	/* Warnings while waiting, on the caller's thread: a lock or slot key
+	 * in the way that hung on no lease (put by hand: no holder writes
+	 * one, and it would never expire) was deleted. An lr_log_fn; NULL:
+	 * none. */
+	void (*log)(void *user, const struct lr_log_record *rec);
+	void *log_user;
 } lr_hold_opts;
 
 /* Take every lock and slot of o, waiting as o says. On success *out holds

@@ -428,6 +428,34 @@ static int clear_foreign_claim(const lr_claimant *who, const lr_task_keys *k,
 	return 0;
 }
 
+/* Keys on no lease in the way of a claim's locks and slots. */
+struct strays {
+	const lr_claimant *who;
+	const char *id;
+	bool found;
+};
+
+/* Delete one, as long as it is the one read and on no lease. Found either
+ * way: deleted now, or changed since the read (deleted by another
+ * claimer, put again), which the next try shows. */
+static int delete_stray(void *user, const lr_kv *kv, lr_err *err)
+{
+	struct strays *s = user;
+	lr_txn *t = lr_locks_stray_txn(kv);
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_txn_result r;
+	int rc = holder_txn(s->who, t, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "deleting %s, on no lease", kv->key);
+	s->found = true;
+	if (r.succeeded && s->who->stray != NULL)
+		s->who->stray(s->who->stray_user, s->id, kv->key);
+	lr_txn_result_free(&r);
+	return 0;
+}
+
 /* What the reads show, as far as it decides the outcome by itself: gone,
  * or held by another runner (*other_claim its revision). NULL when the
  * claim (or the end) is to be tried; the claim of ours to adopt otherwise
@@ -642,8 +670,21 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			continue;
 		}
 		if (!ending && !lr_locks_acquired(&r, depth)) {
-			*outcome = LR_CLAIM_BLOCKED; /* nothing was written */
-		} else if (ending) {
+			/* Nothing was written. A key on no lease in the way is
+			 * no holder's: deleted, and the claim tried again. */
+			struct strays s = { .who = who, .id = id };
+			rc = lr_locks_each_stray(&r, depth, delete_stray, &s, err);
+			lr_txn_result_free(&r);
+			if (rc != 0) {
+				lr_err_wrap(err, rc, "claim %s", id);
+				goto out;
+			}
+			if (s.found)
+				continue;
+			*outcome = LR_CLAIM_BLOCKED;
+			goto out;
+		}
+		if (ending) {
 			*outcome = LR_CLAIM_ENDED;
 			*ended_state = v.cancel_rev != 0 ? LR_TASK_CANCELLED : LR_TASK_FAILED;
 			snprintf(ended_error, ended_error_size, "%s",

@@ -44,6 +44,11 @@ typedef struct lr_claimant {
 	struct lr_batch *batch;
 	/* Sent with the first txn through the batch; NULL: none. */
 	lr_rider *rider;
+	/* Told of each key of locks/, slots/ or limits/ on no lease that a
+	 * claim of task id found in its way and deleted (no holder writes
+	 * one: it would never expire), to warn of it. NULL: not told. */
+	void (*stray)(void *user, const char *id, const char *key);
+	void *stray_user;
 } lr_claimant;
 
 /* Whether a failed write's outcome is open and a retry may settle it. */
@@ -96,7 +101,9 @@ enum lr_claim_outcome {
 	LR_CLAIM_ENDED,    /* the claimer ended it: see *ended_state (failed
 	                      when its attempts ran out, cancelled when a
 	                      cancel request was waiting for a holder) */
-	LR_CLAIM_BLOCKED,  /* its locks or slots are held by others */
+	LR_CLAIM_BLOCKED,  /* its locks or slots are held by others (a key of
+	                      theirs on no lease, no holder's, is deleted and
+	                      the claim tried again first) */
 	LR_CLAIM_WAIT,     /* not yet: its not_before is ahead (h->wait_until),
 	                      or a task of its "after" has not finished (0);
 	                      nothing was written */

@@ -167,6 +167,15 @@ static bool write_again(void *user, int code)
 	return lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms();
 }
 
+/* lr_claimant.stray: a key on no lease was in the way of a claim. */
+static void stray_deleted(void *user, const char *id, const char *key)
+{
+	struct hold *h = user;
+	lr_runner_log(h->r, LR_LOG_WARN, id, NULL, -1,
+	              "deleted %s, in the way of its locks or slots: it hung on no lease (no "
+	              "holder writes one), so it would never have expired", key);
+}
+
 /* The task's end was written (rc 0) or not, after its retries: report
  * and log. */
 static void report_end(struct hold *h, lr_task_state st, const char *error, int rc,
@@ -556,7 +565,8 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	lr_runner *r = w->r;
 	struct hold h = { .w = w, .r = r, .job = job, .defer = d };
 	h.who = (lr_claimant){ .client = r->client, .runner = r->name, .lease = job->lease,
-	                       .again = write_again, .again_user = &h, .batch = r->batch };
+	                       .again = write_again, .again_user = &h, .batch = r->batch,
+	                       .stray = stray_deleted, .stray_user = &h };
 	lr_backoff_init(&h.write_retry, 200, 5000);
 	/* A stop asked for since the job was taken stays asked for. */
 	lr_stop_arm(&w->stop, job->lease, lr_runner_deadline(r, job->lease));

@@ -537,6 +537,21 @@ void lr_txn_get(lr_txn *t, enum lr_txn_branch b, const char *key, int flags)
 	op->request_range = rr;
 }
 
+void lr_txn_get_range(lr_txn *t, enum lr_txn_branch b, const char *key, const char *end,
+                      int flags)
+{
+	Etcdserverpb__RequestOp *op = new_op(t, b);
+	Etcdserverpb__RangeRequest *rr = txn_alloc(t, sizeof(*rr));
+	char *key_copy = txn_strdup(t, key);
+	char *end_copy = txn_strdup(t, end);
+	if (op == NULL || rr == NULL || key_copy == NULL || end_copy == NULL)
+		return;
+	etcdserverpb__range_request__init(rr);
+	fill_range_req(rr, key_copy, end_copy, flags, NULL);
+	op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+	op->request_range = rr;
+}
+
 void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags)
 {
 	Etcdserverpb__RequestOp *op = new_op(t, b);

@@ -101,6 +101,9 @@ void lr_txn_put(lr_txn *t, enum lr_txn_branch b, const char *key, const void *va
                 size_t len, int64_t lease);
 /* Range inside the txn; flags as lr_range_opts.flags. */
 void lr_txn_get(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
+/* The same over every key in [key, end). */
+void lr_txn_get_range(lr_txn *t, enum lr_txn_branch b, const char *key, const char *end,
+                      int flags);
 void lr_txn_delete(lr_txn *t, enum lr_txn_branch b, const char *key, int flags);
 
 /* A txn nested in branch b of t (etcd >= 3.3): its own compares decide

@@ -36,6 +36,7 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 		for (int r = 0; r < ranges; r++) {
 			lr_lock_mode_range(w->c, n->path, lo[r], hi[r], from, to);
 			lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+			lr_txn_get_range(in, LR_ELSE, from, to, LR_RANGE_KEYS_ONLY);
 		}
 	}
 	/* Every holder of a pool sits in a slot below every holder's limit,
@@ -45,13 +46,19 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 		const lr_limit *l = &w->set->limits[i];
 		lr_slot_key(w->c, l->key, w->slots[i], from);
 		lr_txn_cmp(in, from, 0, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_get(in, LR_ELSE, from, LR_RANGE_KEYS_ONLY);
 		/* Nobody holds a slot at or beyond our limit... */
 		lr_slot_range(w->c, l->key, l->n, from, to);
 		lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_get_range(in, LR_ELSE, from, to, LR_RANGE_KEYS_ONLY);
 		/* ...nor runs under a limit at or below our slot. */
 		lr_limit_range(w->c, l->key, w->slots[i] + 1, from, to);
 		lr_txn_cmp_range(in, from, to, LR_CMP_VERSION, LR_CMP_EQ, 0);
+		lr_txn_get_range(in, LR_ELSE, from, to, LR_RANGE_KEYS_ONLY);
 	}
+	/* Each compare's keys, read when one fails (no larger a list than
+	 * the compares): the caller finds there a key on no lease in its
+	 * way (lr_locks_each_stray). */
 	size_t len = strlen(w->value);
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
@@ -91,6 +98,42 @@ bool lr_locks_acquired(const lr_txn_result *r, int depth)
 		r = r->ops[0].txn;
 	}
 	return r != NULL && r->succeeded;
+}
+
+int lr_locks_each_stray(const lr_txn_result *r, int depth, lr_stray_fn fn, void *user,
+                        lr_err *err)
+{
+	for (int d = 0; r != NULL && d < depth; d++) {
+		if (!r->succeeded || r->n_ops == 0 || r->ops[0].type != LR_OP_TXN)
+			return 0; /* the caller's own compares failed: nothing read */
+		r = r->ops[0].txn;
+	}
+	if (r == NULL || r->succeeded)
+		return 0;
+	for (size_t i = 0; i < r->n_ops; i++) {
+		const lr_op_result *op = &r->ops[i];
+		for (size_t j = 0; op->type == LR_OP_RANGE && j < op->n; j++) {
+			if (op->kvs[j].lease != 0)
+				continue;
+			int rc = fn(user, &op->kvs[j], err);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+lr_txn *lr_locks_stray_txn(const lr_kv *kv)
+{
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return NULL;
+	/* The very key read, still on no lease: one put again since, on a
+	 * live holder's lease or not, stays. */
+	lr_txn_cmp(t, kv->key, 0, LR_CMP_MOD, LR_CMP_EQ, kv->mod_rev);
+	lr_txn_cmp(t, kv->key, 0, LR_CMP_LEASE, LR_CMP_EQ, 0);
+	lr_txn_delete(t, LR_THEN, kv->key, 0);
+	return t;
 }
 
 void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w)

@@ -1,7 +1,8 @@
 /* hold.c - locks and slots held by any process (leaserun.h, "holding locks
  * and slots"): a lease of its own kept alive, the request queued in
  * wants/, a wait driven by watch events on locks/, slots/ and wants/, and
- * the txn that takes everything at once. A request ahead of ours whose
+ * the txn that takes everything at once (deleting first a key on no lease
+ * in its way: no holder's). A request ahead of ours whose
  * task waits for another task holds us back only once that one finished:
  * its tasks/ and done/ keys are watched too. lr_hold_acquire runs on the
  * caller's thread; the keepalive and watch callbacks on the client's
@@ -47,6 +48,8 @@ struct lr_hold {
 	_Atomic int64_t deadline;
 	int renewed_fd, lost_fd;
 	bool leave_lease; /* lr_hold_leave_lease: release lets it expire */
+	lr_log_fn log;    /* warnings while waiting, or NULL */
+	void *log_user;
 	/* Once held: the request's key, whose deletion (the lease revoked)
 	 * is a loss known at once, not at the next renewal. */
 	lr_watch *own;
@@ -298,9 +301,43 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 	return rc;
 }
 
+/* Keys on no lease in the way of a hold. */
+struct strays {
+	lr_hold *h;
+	bool found;
+};
+
+/* Delete one, as long as it is the one read and on no lease. Found either
+ * way: deleted now, or changed since the read, which the next try shows. */
+static int delete_stray(void *user, const lr_kv *kv, lr_err *err)
+{
+	struct strays *s = user;
+	lr_txn *t = lr_locks_stray_txn(kv);
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(s->h->c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "deleting %s, on no lease", kv->key);
+	s->found = true;
+	if (r.succeeded && s->h->log != NULL) {
+		char msg[LR_LOCK_KEY_SIZE + 200];
+		snprintf(msg, sizeof(msg), "deleted %s, in the way of the hold: it hung on no "
+		         "lease (no holder writes one), so it would never have expired", kv->key);
+		lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
+		s->h->log(s->h->log_user, &rec);
+	}
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+/* take_once: a key on no lease was in the way, and is gone: try again. */
+#define TAKE_AGAIN 2
+
 /* One try at the txn that takes everything. 1: taken; 0: someone came
- * first (wait for the next event); negative: an error. */
-static int try_take(lr_hold *h, const char *value, lr_err *err)
+ * first (wait for the next event); TAKE_AGAIN; negative: an error. */
+static int take_once(lr_hold *h, const char *value, lr_err *err)
 {
 	lr_etcd *e = lr_client_etcd(h->c);
 	lr_lock_writes w = { .c = h->c, .set = h->set, .slots = h->slots, .holder = h->holder,
@@ -320,7 +357,12 @@ static int try_take(lr_hold *h, const char *value, lr_err *err)
 	bool lease_gone = !r.succeeded;
 	bool taken = lr_locks_acquired(&r, depth);
 	int64_t rev = r.revision;
+	struct strays s = { .h = h };
+	if (!lease_gone && !taken)
+		rc = lr_locks_each_stray(&r, depth, delete_stray, &s, err);
 	lr_txn_result_free(&r);
+	if (rc != 0)
+		return rc;
 	if (lease_gone)
 		return lr_err_set(err, LR_ELEASE, "hold %s: its lease %lld is gone", h->id,
 		                  (long long)h->lease);
@@ -340,9 +382,22 @@ static int try_take(lr_hold *h, const char *value, lr_err *err)
 	if (got.n == 1 && got.kvs[0].lease == h->lease) {
 		h->fence = got.kvs[0].create_rev;
 		rc = 1;
+	} else if (s.found) {
+		rc = TAKE_AGAIN;
 	}
 	lr_range_result_free(&got);
 	return rc;
+}
+
+/* Take everything if it is free, with a few tries more at once while
+ * keys on no lease in the way are deleted: a limits/ key makes no event
+ * that the wait would see. 1: taken; 0: wait for the next event. */
+static int try_take(lr_hold *h, const char *value, lr_err *err)
+{
+	int rc = take_once(h, value, err);
+	for (int tries = 1; rc == TAKE_AGAIN && tries < 4; tries++)
+		rc = take_once(h, value, err);
+	return rc == TAKE_AGAIN ? 0 : rc;
 }
 
 static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
@@ -439,6 +494,8 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 	}
 	h->c = c;
 	h->set = set;
+	h->log = o->log;
+	h->log_user = o->log_user;
 	h->renewed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

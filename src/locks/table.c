@@ -1,8 +1,10 @@
 /* table.c - holders and waiters of locks and slots, and the fair decision
  * whether a request can be taken (see table.h). Plain arrays searched in
  * order: holders are few (one per running task or run), and requests are
- * kept oldest first; the tasks waiters wait for are kept by id. One owner
- * thread. */
+ * kept oldest first; the tasks waiters wait for are kept by id. A lock or
+ * slot key on no lease is no holder's (every holder's hang on its lease):
+ * put by hand, it would never go, so it is left out, and the claimer it
+ * is in the way of deletes it (lr_locks_each_stray). One owner thread. */
 #include "locks/table.h"
 
 #include <stdio.h>
@@ -175,6 +177,8 @@ static bool put_hold(lr_lock_table *t, const lr_kv *kv)
 	const char *holder;
 	if (!lr_lock_key_parse(t->c, kv->key, h.path, &h.mode, &holder))
 		return false;
+	if (kv->lease == 0)
+		return lr_lock_table_delete(t, kv->key, kv->mod_rev); /* no holder (stray) */
 	lr_lock_table_delete(t, kv->key, kv->mod_rev); /* a repeated PUT */
 	if (!grow((void **)&t->holds, t->n_holds, &t->cap_holds, sizeof(h)))
 		return false;
@@ -195,6 +199,8 @@ static bool put_slot(lr_lock_table *t, const lr_kv *kv)
 	memset(&s, 0, sizeof(s));
 	if (!lr_slot_key_parse(t->c, kv->key, s.pool, &s.index))
 		return false;
+	if (kv->lease == 0)
+		return lr_lock_table_delete(t, kv->key, kv->mod_rev); /* no holder (stray) */
 	lr_lock_table_delete(t, kv->key, kv->mod_rev);
 	if (!grow((void **)&t->slots, t->n_slots, &t->cap_slots, sizeof(s)))
 		return false;

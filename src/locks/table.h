@@ -31,7 +31,9 @@ int lr_lock_table_load(lr_lock_table *t, lr_client *c, int64_t *rev, atomic_int 
 /* A key under locks/, slots/ or wants/ (or tasks/ and done/ of a known
  * dependency, lr_lock_table_load_deps) that exists now (read, or a watch
  * PUT), or was deleted. Returns true when the key was one of them (the
- * table changed); anything that does not parse is ignored. */
+ * table changed); anything that does not parse is ignored, and so is a
+ * lock or slot key on no lease (no holder's: its claimer deletes it) or a
+ * request on no lease that is not a task's. */
 bool lr_lock_table_put(lr_lock_table *t, const lr_kv *kv);
 bool lr_lock_table_delete(lr_lock_table *t, const char *key, int64_t mod_rev);
 

@@ -500,6 +500,120 @@ TEST(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks)
 	lr_client_close(c);
 }
 
+/* ---- keys on no lease ------------------------------------------------------------- */
+
+/* Put key (built by the caller) by hand, on lease (0: none). */
+static void put_by_hand(lr_client *c, const char *key, const char *value, int64_t lease)
+{
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, value, strlen(value), lease, NULL, NULL, &err),
+	         &err);
+}
+
+/* lr_claimant.stray: the keys deleted, one a line. */
+static char strays_told[4096];
+
+static void note_stray(void *user, const char *id, const char *key)
+{
+	(void)user;
+	size_t len = strlen(strays_told);
+	snprintf(strays_told + len, sizeof(strays_told) - len, "%s %s\n", id, key);
+}
+
+/* No holder writes a lock or slot key on no lease (they hang on the
+ * holder's lease): one put by hand would never expire and keep its
+ * claimers out for ever. The claim it is in the way of deletes it, says
+ * so, and takes what it asked for. */
+TEST(a_lock_or_slot_key_on_no_lease_in_a_claims_way_is_deleted_and_the_claim_wins)
+{
+	lr_client *c = hosted_client("/cl-stray/");
+	submit_asking(c, "t1", "{\"org/a\":\"X\"}", "{\"gpu\":2}");
+	submit_asking(c, "t2", NULL, "{\"api\":2}");
+	char lock[LR_LOCK_KEY_SIZE], slot0[LR_LOCK_KEY_SIZE], slot1[LR_LOCK_KEY_SIZE];
+	char limit[LR_LOCK_KEY_SIZE];
+	/* The lock, and every slot of the pool. */
+	lr_lock_key(c, "org/a", LR_LOCK_S, "task:ghost", lock);
+	lr_slot_key(c, "gpu", 0, slot0);
+	lr_slot_key(c, "gpu", 1, slot1);
+	put_by_hand(c, lock, "{\"holder\":\"task:ghost\"}", 0);
+	put_by_hand(c, slot0, "{\"holder\":\"task:ghost\",\"limit\":2}", 0);
+	put_by_hand(c, slot1, "not json", 0);
+	/* A holder under a limit of 1, at slot 0: no slot from 1 up is free. */
+	lr_limit_key(c, "api", 1, 0, limit);
+	put_by_hand(c, limit, "{}", 0);
+
+	int64_t lease = new_lease(c, 10);
+	strays_told[0] = '\0';
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease,
+	                    .stray = note_stray };
+	lr_claimed_task h;
+	int slot = 1;
+	CHECK_INT(claim(&who, "t1", &slot, 1, &h), ==, LR_CLAIM_WON);
+	CHECK_INT(key_lease(c, lock), ==, -1);
+	CHECK_INT(key_lease(c, slot1), ==, lease); /* ours now */
+	CHECK(strstr(strays_told, slot1) != NULL);
+	CHECK_INT(lock_lease(c, "org/a", LR_LOCK_X, "t1"), ==, lease);
+	CHECK(strstr(strays_told, lock) != NULL);
+	CHECK(strstr(strays_told, "t1 ") == strays_told);
+	/* Slot 0 was in nobody's way: left alone. */
+	CHECK_INT(key_lease(c, slot0), ==, 0);
+	give_back(&who, &h);
+
+	CHECK_INT(claim(&who, "t2", &slot, 1, &h), ==, LR_CLAIM_WON);
+	CHECK_INT(key_lease(c, limit), ==, -1);
+	CHECK(strstr(strays_told, limit) != NULL);
+	CHECK_INT(slot_lease(c, "api", 1), ==, lease);
+	give_back(&who, &h);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_client_close(c);
+}
+
+/* The delete compares the key's mod revision and its lease: a key put
+ * again since it was read, on a live holder's lease, stays, and keeps
+ * the claim out as any holder's does. */
+TEST(a_key_read_on_no_lease_then_put_again_on_a_live_lease_is_not_deleted)
+{
+	lr_client *c = hosted_client("/cl-stray-live/");
+	char lock[LR_LOCK_KEY_SIZE];
+	lr_lock_key(c, "org/a", LR_LOCK_X, "task:other", lock);
+	put_by_hand(c, lock, "{}", 0);
+	lr_range_result read;
+	CHECK_OK(lr_kv_get(lr_client_etcd(c), lock, &read, &err), &err);
+	CHECK_INT(read.n, ==, 1);
+	int64_t live = new_lease(c, 10);
+	put_by_hand(c, lock, "{\"holder\":\"task:other\"}", live);
+	lr_txn *t = lr_locks_stray_txn(&read.kvs[0]);
+	lr_txn_result r;
+	CHECK_OK(lr_etcd_txn(lr_client_etcd(c), t, 0, &r, &err), &err);
+	CHECK(!r.succeeded);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	CHECK_INT(key_lease(c, lock), ==, live);
+	/* Put again on no lease: another key than the one read, kept too. */
+	put_by_hand(c, lock, "{}", 0);
+	t = lr_locks_stray_txn(&read.kvs[0]);
+	CHECK_OK(lr_etcd_txn(lr_client_etcd(c), t, 0, &r, &err), &err);
+	CHECK(!r.succeeded);
+	lr_txn_result_free(&r);
+	lr_txn_free(t);
+	CHECK_INT(key_lease(c, lock), ==, 0);
+	lr_range_result_free(&read);
+
+	/* On a live lease, it keeps a claim out, and nothing is deleted. */
+	put_by_hand(c, lock, "{\"holder\":\"task:other\"}", live);
+	submit_asking(c, "t1", "{\"org/a\":\"S\"}", NULL);
+	int64_t lease = new_lease(c, 10);
+	strays_told[0] = '\0';
+	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease,
+	                    .stray = note_stray };
+	lr_claimed_task h;
+	CHECK_INT(claim(&who, "t1", NULL, 0, &h), ==, LR_CLAIM_BLOCKED);
+	CHECK_INT(key_lease(c, lock), ==, live);
+	CHECK_STR(strays_told, "");
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
+	lr_lease_revoke(lr_client_etcd(c), live, NULL);
+	lr_client_close(c);
+}
+
 /* ---- what a pending task waits for -------------------------------------------------- */
 
 TEST(status_says_what_a_pending_task_waits_for)
@@ -543,5 +657,7 @@ TEST_LIST(TEST_CASE(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_g
           TEST_CASE(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops),
           TEST_CASE(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks),
           TEST_CASE(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took),
-          TEST_CASE(status_says_what_a_pending_task_waits_for));
+          TEST_CASE(status_says_what_a_pending_task_waits_for),
+          TEST_CASE(a_lock_or_slot_key_on_no_lease_in_a_claims_way_is_deleted_and_the_claim_wins),
+          TEST_CASE(a_key_read_on_no_lease_then_put_again_on_a_live_lease_is_not_deleted));
 TEST_MAIN(hosted_setup, hosted_teardown)

@@ -30,6 +30,9 @@ static void setup_table(void)
 	CHECK(t != NULL);
 }
 
+/* The lease a holder's keys hang on, as every holder's do. */
+#define HOLDER_LEASE 77
+
 static lr_kv kv_of(const char *key, const char *value, int64_t create_rev)
 {
 	lr_kv kv = { .key = key, .key_len = strlen(key), .value = value,
@@ -60,6 +63,7 @@ static void hold(const char *holder, const char *locks)
 		char key[LR_LOCK_KEY_SIZE];
 		lr_lock_key(c, set->nodes[i].path, set->nodes[i].mode, holder, key);
 		lr_kv kv = kv_of(key, "{\"runner\":\"box-1\"}", next_rev++);
+		kv.lease = HOLDER_LEASE;
 		CHECK(lr_lock_table_put(t, &kv));
 	}
 	free(set);
@@ -75,6 +79,7 @@ static void hold_slot(const char *holder, const char *pool, int index, int limit
 	else
 		snprintf(value, sizeof(value), "{\"holder\":\"%s\"}", holder);
 	lr_kv kv = kv_of(key, value, next_rev++);
+	kv.lease = HOLDER_LEASE;
 	CHECK(lr_lock_table_put(t, &kv));
 }
 
@@ -493,12 +498,42 @@ TEST(keys_and_values_that_are_not_what_they_should_be_are_ignored)
 	char key[LR_LOCK_KEY_SIZE];
 	lr_slot_key(c, "gpu", 0, key);
 	lr_kv kv = kv_of(key, "\xff garbage", next_rev++);
+	kv.lease = HOLDER_LEASE;
 	CHECK(lr_lock_table_put(t, &kv));
 	char why[400];
 	CHECK(!can_take("task:c", NULL, "{\"gpu\":1}", 0, NULL, why, sizeof(why),
 	                everyone_alive));
 	CHECK_STR(why, "pool gpu full: 1 of 1 slots held");
 	CHECK(can_take_now("task:c", "{\"org\":\"X\"}", NULL));
+}
+
+/* Every holder's keys hang on its lease: a lock or slot key on no lease
+ * was put by hand, would never go, and keeps nobody out (the claim it is
+ * in the way of deletes it). */
+TEST(a_lock_or_slot_key_on_no_lease_keeps_nobody_out)
+{
+	setup_table();
+	char lock[LR_LOCK_KEY_SIZE], slot[LR_LOCK_KEY_SIZE];
+	lr_lock_key(c, "org/a", LR_LOCK_X, "task:ghost", lock);
+	lr_kv kv = kv_of(lock, "{\"runner\":\"box-1\"}", next_rev++);
+	CHECK(!lr_lock_table_put(t, &kv));
+	lr_slot_key(c, "gpu", 0, slot);
+	kv = kv_of(slot, "{\"holder\":\"task:ghost\",\"limit\":1}", next_rev++);
+	CHECK(!lr_lock_table_put(t, &kv));
+	CHECK(!lr_lock_table_holds(t, "task:ghost"));
+	int slots[LR_LIMITS_MAX];
+	CHECK(can_take("task:c", "{\"org/a\":\"X\"}", "{\"gpu\":1}", 0, slots, NULL, 0,
+	               everyone_alive));
+	CHECK_INT(slots[0], ==, 0);
+	/* A holder's key put again on no lease is no holder's any more. */
+	hold("task:a", "{\"org/a\":\"X\"}");
+	CHECK(!can_take_now("task:c", "{\"org/a\":\"S\"}", NULL));
+	lr_lock_key(c, "org/a", LR_LOCK_X, "task:a", lock);
+	kv = kv_of(lock, "{}", next_rev++);
+	CHECK(lr_lock_table_put(t, &kv)); /* the table changed: forgotten */
+	lr_lock_key(c, "org", LR_LOCK_IX, "task:a", lock);
+	CHECK(lr_lock_table_delete(t, lock, next_rev++));
+	CHECK(can_take_now("task:c", "{\"org/a\":\"S\"}", NULL));
 }
 
 static void teardown(void)
@@ -522,5 +557,6 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(a_request_whose_task_is_gone_or_finished_holds_back_nobody),
           TEST_CASE(waiters_are_kept_oldest_first_whatever_order_they_come_in),
           TEST_CASE(a_deleted_key_is_forgotten_and_clear_forgets_all),
-          TEST_CASE(keys_and_values_that_are_not_what_they_should_be_are_ignored));
+          TEST_CASE(keys_and_values_that_are_not_what_they_should_be_are_ignored),
+          TEST_CASE(a_lock_or_slot_key_on_no_lease_keeps_nobody_out));
 TEST_MAIN(hosted_setup, teardown)

@@ -255,13 +255,22 @@ TEST(a_holder_named_with_control_characters_is_shown_on_one_line)
 {
 	lr_client *c = fixture_client("run_esc");
 	cli_use_client(c);
-	fixture_put(c, "locks/", "esc/#3X/run:x\033[31mRED\033[0m\nHELD fake", "{\"host\":\"h\"}",
-	            0);
+	static const char key[] = "esc/#3X/run:x\033[31mRED\033[0m\nHELD fake";
+	int64_t lease = fixture_lease(c, 60);
+	fixture_put(c, "locks/", key, "{\"host\":\"h\"}", lease);
 	proc_result r = RUN("run", "--lock", "esc", "--wait", "0", "--", "true");
 	CHECK_INT(r.status, ==, 5);
 	CHECK_HAS(r.err, "held by run x?[31mRED?[0m HELD fake on h\n");
 	CHECK(strchr(r.err, '\033') == NULL);
 	proc_result_free(&r);
+	/* On no lease, it is deleted, and the warning says so on one line. */
+	fixture_put(c, "locks/", key, "{\"host\":\"h\"}", 0);
+	r = RUN("run", "--lock", "esc", "--wait", "0", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.err, "/locks/esc/#3X/run:x?[31mRED?[0m HELD fake, in the way");
+	CHECK(strchr(r.err, '\033') == NULL);
+	proc_result_free(&r);
+	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }
 
@@ -334,6 +343,43 @@ TEST(a_larger_limit_does_not_join_a_holder_of_a_smaller_one)
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
+/* No holder writes a lock or slot key on no lease (they hang on its
+ * lease): one put by hand would never expire. A run it is in the way of
+ * deletes it, says so, and takes what it asked for, also when it tries
+ * once (--wait 0), and for a limits/ key, whose deletion it does not
+ * watch. What is in nobody's way stays. */
+TEST(a_run_kept_out_by_keys_on_no_lease_deletes_them_says_so_and_runs)
+{
+	lr_client *c = fixture_client("run_stray");
+	cli_use_client(c);
+	fixture_put(c, "locks/", "doc/#3X/task:ghost", "{\"holder\":\"task:ghost\"}", 0);
+	fixture_put(c, "slots/", "gpu/00000", "not json", 0);
+	fixture_put(c, "slots/", "gpu/00001", "{\"holder\":\"task:ghost\"}", 0);
+	proc_result r = RUN("run", "--lock", "doc=S", "--limit", "gpu=2", "--wait", "0", "--",
+	                    "true");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.err, "leaserun: run: deleted ");
+	CHECK_HAS(r.err, "locks/doc/#3X/task:ghost");
+	CHECK_HAS(r.err, "slots/gpu/00000");
+	CHECK_HAS(r.err, "hung on no lease");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, "locks/"), ==, 0);
+	CHECK_INT(fixture_count(c, "slots/"), ==, 1);
+
+	/* With slot 0 held, a run takes slot 1: a holder under a limit of 1
+	 * on no lease is in its way. */
+	proc_bg one;
+	hold_with(&one, "--limit", "api=2", "2");
+	fixture_put(c, "limits/", "api/00001/00000", "{}", 0);
+	r = RUN("run", "--limit", "api=2", "--wait", "5", "--", "true");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.err, "limits/api/00001/00000");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, "limits/api/00001/"), ==, 0);
+	CHECK_INT(proc_stop(&one, SIGTERM, 5000), ==, 128 + SIGTERM);
 	lr_client_close(c);
 }
 
@@ -981,6 +1027,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_holder_named_with_control_characters_is_shown_on_one_line),
           TEST_CASE(a_limit_of_2_is_never_exceeded_by_5_holders),
           TEST_CASE(a_larger_limit_does_not_join_a_holder_of_a_smaller_one),
+          TEST_CASE(a_run_kept_out_by_keys_on_no_lease_deletes_them_says_so_and_runs),
           TEST_CASE(a_writer_is_not_overtaken_by_readers_that_asked_after_it),
           TEST_CASE(locks_json_shows_the_holder_and_the_waiter),
           TEST_CASE(a_command_on_a_terminal_reads_it_and_gets_its_ctrl_c),

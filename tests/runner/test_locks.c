@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "client/client.h"
 #include "etcd/kv.h"
+#include "etcd/lease.h"
 #include "etcd_harness.h"
 #include "fleet.h"
 #include "history.h"
@@ -120,10 +121,10 @@ TEST(locks_go_back_on_success_failure_and_cancel)
 	fleet_destroy(&f);
 }
 
-/* A key written by hand inside a lock's range, which no holder owns and
- * the runner cannot read, blocks the claim (its compares take the whole
- * range); its deletion must wake the task, although the runner's table of
- * holders never knew the key. */
+/* A key written by hand inside a lock's range, on a lease (one on no
+ * lease is deleted by the claim), which the runner cannot read, blocks
+ * the claim (its compares take the whole range); its deletion must wake
+ * the task, although the runner's table of holders never knew the key. */
 TEST(deleting_an_unreadable_key_in_a_locks_range_wakes_the_task_it_blocked)
 {
 	fleet f;
@@ -131,13 +132,50 @@ TEST(deleting_an_unreadable_key_in_a_locks_range_wakes_the_task_it_blocked)
 	char junk[LR_KEY_SIZE];
 	snprintf(junk, sizeof(junk), "%slocks/g/#3zz/junk", f.prefix);
 	lr_etcd *c = lr_client_etcd(f.client);
-	CHECK_OK(lr_kv_put(c, junk, "not json", 8, 0, NULL, NULL, &err), &err);
+	int64_t lease = 0, granted = 0;
+	CHECK_OK(lr_lease_grant(c, 60, &lease, &granted, NULL, &err), &err);
+	CHECK_OK(lr_kv_put(c, junk, "not json", 8, lease, NULL, NULL, &err), &err);
 	fleet_start(&f, 0, NULL);
 	submit(&f, "g1", "{\"g\":\"X\"}", NULL, MARK_START, NULL);
 	lr_sleep_ms(1000);
 	CHECK_INT(fleet_state(&f, "g1", NULL, 0, NULL, NULL), ==, LR_TASK_PENDING);
 	CHECK_OK(lr_kv_delete(c, junk, 0, NULL, NULL, &err), &err);
 	CHECK(fleet_wait_state(&f, "g1", LR_TASK_SUCCEEDED, 5000) >= 0);
+	lr_lease_revoke(c, lease, NULL);
+	fleet_destroy(&f);
+}
+
+/* Lock and slot keys put by hand on no lease: no holder writes one (they
+ * hang on its lease), so they would never expire. A task they are in the
+ * way of deletes them, logs it, and runs, as a task blocked by nothing. */
+TEST(a_task_kept_out_by_lock_or_slot_keys_on_no_lease_deletes_them_and_runs)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "lk-stray");
+	lr_etcd *c = lr_client_etcd(f.client);
+	static const char *const strays[] = {
+		"locks/doc/#3X/task:ghost",             /* X on the lock asked for */
+		"locks/doc/#0IS/run:gone",              /* a reader, as kept out */
+		"slots/api/00000", "slots/api/00001",   /* every slot of the pool */
+		"limits/api/00001/00000",               /* a holder under a limit of 1 */
+	};
+	char key[LR_KEY_SIZE];
+	for (size_t i = 0; i < sizeof(strays) / sizeof(strays[0]); i++) {
+		snprintf(key, sizeof(key), "%s%s", f.prefix, strays[i]);
+		const char *value = "{\"holder\":\"task:ghost\",\"limit\":2}";
+		CHECK_OK(lr_kv_put(c, key, value, strlen(value), 0, NULL, NULL, &err), &err);
+	}
+	fleet_start(&f, 0, NULL);
+	submit(&f, "x", "{\"doc\":\"X\"}", NULL, MARK_START, NULL);
+	CHECK(fleet_wait_state(&f, "x", LR_TASK_SUCCEEDED, 10000) >= 0);
+	CHECK_INT(fleet_count_keys(&f, LR_K_LOCKS), ==, 0);
+	submit(&f, "p", NULL, "{\"api\":2}", MARK_START, NULL);
+	CHECK(fleet_wait_state(&f, "p", LR_TASK_SUCCEEDED, 10000) >= 0);
+	/* The slot it took and those in its way are gone; what was in
+	 * nobody's way stays. */
+	CHECK_INT(fleet_count_keys(&f, LR_K_SLOTS), ==, 1);
+	CHECK(fleet_log_has(&f, 0, "hung on no lease"));
+	CHECK(fleet_log_has(&f, 0, "locks/doc/#3X/task:ghost"));
 	fleet_destroy(&f);
 }
 
@@ -410,6 +448,7 @@ static void teardown(void) { etcdh_destroy(cluster); }
 TEST_LIST(
 	TEST_CASE(locks_go_back_on_success_failure_and_cancel),
 	TEST_CASE(deleting_an_unreadable_key_in_a_locks_range_wakes_the_task_it_blocked),
+	TEST_CASE(a_task_kept_out_by_lock_or_slot_keys_on_no_lease_deletes_them_and_runs),
 	TEST_CASE(a_step_taking_a_slot_with_run_does_not_wait_behind_a_task_waiting_for_its_own),
 	TEST_CASE(sigterm_gives_locks_back_and_sigkill_frees_them_when_the_lease_expires),
 	TEST_CASE(steps_see_the_locks_and_slots_they_hold),
