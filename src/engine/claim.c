@@ -428,32 +428,24 @@ static int clear_foreign_claim(const lr_claimant *who, const lr_task_keys *k,
 	return 0;
 }
 
-/* Keys on no lease in the way of a claim's locks and slots. */
+/* Keys on no lease in the way of a claim's locks and slots: sent like
+ * the claimant's other writes, and told to it. */
 struct strays {
 	const lr_claimant *who;
 	const char *id;
-	bool found;
 };
 
-/* Delete one, as long as it is the one read and on no lease. Found either
- * way: deleted now, or changed since the read (deleted by another
- * claimer, put again), which the next try shows. */
-static int delete_stray(void *user, const lr_kv *kv, lr_err *err)
+static int send_stray(void *user, const lr_txn *t, lr_txn_result *r, lr_err *err)
 {
-	struct strays *s = user;
-	lr_txn *t = lr_locks_stray_txn(kv);
-	if (t == NULL)
-		return lr_err_set(err, LR_ENOMEM, "out of memory");
-	lr_txn_result r;
-	int rc = holder_txn(s->who, t, &r, err);
-	lr_txn_free(t);
-	if (rc != 0)
-		return lr_err_wrap(err, rc, "deleting %s, on no lease", kv->key);
-	s->found = true;
-	if (r.succeeded && s->who->stray != NULL)
-		s->who->stray(s->who->stray_user, s->id, kv->key);
-	lr_txn_result_free(&r);
-	return 0;
+	const struct strays *s = user;
+	return holder_txn(s->who, t, r, err);
+}
+
+static void stray_deleted(void *user, const char *key)
+{
+	const struct strays *s = user;
+	if (s->who->stray != NULL)
+		s->who->stray(s->who->stray_user, s->id, key);
 }
 
 /* What the reads show, as far as it decides the outcome by itself: gone,
@@ -673,13 +665,15 @@ int lr_claim(const lr_claimant *who, const char *id, const char *spec_text,
 			/* Nothing was written. A key on no lease in the way is
 			 * no holder's: deleted, and the claim tried again. */
 			struct strays s = { .who = who, .id = id };
-			rc = lr_locks_each_stray(&r, depth, delete_stray, &s, err);
+			lr_stray_ops ops = { .send = send_stray, .deleted = stray_deleted, .user = &s };
+			bool found;
+			rc = lr_locks_clear_strays(&r, depth, &ops, &found, err);
 			lr_txn_result_free(&r);
 			if (rc != 0) {
 				lr_err_wrap(err, rc, "claim %s", id);
 				goto out;
 			}
-			if (s.found)
+			if (found)
 				continue;
 			*outcome = LR_CLAIM_BLOCKED;
 			goto out;

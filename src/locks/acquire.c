@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/error.h"
 
 /* A slot's value: value with the limit its holder runs under, which
  * waiters read to know where they may go. NULL when out of memory (the
@@ -58,7 +59,7 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth)
 	}
 	/* Each compare's keys, read when one fails (no larger a list than
 	 * the compares): the caller finds there a key on no lease in its
-	 * way (lr_locks_each_stray). */
+	 * way (lr_locks_clear_strays). */
 	size_t len = strlen(w->value);
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
@@ -100,9 +101,39 @@ bool lr_locks_acquired(const lr_txn_result *r, int depth)
 	return r != NULL && r->succeeded;
 }
 
-int lr_locks_each_stray(const lr_txn_result *r, int depth, lr_stray_fn fn, void *user,
-                        lr_err *err)
+lr_txn *lr_locks_stray_txn(const lr_kv *kv)
 {
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return NULL;
+	/* The very key read, still on no lease: one put again since, on a
+	 * live holder's lease or not, stays. */
+	lr_txn_cmp(t, kv->key, 0, LR_CMP_MOD, LR_CMP_EQ, kv->mod_rev);
+	lr_txn_cmp(t, kv->key, 0, LR_CMP_LEASE, LR_CMP_EQ, 0);
+	lr_txn_delete(t, LR_THEN, kv->key, 0);
+	return t;
+}
+
+static int clear_stray(const lr_kv *kv, const lr_stray_ops *ops, lr_err *err)
+{
+	lr_txn *t = lr_locks_stray_txn(kv);
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_txn_result r;
+	int rc = ops->send(ops->user, t, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return lr_err_wrap(err, rc, "deleting %s, on no lease", kv->key);
+	if (r.succeeded && ops->deleted != NULL)
+		ops->deleted(ops->user, kv->key);
+	lr_txn_result_free(&r);
+	return 0;
+}
+
+int lr_locks_clear_strays(const lr_txn_result *r, int depth, const lr_stray_ops *ops,
+                          bool *found, lr_err *err)
+{
+	*found = false;
 	for (int d = 0; r != NULL && d < depth; d++) {
 		if (!r->succeeded || r->n_ops == 0 || r->ops[0].type != LR_OP_TXN)
 			return 0; /* the caller's own compares failed: nothing read */
@@ -115,25 +146,13 @@ int lr_locks_each_stray(const lr_txn_result *r, int depth, lr_stray_fn fn, void 
 		for (size_t j = 0; op->type == LR_OP_RANGE && j < op->n; j++) {
 			if (op->kvs[j].lease != 0)
 				continue;
-			int rc = fn(user, &op->kvs[j], err);
+			*found = true;
+			int rc = clear_stray(&op->kvs[j], ops, err);
 			if (rc != 0)
 				return rc;
 		}
 	}
 	return 0;
-}
-
-lr_txn *lr_locks_stray_txn(const lr_kv *kv)
-{
-	lr_txn *t = lr_txn_new();
-	if (t == NULL)
-		return NULL;
-	/* The very key read, still on no lease: one put again since, on a
-	 * live holder's lease or not, stays. */
-	lr_txn_cmp(t, kv->key, 0, LR_CMP_MOD, LR_CMP_EQ, kv->mod_rev);
-	lr_txn_cmp(t, kv->key, 0, LR_CMP_LEASE, LR_CMP_EQ, 0);
-	lr_txn_delete(t, LR_THEN, kv->key, 0);
-	return t;
 }
 
 void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w)

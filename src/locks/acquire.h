@@ -45,21 +45,28 @@ lr_txn *lr_locks_acquire(lr_txn *t, const lr_lock_writes *w, int *depth);
 int lr_locks_txn_ops(const lr_lockset *set);
 /* Whether the whole chain took its THEN branches (r is t's result). */
 bool lr_locks_acquired(const lr_txn_result *r, int depth);
-/* Every key on no lease among the keys that kept the nested txn of t
- * (r: t's result, depth from lr_locks_acquire) from taking the request:
- * no claim txn or hold writes one (they are on the holder's lease), so it
- * was put by hand, has no live holder and would never expire. fn is called
- * with each (kv borrowed from r), until it returns nonzero, which is
- * returned. 0 and no call when the request was taken, or when the
- * caller's own compares failed. */
-typedef int (*lr_stray_fn)(void *user, const lr_kv *kv, lr_err *err);
-int lr_locks_each_stray(const lr_txn_result *r, int depth, lr_stray_fn fn, void *user,
-                        lr_err *err);
-/* The txn that deletes such a key kv, only while it is the one read (its
- * mod revision) and on no lease: a key put again since, on a live
- * holder's lease, is never deleted. Succeeds when it deleted it. New
+/* The txn that deletes a key kv on no lease, only while it is the one
+ * read (its mod revision) and on no lease: a key put again since, on a
+ * live holder's lease, is never deleted. Succeeds when it deleted it. New
  * (lr_txn_free); NULL when out of memory. */
 lr_txn *lr_locks_stray_txn(const lr_kv *kv);
+/* How the caller sends a txn (its retries included), and what it is told
+ * of each key deleted. */
+typedef struct lr_stray_ops {
+	int (*send)(void *user, const lr_txn *t, lr_txn_result *r, lr_err *err);
+	void (*deleted)(void *user, const char *key);
+	void *user;
+} lr_stray_ops;
+/* Delete, each with its own lr_locks_stray_txn sent by ops->send, every
+ * key on no lease among the keys that kept the nested txn of t (r: t's
+ * result, depth from lr_locks_acquire) from taking the request: no claim
+ * txn or hold writes one (they are on the holder's lease), so it was put
+ * by hand, has no live holder and would never expire. *found: there was
+ * one (deleted now, or changed since the read: the next try shows it);
+ * nothing is sent when the request was taken, or when the caller's own
+ * compares failed. */
+int lr_locks_clear_strays(const lr_txn_result *r, int depth, const lr_stray_ops *ops,
+                          bool *found, lr_err *err);
 /* Delete w's lock and slot keys in branch b of t (80 at most). */
 void lr_locks_release(lr_txn *t, enum lr_txn_branch b, const lr_lock_writes *w);
 /* The JSON put in lock and slot keys: who holds them, since when. New

@@ -301,35 +301,24 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 	return rc;
 }
 
-/* Keys on no lease in the way of a hold. */
-struct strays {
-	lr_hold *h;
-	bool found;
-};
-
-/* Delete one, as long as it is the one read and on no lease. Found either
- * way: deleted now, or changed since the read, which the next try shows. */
-static int delete_stray(void *user, const lr_kv *kv, lr_err *err)
+/* Keys on no lease in the way of a hold: sent as its other txns, and
+ * logged. */
+static int send_stray(void *user, const lr_txn *t, lr_txn_result *r, lr_err *err)
 {
-	struct strays *s = user;
-	lr_txn *t = lr_locks_stray_txn(kv);
-	if (t == NULL)
-		return lr_err_set(err, LR_ENOMEM, "out of memory");
-	lr_txn_result r;
-	int rc = lr_etcd_txn(lr_client_etcd(s->h->c), t, LR_CALL_RETRY, &r, err);
-	lr_txn_free(t);
-	if (rc != 0)
-		return lr_err_wrap(err, rc, "deleting %s, on no lease", kv->key);
-	s->found = true;
-	if (r.succeeded && s->h->log != NULL) {
-		char msg[LR_LOCK_KEY_SIZE + 200];
-		snprintf(msg, sizeof(msg), "deleted %s, in the way of the hold: it hung on no "
-		         "lease (no holder writes one), so it would never have expired", kv->key);
-		lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
-		s->h->log(s->h->log_user, &rec);
-	}
-	lr_txn_result_free(&r);
-	return 0;
+	const lr_hold *h = user;
+	return lr_etcd_txn(lr_client_etcd(h->c), t, LR_CALL_RETRY, r, err);
+}
+
+static void stray_deleted(void *user, const char *key)
+{
+	const lr_hold *h = user;
+	if (h->log == NULL)
+		return;
+	char msg[LR_LOCK_KEY_SIZE + 200];
+	snprintf(msg, sizeof(msg), "deleted %s, in the way of the hold: it hung on no "
+	         "lease (no holder writes one), so it would never have expired", key);
+	lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
+	h->log(h->log_user, &rec);
 }
 
 /* take_once: a key on no lease was in the way, and is gone: try again. */
@@ -357,9 +346,10 @@ static int take_once(lr_hold *h, const char *value, lr_err *err)
 	bool lease_gone = !r.succeeded;
 	bool taken = lr_locks_acquired(&r, depth);
 	int64_t rev = r.revision;
-	struct strays s = { .h = h };
+	lr_stray_ops ops = { .send = send_stray, .deleted = stray_deleted, .user = h };
+	bool found = false;
 	if (!lease_gone && !taken)
-		rc = lr_locks_each_stray(&r, depth, delete_stray, &s, err);
+		rc = lr_locks_clear_strays(&r, depth, &ops, &found, err);
 	lr_txn_result_free(&r);
 	if (rc != 0)
 		return rc;
@@ -382,7 +372,7 @@ static int take_once(lr_hold *h, const char *value, lr_err *err)
 	if (got.n == 1 && got.kvs[0].lease == h->lease) {
 		h->fence = got.kvs[0].create_rev;
 		rc = 1;
-	} else if (s.found) {
+	} else if (found) {
 		rc = TAKE_AGAIN;
 	}
 	lr_range_result_free(&got);

@@ -4,7 +4,7 @@
  * kept oldest first; the tasks waiters wait for are kept by id. A lock or
  * slot key on no lease is no holder's (every holder's hang on its lease):
  * put by hand, it would never go, so it is left out, and the claimer it
- * is in the way of deletes it (lr_locks_each_stray). One owner thread. */
+ * is in the way of deletes it (lr_locks_clear_strays). One owner thread. */
 #include "locks/table.h"
 
 #include <stdio.h>
