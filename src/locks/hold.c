@@ -50,6 +50,7 @@ struct lr_hold {
 	bool leave_lease; /* lr_hold_leave_lease: release lets it expire */
 	lr_log_fn log;    /* warnings while waiting, or NULL */
 	void *log_user;
+	const char *const *within; /* lr_hold_opts.within, while waiting */
 	/* Once held: the request's key, whose deletion (the lease revoked)
 	 * is a loss known at once, not at the next renewal. */
 	lr_watch *own;
@@ -274,6 +275,7 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 	lr_lock_table *fresh = lr_lock_table_new(h->c);
 	if (fresh == NULL)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_lock_table_within(fresh, h->within);
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
 	if (rc == 0)
@@ -486,6 +488,7 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 	h->set = set;
 	h->log = o->log;
 	h->log_user = o->log_user;
+	h->within = o->within;
 	h->renewed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -969,6 +969,39 @@ TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
 	lr_client_close(c);
 }
 
+/* A task that went ahead of an older waiter (held up then by another
+ * holder) and whose step takes, with `leaserun run`, a lock that waiter
+ * also asks for: the waiter now waits for that very task, so the run,
+ * made within it (LEASERUN_TASK_ID), does not wait behind the waiter. */
+TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
+{
+	lr_client *c = fixture_client("run_within");
+	cli_use_client(c);
+	proc_bg holder;
+	hold_in_background(&holder, "res/c", "2");
+	char specs[2000];
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"LEASERUN_ENDPOINTS=%s "
+	         "LEASERUN_PREFIX=%s %s run --lock res/b=X --wait 5 -- true\"}],"
+	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
+	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
+	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	proc_bg worker;
+	worker_in_background(&worker, "w3");
+	check_succeeded(c, "T", 20000);
+	char *done = fixture_get(c, "done/", "W");
+	CHECK(done == NULL); /* held up by res/c all along */
+	free(done);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
+	check_succeeded(c, "W", 20000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	lr_client_close(c);
+}
+
 /* The same with a command that ignores SIGTERM and a long --grace: the
  * locks may be the next holder's at once, so no grace is given. Renewals
  * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
@@ -1021,6 +1054,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_request_left_by_a_task_deleted_by_hand_does_not_hold_back_a_run),
           TEST_CASE(a_task_waiting_for_a_dependency_does_not_hold_back_a_run),
           TEST_CASE(a_run_in_a_dependency_is_not_held_back_by_its_dependent),
+          TEST_CASE(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
