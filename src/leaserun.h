@@ -313,6 +313,14 @@ typedef struct lr_hold_opts {
 	 * none. */
 	void (*log)(void *user, const struct lr_log_record *rec);
 	void *log_user;
+	/* The holders this request is made within, NULL-terminated (borrowed;
+	 * NULL: none): "task:<id>" for a request made by a step of task id
+	 * (lr_step_task_id), "run:<id>" by the command of a hold (its id,
+	 * LEASERUN_HOLD). An older request that waits for one of them does
+	 * not hold this one back: it could not be granted before this one
+	 * is. `leaserun run` gives LEASERUN_TASK_ID's task and LEASERUN_HOLD's
+	 * run. */
+	const char *const *within;
 } lr_hold_opts;
 
 /* Take every lock and slot of o, waiting as o says. On success *out holds

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ struct lr_hold {
 	bool leave_lease; /* lr_hold_leave_lease: release lets it expire */
 	lr_log_fn log;    /* warnings while waiting, or NULL */
 	void *log_user;
+	const char *const *within; /* lr_hold_opts.within, while waiting */
 	/* Once held: the request's key, whose deletion (the lease revoked)
 	 * is a loss known at once, not at the next renewal. */
 	lr_watch *own;
@@ -209,21 +211,28 @@ static int ask(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
 	return 0;
 }
 
+/* Give up a lease that was lost while nothing was held: revoked (deleting
+ * the request, and whatever a take whose reply was lost put on it), or
+ * left to expire when etcd does not answer. */
+static void drop_lease(lr_hold *h)
+{
+	lr_keepalive_remove(h->ka, h->lease);
+	lr_lease_revoke(lr_client_etcd(h->c), h->lease, NULL);
+	h->lease = 0;
+	drain(h->lost_fd);
+}
+
 /* The lease may expire before the request is put on it, when this process
  * is stopped (SIGSTOP, a starved machine) for longer than the TTL: nothing
  * is held yet, so another lease, a few times. */
 static int start(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
 {
-	lr_etcd *e = lr_client_etcd(h->c);
-	int rc = lr_keepalive_new(e, &h->ka, err);
+	int rc = 0;
 	for (int tries = 1; rc == 0; tries++) {
 		rc = ask(h, o, who, err);
 		if (rc != LR_ELEASE || tries == 3)
 			break;
-		lr_keepalive_remove(h->ka, h->lease);
-		lr_lease_revoke(e, h->lease, NULL);
-		h->lease = 0;
-		drain(h->lost_fd);
+		drop_lease(h);
 		if (err != NULL)
 			*err = (lr_err){0};
 		rc = 0;
@@ -274,6 +283,7 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 	lr_lock_table *fresh = lr_lock_table_new(h->c);
 	if (fresh == NULL)
 		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	lr_lock_table_within(fresh, h->within);
 	int64_t rev = 0;
 	int rc = lr_lock_table_load(fresh, h->c, &rev, NULL, err);
 	if (rc == 0)
@@ -301,6 +311,21 @@ static int load_and_watch(lr_hold *h, lr_watch **w, lr_err *err)
 	return rc;
 }
 
+/* A warning while waiting, to lr_hold_opts.log. */
+static void warn(const lr_hold *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(const lr_hold *h, const char *fmt, ...)
+{
+	if (h->log == NULL)
+		return;
+	char msg[LR_LOCK_KEY_SIZE + sizeof(((lr_err *)0)->msg)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
+	h->log(h->log_user, &rec);
+}
+
 /* Keys on no lease in the way of a hold: sent as its other txns, and
  * logged. */
 static int send_stray(void *user, const lr_txn *t, lr_txn_result *r, lr_err *err)
@@ -311,14 +336,8 @@ static int send_stray(void *user, const lr_txn *t, lr_txn_result *r, lr_err *err
 
 static void stray_deleted(void *user, const char *key)
 {
-	const lr_hold *h = user;
-	if (h->log == NULL)
-		return;
-	char msg[LR_LOCK_KEY_SIZE + 200];
-	snprintf(msg, sizeof(msg), "deleted %s, in the way of the hold: it hung on no "
-	         "lease (no holder writes one), so it would never have expired", key);
-	lr_log_record rec = { .level = LR_LOG_WARN, .step_index = -1, .msg = msg };
-	h->log(h->log_user, &rec);
+	warn(user, "deleted %s, in the way of the hold: it hung on no lease (no holder "
+	     "writes one), so it would never have expired", key);
 }
 
 /* take_once: a key on no lease was in the way, and is gone: try again. */
@@ -390,11 +409,11 @@ static int try_take(lr_hold *h, const char *value, lr_err *err)
 	return rc == TAKE_AGAIN ? 0 : rc;
 }
 
-static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, lr_err *err)
+static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, int64_t start,
+                         lr_err *err)
 {
 	lr_watch *w = NULL;
 	char *value = lr_lock_value(h->holder, NULL, who);
-	int64_t start = lr_mono_ms();
 	/* A wait too long to add to the clock is as good as forever. */
 	int64_t until = o->wait_ms >= 0 && o->wait_ms < INT64_MAX - start ? start + o->wait_ms
 	                                                                  : INT64_MAX;
@@ -468,6 +487,10 @@ int lr_hold_check(const lr_hold_opts *o, lr_err *err)
 	return rc;
 }
 
+/* Requests a hold makes at most, each on a new lease after the one
+ * before was lost while waiting. */
+#define ASK_MAX 4
+
 int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err)
 {
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, o) || LR_NULL_ARG(err, out))
@@ -486,6 +509,7 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 	h->set = set;
 	h->log = o->log;
 	h->log_user = o->log_user;
+	h->within = o->within;
 	h->renewed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	h->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -499,9 +523,23 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 	if (h->renewed_fd < 0 || h->lost_fd < 0 || h->wake_fd < 0)
 		rc = lr_err_set(err, LR_ESYS, "eventfd: %s", strerror(errno));
 	if (rc == 0)
+		rc = lr_keepalive_new(lr_client_etcd(c), &h->ka, err);
+	int64_t began = lr_mono_ms();
+	for (int asked = 1; rc == 0; asked++) {
 		rc = start(h, o, who, err);
-	if (rc == 0)
-		rc = wait_and_take(h, o, who, err);
+		if (rc == 0)
+			rc = wait_and_take(h, o, who, began, err);
+		if (rc != LR_ELEASE || asked == ASK_MAX)
+			break;
+		/* The lease was lost while waiting (etcd did not renew it in
+		 * time, or this process was stopped): nothing is held, so ask
+		 * again on a new lease, behind the requests made meanwhile. */
+		warn(h, "%s: asking again on a new lease, behind the requests made meanwhile",
+		     err->msg);
+		drop_lease(h);
+		*err = (lr_err){0};
+		rc = 0;
+	}
 	if (rc == 0) {
 		h->locks_json = o->locks != NULL ? json_deep_copy(o->locks) : json_object();
 		h->slots_json = json_object();

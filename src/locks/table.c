@@ -25,6 +25,7 @@ struct hold {
 	char path[LR_LOCK_PATH_SIZE];
 	lr_lock_mode mode;
 	char *holder;   /* in key */
+	int64_t rev;    /* its create revision: when it was taken */
 	char *value;
 };
 
@@ -34,6 +35,7 @@ struct slot {
 	int index;
 	int limit;      /* the limit its holder runs under; 0: not known */
 	char *holder;
+	int64_t rev;    /* its create revision: when it was taken */
 	char *value;
 };
 
@@ -67,6 +69,7 @@ struct lr_lock_table {
 	size_t n_wants, cap_wants;
 	struct dep *deps;       /* by id */
 	size_t n_deps, cap_deps;
+	const char *const *within; /* lr_lock_table_within (borrowed) */
 };
 
 lr_lock_table *lr_lock_table_new(const lr_client *c)
@@ -189,6 +192,7 @@ static bool put_hold(lr_lock_table *t, const lr_kv *kv)
 		return false;
 	}
 	h.holder = h.key + (holder - kv->key);
+	h.rev = kv->create_rev;
 	t->holds[t->n_holds++] = h;
 	return true;
 }
@@ -206,6 +210,7 @@ static bool put_slot(lr_lock_table *t, const lr_kv *kv)
 		return false;
 	s.key = strdup(kv->key);
 	s.value = value_of(kv);
+	s.rev = kv->create_rev;
 	json_t *v = s.value != NULL ? json_loads(s.value, 0, NULL) : NULL;
 	const char *holder = json_string_value(json_object_get(v, "holder"));
 	s.holder = strdup(holder != NULL ? holder : "?");
@@ -582,31 +587,79 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	return -1;
 }
 
-/* Whether waiter w cannot be granted now, and only for reasons that set
- * does not touch: locks held at paths set does not name, pools full that
- * set does not use. Taking set cannot delay such a waiter, and holding set
- * back for it could be waiting for ever: the holder in w's way may be the
- * very task whose step asks for set (`leaserun run` in a step). */
-static bool waits_apart(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
+void lr_lock_table_within(lr_lock_table *t, const char *const *holders)
 {
-	bool blocked = false;
+	t->within = holders;
+}
+
+static bool is_within(const lr_lock_table *t, const char *holder)
+{
+	for (const char *const *w = t->within; w != NULL && *w != NULL; w++)
+		if (strcmp(*w, holder) == 0)
+			return true;
+	return false;
+}
+
+/* What one holder in waiter w's way means for a request: PASS when it is
+ * a holder the request is made within (w waits for the request's own
+ * task or run, which cannot end before the request is granted), else
+ * whether it leaves the request free to go first (APART: a hold taken
+ * before w asked, of what the request does not touch) or not (BEHIND). */
+enum blocker { APART, BEHIND, PASS };
+
+static enum blocker judge(const lr_lock_table *t, const struct want *w, const char *holder,
+                          int64_t rev, bool touched)
+{
+	if (is_within(t, holder))
+		return PASS;
+	return !touched && rev < w->rev ? APART : BEHIND;
+}
+
+/* Whether waiter w cannot be granted now, and the request for set may go
+ * first all the same:
+ * - w waits for a holder the request is made within (lr_lock_table_within:
+ *   the task whose step makes it, with `leaserun run`): holding the
+ *   request back would be waiting for ever;
+ * - or only holds taken before w asked keep w out, of locks at paths set
+ *   does not name and pools set does not use: taking set cannot delay w.
+ *   A hold taken after w asked counts as the request's rival: otherwise
+ *   newcomers, each going ahead of w while another holds it up, would
+ *   keep w waiting as long as they come. */
+static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
+{
+	bool blocked = false, apart = true;
 	for (size_t i = 0; i < w->set->n_nodes; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
-		if (!blocked_by_lock(t, n, w->holder, NULL, 0))
-			continue;
-		if (lr_lockset_has_node(set, n->path))
-			return false;
-		blocked = true;
+		bool touched = lr_lockset_has_node(set, n->path);
+		for (size_t j = 0; j < t->n_holds; j++) {
+			const struct hold *h = &t->holds[j];
+			if (strcmp(h->path, n->path) != 0 || strcmp(h->holder, w->holder) == 0 ||
+			    lr_lock_compatible(n->mode, h->mode))
+				continue;
+			enum blocker b = judge(t, w, h->holder, h->rev, touched);
+			if (b == PASS)
+				return true;
+			blocked = true;
+			apart = apart && b == APART;
+		}
 	}
 	for (size_t i = 0; i < w->set->n_limits; i++) {
 		const lr_limit *l = &w->set->limits[i];
 		if (free_slot(t, l, w->holder, NULL, 0) >= 0)
 			continue;
-		if (lr_lockset_has_pool(set, l->key))
-			return false;
-		blocked = true;
+		bool touched = lr_lockset_has_pool(set, l->key);
+		for (size_t j = 0; j < t->n_slots; j++) {
+			const struct slot *s = &t->slots[j];
+			if (strcmp(s->pool, l->key) != 0 || strcmp(s->holder, w->holder) == 0)
+				continue;
+			enum blocker b = judge(t, w, s->holder, s->rev, touched);
+			if (b == PASS)
+				return true;
+			blocked = true;
+			apart = apart && b == APART;
+		}
 	}
-	return blocked;
+	return blocked && apart;
 }
 
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
@@ -631,7 +684,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
 		    left_over(t, w) || w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
 		    lr_lock_table_holds(t, w->holder) ||
-		    (alive != NULL && !alive(user, w->holder)) || waits_apart(t, w, set))
+		    (alive != NULL && !alive(user, w->holder)) || may_go_first(t, w, set))
 			continue;
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];

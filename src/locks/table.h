@@ -69,6 +69,13 @@ bool lr_lock_table_holds(const lr_lock_table *t, const char *holder);
 const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder,
                                       int64_t *rev);
 
+/* The holders the owner's requests are made within ("task:<id>",
+ * "run:<id>"; NULL-terminated, borrowed; NULL: none): the task whose step
+ * makes them, or the run whose command does. An older waiter that waits
+ * for one of them holds the owner's request back no longer (see
+ * lr_lock_table_can_take). */
+void lr_lock_table_within(lr_lock_table *t, const char *const *holders);
+
 /* Decides whether a waiter still waits: a task's request outlives nothing
  * but its task. NULL: every request in wants/ counts. */
 typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
@@ -78,7 +85,9 @@ typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
  * free slot under each pool's limit and none held beyond it, and no older
  * live request it conflicts with that is still waiting (a task's request
  * whose start time is still to come, or with a task of its "after" known
- * to be unfinished, waits for nothing yet). On true,
+ * to be unfinished, waits for nothing yet; nor does one whose way only
+ * holds taken before it asked block, of what set does not touch, or a
+ * holder the request is made within: lr_lock_table_within). On true,
  * slots[i] is the slot to take in pool i. On false, why (size bytes, may
  * be NULL) names what it waits for: "X org/a held by task t-12 on box-1". */
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

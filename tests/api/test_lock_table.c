@@ -259,20 +259,40 @@ TEST(a_waiter_for_the_same_pool_goes_first)
 	CHECK(can_take("task:c", NULL, "{\"cpu\":4}", 20, NULL, NULL, 0, everyone_alive));
 }
 
-/* An older waiter that cannot be granted anyway, for a lock or pool the
- * request does not touch, does not hold it back: the holder in the
- * waiter's way may be the task whose step makes the request. One blocked
- * on what the request touches still does (no starving an X by S). */
+/* An older waiter that cannot be granted anyway does not hold a request
+ * back when it waits for the very task (or run) the request is made
+ * within: that task's step makes the request, and waiting for the waiter
+ * would be waiting for ever. Nor when only holds taken before it asked
+ * keep it out, of what the request does not touch. One blocked on what
+ * the request touches still does (no starving an X by S). */
 TEST(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back)
 {
 	setup_table();
 	hold("task:t", "{\"thread/1\":\"X\"}");
 	CHECK(want("task:u", "{\"locks\":{\"thread/1\":\"X\"},\"limits\":{\"api\":8}}", 10));
+	/* t took its lock after u asked: not a request's to go ahead... */
+	char why[400];
+	CHECK(!can_take("run:other", NULL, "{\"api\":8}", 20, NULL, why, sizeof(why),
+	                everyone_alive));
+	CHECK_STR(why, "behind task u, which asked first");
+	/* ...unless made within t. */
+	static const char *const in_t[] = { "task:t", NULL };
+	lr_lock_table_within(t, in_t);
 	CHECK(can_take("run:step-of-t", NULL, "{\"api\":8}", 20, NULL, NULL, 0, everyone_alive));
 	CHECK(can_take("run:step-of-t", "{\"b\":\"X\"}", NULL, 20, NULL, NULL, 0,
 	               everyone_alive));
+	/* Even one touching what u waits for: u cannot go before t ends. */
+	CHECK(can_take("run:step-of-t", "{\"c\":\"X\"}", "{\"api\":8}", 20, NULL, NULL, 0,
+	               everyone_alive));
+	lr_lock_table_within(t, NULL);
+	/* A hold taken before u asked: any request of what it does not
+	 * touch goes ahead. */
+	setup_table();
+	hold("task:t", "{\"thread/1\":\"X\"}");
+	CHECK(want("task:u", "{\"locks\":{\"thread/1\":\"X\"},\"limits\":{\"api\":8}}",
+	           next_rev++));
+	CHECK(can_take("run:other", NULL, "{\"api\":8}", 0, NULL, NULL, 0, everyone_alive));
 	/* Touching its blocker: behind it. */
-	char why[400];
 	CHECK(!can_take("task:v", "{\"thread/1/x\":\"S\"}", "{\"api\":8}", 20, NULL, why,
 	                sizeof(why), everyone_alive)); /* IS on thread/1 is kept out anyway */
 	setup_table();
@@ -291,6 +311,37 @@ TEST(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back)
 	CHECK(want("task:w", "{\"locks\":{\"org/a\":\"X\"}}", 10));
 	CHECK(!can_take("task:s", "{\"org/a\":\"S\"}", NULL, 20, NULL, NULL, 0,
 	                everyone_alive));
+}
+
+/* Newcomers taking turns, each going ahead of an older waiter while the
+ * other holds it up, would keep it waiting as long as they come: a hold
+ * taken after the waiter asked puts the next newcomer behind it. */
+TEST(newcomers_cannot_keep_an_older_waiter_waiting_by_taking_turns)
+{
+	setup_table();
+	hold("run:c0", "{\"g\":\"S\"}");
+	CHECK(want("task:w", "{\"locks\":{\"g\":\"X\"},\"limits\":{\"p\":1}}", next_rev++));
+	/* w waits for c0, which came first: b1, using only the pool, goes. */
+	CHECK(can_take("run:b1", NULL, "{\"p\":1}", 0, NULL, NULL, 0, everyone_alive));
+	hold_slot("run:b1", "p", 0, 1);
+	/* c1 touches what keeps w out: behind it. */
+	char why[400];
+	CHECK(!can_take("run:c1", "{\"g\":\"S\"}", NULL, 0, NULL, why, sizeof(why),
+	                everyone_alive));
+	CHECK_STR(why, "behind task w, which asked first");
+	/* c0 ends: only b1 keeps w out, and b1 came after w asked, so c1
+	 * still waits, and w is next once b1 ends. */
+	char key[LR_LOCK_KEY_SIZE];
+	lr_lock_key(c, "g", LR_LOCK_S, "run:c0", key);
+	CHECK(lr_lock_table_delete(t, key, next_rev++));
+	CHECK(!can_take("run:c1", "{\"g\":\"S\"}", NULL, 0, NULL, why, sizeof(why),
+	                everyone_alive));
+	CHECK_STR(why, "behind task w, which asked first");
+	char slot_key[LR_LOCK_KEY_SIZE];
+	lr_slot_key(c, "p", 0, slot_key);
+	CHECK(lr_lock_table_delete(t, slot_key, next_rev++));
+	CHECK(can_take("task:w", "{\"g\":\"X\"}", "{\"p\":1}", 1, NULL, NULL, 0,
+	               everyone_alive));
 }
 
 TEST(a_waiter_whose_start_time_is_to_come_holds_back_nobody)
@@ -551,6 +602,7 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(an_older_waiter_that_conflicts_goes_first),
           TEST_CASE(a_waiter_for_the_same_pool_goes_first),
           TEST_CASE(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back),
+          TEST_CASE(newcomers_cannot_keep_an_older_waiter_waiting_by_taking_turns),
           TEST_CASE(a_waiter_whose_start_time_is_to_come_holds_back_nobody),
           TEST_CASE(a_waiter_whose_dependency_is_unfinished_holds_back_nobody),
           TEST_CASE(the_dependencies_read_are_those_of_older_conflicting_waiters),

@@ -811,6 +811,43 @@ TEST(a_run_whose_lease_is_lost_stops_its_command_and_exits_1)
 	lr_client_close(c);
 }
 
+/* The lease of a waiting run is lost (revoked here; etcd unreachable
+ * past its TTL or the process stopped do the same): nothing is held, so
+ * it asks again on a new lease, says so, and takes the lock once free. */
+TEST(a_run_whose_lease_is_lost_while_waiting_asks_again_on_a_new_one)
+{
+	proc_bg holder, waiter;
+	lr_client *c = holder_and_waiter("run_lost_waiting", &holder, "q", &waiter, "q");
+	char prefix[LR_KEY_SIZE];
+	lr_key(c, LR_K_WANTS, "run:", prefix);
+	lr_range_opts ro = { .key = prefix, .flags = LR_KEY_PREFIX | LR_RANGE_SORT_CREATE };
+	lr_range_result got;
+	lr_err e = {0};
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &got, &e), &e);
+	CHECK_INT((int64_t)got.n, ==, 2);
+	int64_t lease = got.kvs[1].lease; /* the waiter's: the later request */
+	lr_range_result_free(&got);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
+	/* Asked again: two requests once more, the waiter's on a new lease. */
+	int64_t t0 = lr_mono_ms();
+	for (;;) {
+		CHECK_OK(lr_kv_range(lr_client_etcd(c), &ro, &got, &e), &e);
+		bool again = got.n == 2 && got.kvs[1].lease != lease;
+		lr_range_result_free(&got);
+		if (again)
+			break;
+		if (lr_mono_ms() - t0 > 10000)
+			TEST_FAIL("the waiter never asked again");
+		lr_sleep_ms(20);
+	}
+	CHECK_INT(proc_stop(&holder, SIGTERM, 5000), ==, 128 + SIGTERM);
+	CHECK_INT(proc_wait(&waiter, 10000), ==, 0);
+	char *log = proc_slurp(waiter.log);
+	CHECK_HAS(log, "its lease was lost while waiting: asking again on a new lease");
+	free(log);
+	lr_client_close(c);
+}
+
 /* A task that asked first but waits for its start time (tomorrow) holds
  * back nobody meanwhile, as runners already treat it: a run goes ahead. */
 TEST(a_task_waiting_for_its_start_time_does_not_hold_back_a_run)
@@ -969,6 +1006,39 @@ TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
 	lr_client_close(c);
 }
 
+/* A task that went ahead of an older waiter (held up then by another
+ * holder) and whose step takes, with `leaserun run`, a lock that waiter
+ * also asks for: the waiter now waits for that very task, so the run,
+ * made within it (LEASERUN_TASK_ID), does not wait behind the waiter. */
+TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
+{
+	lr_client *c = fixture_client("run_within");
+	cli_use_client(c);
+	proc_bg holder;
+	hold_in_background(&holder, "res/c", "2");
+	char specs[2000];
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"LEASERUN_ENDPOINTS=%s "
+	         "LEASERUN_PREFIX=%s %s run --lock res/b=X --wait 5 -- true\"}],"
+	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
+	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
+	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	proc_bg worker;
+	worker_in_background(&worker, "w3");
+	check_succeeded(c, "T", 20000);
+	char *done = fixture_get(c, "done/", "W");
+	CHECK(done == NULL); /* held up by res/c all along */
+	free(done);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
+	check_succeeded(c, "W", 20000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	lr_client_close(c);
+}
+
 /* The same with a command that ignores SIGTERM and a long --grace: the
  * locks may be the next holder's at once, so no grace is given. Renewals
  * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
@@ -1016,11 +1086,13 @@ TEST(a_lost_lease_gives_the_command_no_grace)
 
 TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_run_whose_lease_is_lost_stops_its_command_and_exits_1),
+          TEST_CASE(a_run_whose_lease_is_lost_while_waiting_asks_again_on_a_new_one),
           TEST_CASE(a_lost_lease_gives_the_command_no_grace),
           TEST_CASE(a_task_waiting_for_its_start_time_does_not_hold_back_a_run),
           TEST_CASE(a_request_left_by_a_task_deleted_by_hand_does_not_hold_back_a_run),
           TEST_CASE(a_task_waiting_for_a_dependency_does_not_hold_back_a_run),
           TEST_CASE(a_run_in_a_dependency_is_not_held_back_by_its_dependent),
+          TEST_CASE(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
