@@ -915,6 +915,15 @@ static void worker_in_background(proc_bg *p, const char *name)
 	cli_start(p, log, args);
 }
 
+/* Submit specs (one a line) and start a worker for them. */
+static void submit_to_a_worker(const char *specs, proc_bg *worker, const char *name)
+{
+	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	worker_in_background(worker, name);
+}
+
 /* The value of kind/id once it exists (new string); fails the test after
  * timeout_ms. */
 static char *await_key(lr_client *c, const char *kind, const char *id, int timeout_ms)
@@ -950,14 +959,11 @@ TEST(a_task_waiting_for_a_dependency_does_not_hold_back_a_run)
 	         "sleep 0.05; done\"}]}\n"
 	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],\"after\":[\"D\"],"
 	         "\"locks\":{\"res\":\"X\"}}\n", cli_tmpdir);
-	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
-	CHECK_INT(r.status, ==, 0);
-	proc_result_free(&r);
 	proc_bg worker;
-	worker_in_background(&worker, "w1");
+	submit_to_a_worker(specs, &worker, "w1");
 	free(await_key(c, "claims/", "D", 10000));
-	r = RUN_STDIN("{\"id\":\"U\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
-	              "\"locks\":{\"res\":\"X\"}}", "submit", "-");
+	proc_result r = RUN_STDIN("{\"id\":\"U\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	                          "\"locks\":{\"res\":\"X\"}}", "submit", "-");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	check_succeeded(c, "U", 10000);
@@ -995,11 +1001,8 @@ TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
 	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],\"after\":[\"D\"],"
 	         "\"locks\":{\"res\":\"X\"}}\n",
 	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
-	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
-	CHECK_INT(r.status, ==, 0);
-	proc_result_free(&r);
 	proc_bg worker;
-	worker_in_background(&worker, "w2");
+	submit_to_a_worker(specs, &worker, "w2");
 	check_succeeded(c, "D", 20000);
 	check_succeeded(c, "T", 10000);
 	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
@@ -1024,11 +1027,8 @@ TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
 	         "LEASERUN_PREFIX=%s %s run --lock res/b=X --wait 5 -- true\"}],"
 	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
 	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
-	proc_result r = RUN_STDIN(specs, "submit", "--jsonl", "-");
-	CHECK_INT(r.status, ==, 0);
-	proc_result_free(&r);
 	proc_bg worker;
-	worker_in_background(&worker, "w3");
+	submit_to_a_worker(specs, &worker, "w3");
 	check_succeeded(c, "T", 20000);
 	char *done = fixture_get(c, "done/", "W");
 	CHECK(done == NULL); /* held up by res/c all along */
