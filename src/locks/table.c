@@ -621,10 +621,10 @@ static enum blocker judge(const lr_lock_table *t, const struct want *w, const ch
  *   the task whose step makes it, with `leaserun run`): holding the
  *   request back would be waiting for ever;
  * - or only holds taken before w asked keep w out, of locks at paths set
- *   does not name and pools set does not use: taking set cannot delay w.
- *   A hold taken after w asked counts as the request's rival: otherwise
- *   newcomers, each going ahead of w while another holds it up, would
- *   keep w waiting as long as they come. */
+ *   does not name and pools set does not use. The request may then hold
+ *   w up in turn, but a hold taken after w asked lets nobody else pass:
+ *   otherwise newcomers, each going ahead of w while another holds it
+ *   up, would keep w waiting as long as they come. */
 static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
 {
 	bool blocked = false, apart = true;
