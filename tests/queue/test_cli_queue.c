@@ -67,6 +67,11 @@ TEST(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for)
 	check_out(RUN("status", "d"), "after a, which ended cancelled: it will end failed");
 	check_exit(RUN("purge", "--older-than", "0s"), 0, NULL);
 	check_out(RUN("status", "d"), "after a, which no longer exists: it will end failed");
+	/* Another a, submitted after d: not the one d named (a claim of d
+	 * ends it failed, as for one purged). */
+	check_exit(RUN_STDIN("{\"id\":\"a\",\"after\":[\"d\"]," ONE_STEP "}", "submit"), 0, NULL);
+	check_out(RUN("status", "d"), "after a, which no longer exists (submitted again after "
+	                              "this task): it will end failed");
 	lr_client_close(c);
 }
 
