@@ -467,14 +467,19 @@ int out_runners_json(FILE *f, const lr_runner_info *v, size_t n)
 
 	for (size_t i = 0; arr != NULL && i < n; i++) {
 		const lr_runner_info *r = &v[i];
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, "
+		/* Lease ids pass 2^53: readers that take JSON numbers as
+		 * doubles (jq, JavaScript) round them. The hex form is exact,
+		 * and the one etcdctl takes. */
+		char hex[20];
+		snprintf(hex, sizeof(hex), "%llx", (unsigned long long)r->lease);
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:o, "
 		                      "s:s}",
 		                      "name", r->name, "host", r->host, "pid",
 		                      (json_int_t)r->pid, "concurrency",
 		                      (json_int_t)r->concurrency, "ttl",
 		                      (json_int_t)r->ttl, "ttl_left",
 		                      (json_int_t)r->ttl_left, "lease",
-		                      (json_int_t)r->lease, "started_at",
+		                      (json_int_t)r->lease, "lease_hex", hex, "started_at",
 		                      str_or_null(r->started_at[0] ? r->started_at
 		                                                   : NULL),
 		                      "version", r->version);

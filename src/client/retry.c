@@ -129,10 +129,15 @@ int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_a
 		                rd.kv[R_CLAIM] != NULL ? "running" : "pending");
 		goto out;
 	}
-	if ((rc = lr_done_decode(rd.kv[R_DONE]->value, rd.kv[R_DONE]->value_len, &d, err)) != 0 ||
-	    (rc = lr_spec_from_record(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len, id, &spec,
+	/* What is stored, not what the caller gave: say so. */
+	if ((rc = lr_done_decode(rd.kv[R_DONE]->value, rd.kv[R_DONE]->value_len, &d, err)) != 0) {
+		lr_err_wrap(err, rc, "retry %s: its result (done/%s) is unreadable", id, id);
+		goto out;
+	}
+	if ((rc = lr_spec_from_record(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len, id, &spec,
 	                              err)) != 0) {
-		lr_err_wrap(err, rc, "retry %s", id);
+		lr_err_wrap(err, rc, "retry %s: its stored spec is invalid, so it cannot run again",
+		            id);
 		goto out;
 	}
 	if (strcmp(d.status, "succeeded") == 0) {

@@ -29,11 +29,20 @@ static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
  * --max-txn-ops of 128. */
 #define AFTER_PER_TXN 32
 
-/* Why dependency `id` still holds its dependent back, from its done/,
- * claims/ and tasks/ keys as read; "" when it succeeded. */
-static void why_waiting(const char *id, const lr_op_result *done, const lr_op_result *claim,
-                        const lr_op_result *task, char *why, size_t size)
+/* Why dependency `id` still holds its dependent (its tasks/ key created
+ * at own_rev) back, from its done/, claims/ and tasks/ keys as read; ""
+ * when it succeeded. As the claim judges it (claim_sched.c). */
+static void why_waiting(const char *id, int64_t own_rev, const lr_op_result *done,
+                        const lr_op_result *claim, const lr_op_result *task, char *why,
+                        size_t size)
 {
+	if (task->n == 1 && own_rev > 0 && task->kvs[0].create_rev > own_rev) {
+		/* Another task of that id, submitted after this one once the
+		 * one it named was purged. */
+		snprintf(why, size, "after %s, which no longer exists (submitted again after "
+		         "this task): it will end failed", id);
+		return;
+	}
 	if (done->n == 0 && task->n == 0) {
 		/* Purged: the claim will fail its dependents. */
 		snprintf(why, size, "after %s, which no longer exists: it will end failed", id);
@@ -55,9 +64,10 @@ static void why_waiting(const char *id, const lr_op_result *done, const lr_op_re
 }
 
 /* The first task of sc's "after" that has not succeeded: "after t-3,
- * which is running" into why. */
-static int first_unfinished(lr_client *c, const lr_sched *sc, char *why, size_t size,
-                            lr_err *err)
+ * which is running" into why; own_rev: the dependent's tasks/ key's create
+ * revision. */
+static int first_unfinished(lr_client *c, const lr_sched *sc, int64_t own_rev, char *why,
+                            size_t size, lr_err *err)
 {
 	int rc = 0;
 	for (size_t from = 0; rc == 0 && why[0] == '\0' && from < sc->n_after;
@@ -80,7 +90,7 @@ static int first_unfinished(lr_client *c, const lr_sched *sc, char *why, size_t 
 			break;
 		for (size_t i = from; i < to && why[0] == '\0'; i++) {
 			const lr_op_result *op = &r.ops[3 * (i - from)];
-			why_waiting(sc->after[i], &op[0], &op[1], &op[2], why, size);
+			why_waiting(sc->after[i], own_rev, &op[0], &op[1], &op[2], why, size);
 		}
 		lr_txn_result_free(&r);
 	}
@@ -135,7 +145,7 @@ int lr_sched_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 			lr_rfc3339_format(sc.not_before_ms, at);
 			snprintf(why, sizeof(why), "not before %s", at);
 		} else if (sc.n_after > 0) {
-			rc = first_unfinished(c, &sc, why, sizeof(why), err);
+			rc = first_unfinished(c, &sc, s->create_revision, why, sizeof(why), err);
 		}
 		lr_sched_clear(&sc);
 		if (why[0] != '\0' && (s->waiting = strdup(why)) == NULL)

@@ -534,6 +534,20 @@ TEST(runners_and_purge_print_their_results)
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.out, "TTL LEFT");
 	proc_result_free(&r);
+	/* A runner's lease, also in hex: exact for every JSON reader, and
+	 * what etcdctl lease timetolive takes. */
+	int64_t lease = fixture_lease(c, 30);
+	fixture_put(c, "runners/", "box-1", "{\"pid\":7,\"host\":\"vm\",\"concurrency\":2,"
+	            "\"ttl\":30,\"started_at\":\"2026-11-24T00:00:00Z\",\"version\":\"1\"}",
+	            lease);
+	r = RUN("runners", "--json");
+	CHECK_INT(r.status, ==, 0);
+	char hex[40];
+	snprintf(hex, sizeof(hex), "\"lease_hex\": \"%llx\"", (unsigned long long)lease);
+	CHECK_HAS(r.out, hex);
+	proc_result_free(&r);
+	lr_err e = {0};
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e); /* the record goes with it */
 
 	r = RUN_STDIN(spec_a, "submit");
 	proc_result_free(&r);

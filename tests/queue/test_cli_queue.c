@@ -67,6 +67,11 @@ TEST(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for)
 	check_out(RUN("status", "d"), "after a, which ended cancelled: it will end failed");
 	check_exit(RUN("purge", "--older-than", "0s"), 0, NULL);
 	check_out(RUN("status", "d"), "after a, which no longer exists: it will end failed");
+	/* Another a, submitted after d: not the one d named (a claim of d
+	 * ends it failed, as for one purged). */
+	check_exit(RUN_STDIN("{\"id\":\"a\",\"after\":[\"d\"]," ONE_STEP "}", "submit"), 0, NULL);
+	check_out(RUN("status", "d"), "after a, which no longer exists (submitted again after "
+	                              "this task): it will end failed");
 	lr_client_close(c);
 }
 
@@ -153,6 +158,13 @@ TEST(retry_refuses_what_it_cannot_retry_and_status_shows_the_history)
 	check_exit(RUN_STDIN("{\"id\":\"a\"," ONE_STEP "}", "submit"), 0, NULL);
 	check_exit(RUN("retry", "a"), 2, "pending");
 	check_exit(RUN("retry", "nope"), 4, "no such task");
+	/* A task whose stored spec is invalid (written by something else)
+	 * ended failed: the refusal says it is the stored spec. */
+	fixture_put(c, LR_K_TASKS, "bad", "{\"id\":\"bad\",\"steps\":[]}", 0);
+	fixture_put(c, LR_K_DONE, "bad", "{\"status\":\"failed\",\"attempts\":0,\"error\":"
+	            "\"invalid spec\",\"state\":{},\"finished_at\":\"2026-11-24T00:00:00Z\"}", 0);
+	check_exit(RUN("retry", "bad"), 2, "retry bad: its stored spec is invalid, so it cannot "
+	                                   "run again: steps");
 	check_exit(RUN("cancel", "a"), 0, NULL);
 	check_exit(RUN("retry", "a", "--from-step", "zzz"), 2, "zzz");
 	/* An index is digits alone: strtoll would take these as 1. */
