@@ -70,8 +70,14 @@ class Shared {
 
 	/** Delete one name, or with {prefix: true} every name starting with it;
 	 * resolves to how many were deleted. Not fenced: a step writes with
-	 * step.sharedPut. */
-	async delete(name, { prefix = false } = {}) {
+	 * step.sharedPut. The name must be a string; the empty prefix, which
+	 * means every shared value (LangGraph threads' checkpoints included),
+	 * only with {prefix: true, all: true}. */
+	async delete(name, { prefix = false, all = false } = {}) {
+		if (typeof name !== 'string')
+			throw new TypeError(`shared.delete: the name must be a string, not ${name === null ? 'null' : typeof name}`);
+		if (prefix && name === '' && all !== true)
+			throw new TypeError("shared.delete: the empty prefix deletes every shared value: say so with {prefix: true, all: true}");
 		return this.#native.sharedDelete(name, prefix);
 	}
 }

@@ -133,7 +133,7 @@ export interface Shared {
 	get(name: string): Promise<Json | undefined>;
 	list(prefix?: string, options?: { keysOnly?: boolean }): Promise<SharedEntry[]>;
 	/** Not fenced: for tools and clean-up. Resolves to how many went. */
-	delete(name: string, options?: { prefix?: boolean }): Promise<number>;
+	delete(name: string, options?: { prefix?: boolean; all?: boolean }): Promise<number>;
 }
 
 export class Client {
@@ -221,8 +221,11 @@ export class Step<S = any> {
 	readonly fence: number;
 	readonly runner: string;
 	/** Fired on lease loss, cancel, shutdown or a passed lease deadline;
-	 * its reason is a LeaseRunError (LR_ECANCELLED). */
+	 * its reason is a LeaseRunError (LR_ECANCELLED). Reading it looks at
+	 * the clock first: read step.signal each time rather than keep it. */
 	readonly signal: AbortSignal;
+	/** Whether the step must stop now (from the clock, as step.signal). */
+	readonly cancelled: boolean;
 	/** The task's state, committed with the step when the handler returns
 	 * (undefined commits null; a function or a symbol fails the attempt
 	 * with LR_EINVAL). */

@@ -64,11 +64,13 @@ function stateText(state) {
 /** One attempt of one step, as a handler sees it. */
 export class Step {
 	#handle;
+	#controller;
 	#spec;
 	#env;
 
-	constructor(handle, info, signal) {
+	constructor(handle, info, controller) {
 		this.#handle = handle;
+		this.#controller = controller;
 		this.#spec = info.spec;
 		this.#env = info.env;
 		/** The task's id. */
@@ -84,12 +86,37 @@ export class Step {
 		this.fence = info.fence;
 		/** The runner's name. */
 		this.runner = info.runner;
-		/** Fired on lease loss, cancel, shutdown or a passed lease deadline:
-		 * stop soon, nothing more is committed for this attempt. */
-		this.signal = signal;
 		/** The task's state: a plain object (any JSON value) to read and
 		 * change; it is committed with the step when the handler returns. */
 		this.state = JSON.parse(info.state);
+	}
+
+	/** Aborted on lease loss, cancel, shutdown or a passed lease deadline:
+	 * stop soon, nothing more is committed for this attempt. Reading it
+	 * looks at the clock first: a process frozen past its deadline finds
+	 * it aborted at its first look. A signal kept from an earlier read (or
+	 * handed to other code) learns of a passed deadline only once the
+	 * runner's own thread has run, which after a freeze can come after
+	 * the handler's next timer: read step.signal (or step.cancelled) each
+	 * time. */
+	get signal() {
+		this.#look();
+		return this.#controller.signal;
+	}
+
+	/** Whether the step must stop now (as step.signal.aborted, from the
+	 * clock). */
+	get cancelled() {
+		return this.#look();
+	}
+
+	#look() {
+		const signal = this.#controller.signal;
+		if (!signal.aborted) {
+			const why = this.#handle.stopped();
+			if (why !== undefined) this.#controller.abort(new LeaseRunError(why, 'LR_ECANCELLED'));
+		}
+		return signal.aborted;
 	}
 
 	/** The step's spec object {name, run, timeout_s}. */
@@ -119,10 +146,13 @@ export class Step {
 	 * throws) on values that are not JSON or a `values` that is no object. */
 	async sharedPut(values) {
 		const entries = values instanceof Map ? [...values] : Object.entries(values);
-		return this.#handle.sharedPut(
-			entries.map(([k]) => k),
-			entries.map(([, v]) => JSON.stringify(v)),
-		);
+		const texts = entries.map(([k, v]) => {
+			const text = JSON.stringify(v);
+			if (text === undefined)
+				throw new LeaseRunError(`sharedPut: the value of ${String(k)} is not JSON (${typeof v})`, 'LR_EINVAL');
+			return text;
+		});
+		return this.#handle.sharedPut(entries.map(([k]) => k), texts);
 	}
 
 	/** A log line tagged with runner, task and step. */
@@ -236,7 +266,7 @@ export class Runner extends EventEmitter {
 		let state = null;
 		let error = NO_MESSAGE;
 		try {
-			const step = new Step(handle, info, controller.signal);
+			const step = new Step(handle, info, controller);
 			const fn = this.#handlers.get(info.stepName) ?? this.#handlers.get(DEFAULT);
 			await fn(step);
 			state = stateText(step.state);

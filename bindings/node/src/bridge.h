@@ -69,8 +69,15 @@ public:
 	bool ok() const { return efd_ >= 0; }
 	// "task ID, step NAME": what messages about this call start with.
 	std::string Where() const;
+	// Why the handler must stop now ("" when it need not), judged from
+	// the clock and the runner's stop flags, not from any thread having
+	// noticed: a process frozen past its lease deadline knows at its
+	// first look. "the step is over" once its result was given. Any
+	// thread (the JavaScript thread: step.signal, step.cancelled).
+	std::string StopReason();
 
 private:
+	std::string StopText();
 	lr_step_result Finish(const Request &r);
 	void Checkpoint(RunnerCore *core, const Request &r);
 	void SharedPut(RunnerCore *core, const Request &r);

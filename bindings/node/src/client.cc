@@ -280,7 +280,9 @@ private:
 	Napi::Value SharedDelete(const Napi::CallbackInfo &info)
 	{
 		ConnPtr conn = Conn(info.Env());
-		std::string name = OptString(info[0], "name");
+		// A name is required: a missing one read as "" would, with the
+		// prefix flag, delete every shared value.
+		std::string name = String(info[0], "name");
 		int flags = info[1].ToBoolean() ? LR_SHARED_PREFIX : 0;
 		auto deleted = std::make_shared<int64_t>(0);
 		return Job::Start(

@@ -213,23 +213,9 @@ lr_step_result StepCall::Serve(RunnerCore *core)
 		}
 		if (!aborted && lr_step_cancelled(s_)) {
 			aborted = true;
-			const char *why;
-			switch (lr_step_stop_reason(s_)) {
-			case LR_STEP_LEASE_LOST:
-				why = lr_step_deadline_ms(s_) <= MonoMs()
-				          ? "the lease deadline passed without a renewal: the step must stop"
-				          : "the runner's lease is lost: the step must stop";
-				break;
-			case LR_STEP_CANCELLED:
-				why = "the step was stopped: the task was cancelled";
-				break;
-			default:
-				why = "the step was stopped: the runner is stopping";
-				break;
-			}
 			Msg *m = new Msg(Msg::ABORT);
 			m->call = shared_from_this();
-			m->text = Where() + ": " + why;
+			m->text = StopText();
 			core->Post(m);
 		}
 		Wait(!aborted);
@@ -239,6 +225,36 @@ lr_step_result StepCall::Serve(RunnerCore *core)
 std::string StepCall::Where() const
 {
 	return "task " + task_id + ", step " + name;
+}
+
+// Why the step was stopped, once lr_step_cancelled said it was.
+std::string StepCall::StopText()
+{
+	const char *why;
+	switch (lr_step_stop_reason(s_)) {
+	case LR_STEP_LEASE_LOST:
+		why = lr_step_deadline_ms(s_) <= MonoMs()
+		          ? "the lease deadline passed without a renewal: the step must stop"
+		          : "the runner's lease is lost: the step must stop";
+		break;
+	case LR_STEP_CANCELLED:
+		why = "the step was stopped: the task was cancelled";
+		break;
+	default:
+		why = "the step was stopped: the runner is stopping";
+		break;
+	}
+	return Where() + ": " + why;
+}
+
+std::string StepCall::StopReason()
+{
+	// Under the mutex: until the result is pushed (over_), the worker
+	// thread is in Serve and s_ lives; Close takes the mutex too.
+	std::lock_guard<std::mutex> lock(mu_);
+	if (over_)
+		return Where() + ": the step is over";
+	return lr_step_cancelled(s_) ? StopText() : std::string();
 }
 
 lr_step_result Bridge(lr_step *s, void *user)
@@ -275,6 +291,7 @@ public:
 	{
 		return DefineClass(env, "StepHandle",
 		                   { InstanceMethod<&StepHandle::Checkpoint>("checkpoint"),
+		                     InstanceMethod<&StepHandle::Stopped>("stopped"),
 		                     InstanceMethod<&StepHandle::SharedPut>("sharedPut"),
 		                     InstanceMethod<&StepHandle::Log>("log"),
 		                     InstanceMethod<&StepHandle::Finish>("finish") });
@@ -328,6 +345,15 @@ private:
 		Request r(Request::CHECKPOINT);
 		r.text = OptString(info[0], "state");
 		return Ask(info.Env(), std::move(r));
+	}
+
+	// stopped(): why the handler must stop now, or undefined.
+	Napi::Value Stopped(const Napi::CallbackInfo &info)
+	{
+		std::string why = call_->StopReason();
+		if (why.empty())
+			return info.Env().Undefined();
+		return Napi::String::New(info.Env(), why);
 	}
 
 	Napi::Value SharedPut(const Napi::CallbackInfo &info)

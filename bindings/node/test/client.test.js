@@ -108,6 +108,13 @@ test('shared values: absent reads, listing, deletion, bad names', async (t) => {
 	assert.equal(await c.shared.get('nothing.here'), undefined);
 	assert.deepEqual(await c.shared.list('a.'), []);
 	assert.equal(await c.shared.delete('a.', { prefix: true }), 0);
+	// A missing name is no prefix of everything: every shared value goes
+	// only when asked for in so many words.
+	await assert.rejects(c.shared.delete(undefined, { prefix: true }),
+		{ name: 'TypeError', message: /name must be a string, not undefined/ });
+	await assert.rejects(c.shared.delete(null), { name: 'TypeError', message: /not null/ });
+	await assert.rejects(c.shared.delete('', { prefix: true }), { name: 'TypeError', message: /all: true/ });
+	assert.equal(await c.shared.delete('', { prefix: true, all: true }), 0);
 	await assert.rejects(c.shared.get('has/slash'), { code: 'LR_EINVAL' });
 	await assert.rejects(c.shared.list('bad prefix'), { code: 'LR_EINVAL' });
 	// Written by a step elsewhere (runner.test.js); here only the reads.

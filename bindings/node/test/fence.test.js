@@ -66,6 +66,44 @@ test('step.signal fires when the lease deadline passes with no word from etcd', 
 	assert.ok(took <= 2000 + 500, `the deadline is at most the TTL (2 s) away: took ${took} ms`);
 });
 
+// The event loop held up (as by a freeze of the whole process) while the
+// lease deadline passes: the runner's own thread cannot tell JavaScript,
+// so the first look at step.cancelled or step.signal must see it from the
+// clock.
+test('step.cancelled and step.signal see a passed deadline at the first look', async (t) => {
+	const m = await startEtcd(t);
+	const c = await connect(t, m);
+	let running = false;
+	let go;
+	const frozen = new Promise((resolve) => {
+		go = resolve;
+	});
+	let seen = null;
+	startRunner(t, c, { name: 'held-up' }, (r) => {
+		r.handle('wait', async (step) => {
+			if (seen !== null) return;
+			const kept = step.signal; // kept from before the freeze
+			running = true;
+			await frozen;
+			const end = Date.now() + 3000; // past the TTL (2 s), the loop held
+			while (Date.now() < end);
+			seen = { kept: kept.aborted, cancelled: step.cancelled, signal: step.signal.aborted,
+			         reason: step.signal.reason?.message };
+		});
+	});
+	await c.submit(spec('h1', ['wait']));
+	await waitFor(() => running, 10000, 'the step to start');
+	m.pause(); // no renewal from now on
+	onEnd(t, () => m.resume());
+	go();
+	await waitFor(() => seen !== null, 10000, 'the handler to look');
+	m.resume();
+	t.diagnostic(`kept signal aborted at the first look: ${seen.kept}; ${seen.reason}`);
+	assert.equal(seen.cancelled, true);
+	assert.equal(seen.signal, true);
+	assert.match(seen.reason, /lease deadline passed/);
+});
+
 // Move the task's claim to a lease of the test's own behind the runner's
 // back, as after an expiry and a takeover it has not heard of; returns that
 // lease (hexadecimal).

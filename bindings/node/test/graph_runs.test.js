@@ -56,6 +56,17 @@ test('a second run on a busy thread is rejected; submitting the same run again i
 	assert.equal(cur.status.state, 'succeeded');
 });
 
+test('a graph name is a plain name: nothing of it reaches a shell', async (t) => {
+	const c = await connect(t, await startEtcd(t), '/gname/');
+	for (const bad of ['x$(touch /tmp/leaserun-pwned)', 'a b', 'a/b', '', 'x'.repeat(65), 5]) {
+		await assert.rejects(submitRun(c, bad, 't1', { input: {} }),
+			{ name: 'TypeError', message: /graph name must be 1 to 64/ });
+		assert.throws(() => serveGraph({ handle() {} }, bad, counter(new LeaseRunSaver(c))),
+			{ name: 'TypeError', message: /graph name/ });
+	}
+	assert.deepEqual(await c.list(), []); // nothing stored
+});
+
 test('submitters racing for a free thread get exactly one run', async (t) => {
 	const c = await connect(t, await startEtcd(t), '/race/');
 	const tries = await Promise.allSettled(

@@ -271,6 +271,8 @@ test('checkpoint and sharedPut reject, never throw, on values that are not JSON'
 				() => step.sharedPut({ 'big.n': 10n }),
 				() => step.sharedPut({ 'loop.a': circular }),
 				() => step.sharedPut(null),
+				() => step.sharedPut({ 'undef.a': undefined }),
+				() => step.sharedPut({ 'fn.a': () => 1 }),
 			];
 			for (const call of calls) {
 				let promise;
@@ -280,14 +282,17 @@ test('checkpoint and sharedPut reject, never throw, on values that are not JSON'
 					outcomes.push(`threw ${err.name}`);
 					continue;
 				}
-				outcomes.push(await promise.then(() => 'resolved', (err) => `rejected ${err.name}`));
+				outcomes.push(await promise.then(() => 'resolved', (err) =>
+					`rejected ${err.name}${err.code === 'LR_EINVAL' ? `: ${err.message}` : ''}`));
 			}
 			step.state = {};
 		});
 	});
 	await c.submit(spec('r1', ['bad']));
 	assert.equal((await waitDone(c, 'r1')).state, 'succeeded');
-	assert.deepEqual(outcomes, Array(5).fill('rejected TypeError'));
+	assert.deepEqual(outcomes, [...Array(5).fill('rejected TypeError'),
+		'rejected LeaseRunError: sharedPut: the value of undef.a is not JSON (undefined)',
+		'rejected LeaseRunError: sharedPut: the value of fn.a is not JSON (function)']);
 	assert.deepEqual(await c.shared.list('', { keysOnly: true }), []);
 });
 

@@ -94,7 +94,14 @@ export function runId(threadId, seq) {
 	return checked(`lg.${threadKey(threadId)}.${seq}`);
 }
 
-/** The step that runs graph `graph`. */
+const GRAPH_NAME = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** The step that runs graph `graph`: a name of 1 to 64 of A-Z a-z 0-9 . _ :
+ * - (it is part of a step name, and of the message a shell runner gives
+ * for the step), else a TypeError. */
 export function graphStep(graph) {
+	if (typeof graph !== 'string' || !GRAPH_NAME.test(graph))
+		throw new TypeError(`the graph name must be 1 to 64 of A-Z a-z 0-9 . _ : -, not ${
+			typeof graph === 'string' ? JSON.stringify(graph) : typeof graph}`);
 	return `langgraph:${graph}`;
 }

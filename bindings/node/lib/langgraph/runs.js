@@ -70,6 +70,7 @@ function trySubmit(client, spec) {
  * retried.
  */
 export async function submitRun(client, graph, threadId, options = {}) {
+	graphStep(graph); // a valid name, before anything is read
 	for (;;) {
 		const { seq, status } = await runSlot(client, threadId);
 		const spec = runSpec(graph, threadId, seq, options);
@@ -133,7 +134,12 @@ export function serveGraph(runner, name, graph, options = {}) {
 				latest?.metadata?.leaserun_task_revision === createRevision;
 			if (resuming) step.log(`resuming from checkpoint ${latest.config.configurable.checkpoint_id}`);
 			const graphInput = resuming ? null : command ? new Command(command) : input;
+			// Each super-step's checkpoint written before the next starts
+			// (LangGraph's default writes it while the next runs): a runner
+			// that was frozen past its lease finds its write refused and
+			// starts no node the next holder may be running.
 			const config = {
+				durability: 'sync',
 				...base,
 				configurable: { ...(base.configurable ?? {}), thread_id: threadId },
 				signal: step.signal,
