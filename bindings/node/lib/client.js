@@ -7,6 +7,22 @@ import { LeaseRunError } from './errors.js';
 
 const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
 
+// An options argument: undefined or null for none, else an object.
+function optionsOf(o, what) {
+	if (o === undefined || o === null) return {};
+	if (typeof o !== 'object' || Array.isArray(o))
+		throw new TypeError(`${what}: options must be an object, not ${Array.isArray(o) ? 'an array' : typeof o}`);
+	return o;
+}
+
+// A {KEY: value} argument (locks, limits): undefined or null for none.
+function mapOf(o, what) {
+	if (o === undefined || o === null) return null;
+	if (typeof o !== 'object' || Array.isArray(o))
+		throw new TypeError(`${what} must be an object, not ${Array.isArray(o) ? 'an array' : typeof o}`);
+	return o;
+}
+
 // Options as the command takes them: given, else LEASERUN_*, else the
 // library's default.
 function connectOptions(o) {
@@ -59,7 +75,8 @@ class Shared {
 	}
 
 	/** Values whose names start with prefix, in name order. */
-	async list(prefix = '', { keysOnly = false } = {}) {
+	async list(prefix = '', options) {
+		const { keysOnly = false } = optionsOf(options, 'shared.list');
 		const rows = await this.#native.sharedList(prefix, keysOnly);
 		return rows.map(([name, text, modRevision]) => ({
 			name,
@@ -73,7 +90,8 @@ class Shared {
 	 * step.sharedPut. The name must be a string; the empty prefix, which
 	 * means every shared value (LangGraph threads' checkpoints included),
 	 * only with {prefix: true, all: true}. */
-	async delete(name, { prefix = false, all = false } = {}) {
+	async delete(name, options) {
+		const { prefix = false, all = false } = optionsOf(options, 'shared.delete');
 		if (typeof name !== 'string')
 			throw new TypeError(`shared.delete: the name must be a string, not ${name === null ? 'null' : typeof name}`);
 		if (prefix && name === '' && all !== true)
@@ -98,8 +116,8 @@ export class Client {
 	 * "name:password"), password, dialTimeout and callTimeout (seconds);
 	 * missing ones come from LEASERUN_* variables, then the defaults.
 	 */
-	static async connect(options = {}) {
-		return new Client(await native.openClient(connectOptions(options)));
+	static async connect(options) {
+		return new Client(await native.openClient(connectOptions(optionsOf(options, 'connect'))));
 	}
 
 	/** The key prefix in use ("/leaserun/"). */
@@ -114,7 +132,8 @@ export class Client {
 
 	/** Validate and store a task (an object or JSON text); resolves to
 	 * {id, created}. Submitting an identical spec again is a success. */
-	async submit(spec, { id } = {}) {
+	async submit(spec, options) {
+		const { id } = optionsOf(options, 'submit');
 		const text = typeof spec === 'string' ? spec : JSON.stringify(spec);
 		return this.#native.submit(text, id ?? null);
 	}
@@ -126,7 +145,8 @@ export class Client {
 
 	/** Tasks oldest first, optionally of one state, at most limit (a
 	 * whole number up to 1e9; 0: all). */
-	async list({ state, limit = 0 } = {}) {
+	async list(options) {
+		const { state, limit = 0 } = optionsOf(options, 'list');
 		return this.#native.list(stateNumber(state), limit);
 	}
 
@@ -155,7 +175,9 @@ export class Client {
 	async withLocks(locks, options, fn) {
 		if (typeof options === 'function') [fn, options] = [options, {}];
 		if (typeof fn !== 'function') throw new TypeError('withLocks: expected a function');
-		const { limits, ttl = 10, wait, signal } = options ?? {};
+		const { limits, ttl = 10, wait, signal } = optionsOf(options, 'withLocks');
+		mapOf(locks, 'withLocks: locks');
+		mapOf(limits, 'withLocks: limits');
 		if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal))
 			throw new TypeError('withLocks: signal: expected an AbortSignal');
 		const aborted = () => {

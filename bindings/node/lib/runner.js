@@ -183,6 +183,11 @@ export class Runner extends EventEmitter {
 	constructor(client, options = {}) {
 		super();
 		if (!(client instanceof Client)) throw new TypeError('Runner: expected a Client');
+		if (options === null) options = {};
+		if (typeof options !== 'object' || Array.isArray(options))
+			throw new TypeError('Runner: options must be an object');
+		if (options.log !== undefined && typeof options.log !== 'function')
+			throw new TypeError(`Runner: log must be a function, not ${typeof options.log}`);
 		this.#client = client;
 		this.#options = options;
 	}

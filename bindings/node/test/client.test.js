@@ -26,6 +26,23 @@ test('bad options are refused before anything is sent', async () => {
 	});
 });
 
+test('options given as null mean none; options and maps of another type are refused, named', async (t) => {
+	await assert.rejects(Client.connect(5), { name: 'TypeError', message: /^connect: options must be an object, not number/ });
+	const m = await startEtcd(t);
+	const c = await connect(t, m);
+	assert.deepEqual(await c.submit(spec('n1', ['s']), null), { id: 'n1', created: true });
+	assert.equal((await c.list(null)).length, 1);
+	assert.deepEqual(await c.shared.list('', null), []);
+	assert.equal(await c.shared.delete('x', null), 0);
+	await assert.rejects(c.list('running'), { name: 'TypeError', message: /^list: options must be an object, not string/ });
+	await assert.rejects(c.submit(spec('n2', ['s']), ['x']), { name: 'TypeError', message: /^submit: .*an array/ });
+	const fn = () => 1;
+	await assert.rejects(c.withLocks('x', fn), { name: 'TypeError', message: /^withLocks: locks must be an object, not string/ });
+	await assert.rejects(c.withLocks({ a: 'X' }, { limits: 'x' }, fn), { name: 'TypeError', message: /^withLocks: limits must be/ });
+	assert.throws(() => new Runner(c, { log: 5 }), { name: 'TypeError', message: /^Runner: log must be a function, not number/ });
+	assert.equal(await c.withLocks(null, { limits: { gpu: 1 } }, fn), 1);
+});
+
 test('numbers C cannot take are refused, naming the option', async (t) => {
 	const m = await startEtcd(t);
 	const c = await connect(t, m);
