@@ -36,9 +36,7 @@ static void why_waiting(const char *id, int64_t own_rev, const lr_op_result *don
                         const lr_op_result *claim, const lr_op_result *task, char *why,
                         size_t size)
 {
-	if (task->n == 1 && own_rev > 0 && task->kvs[0].create_rev > own_rev) {
-		/* Another task of that id, submitted after this one once the
-		 * one it named was purged. */
+	if (task->n == 1 && lr_sched_dep_resubmitted(task->kvs[0].create_rev, own_rev)) {
 		snprintf(why, size, "after %s, which no longer exists (submitted again after "
 		         "this task): it will end failed", id);
 		return;

@@ -19,12 +19,10 @@
 static enum lr_sched_verdict judge(const char *dep, const lr_kv *done, const lr_kv *task,
                                    int64_t own_rev, lr_sched_check *out)
 {
-	/* Submit stores a task only after its dependencies: a dependency
-	 * created after the dependent is another task of that id, submitted
-	 * again once the one it named was purged. Waiting for it could make
-	 * a cycle (it may name the dependent). Its result cannot be undone:
-	 * the end holds while done/<dep> is as read. */
-	if (task != NULL && own_rev > 0 && task->create_rev > own_rev) {
+	/* Another task of that id (lr_sched_dep_resubmitted): waiting for it
+	 * could make a cycle (it may name the dependent). Its result cannot be
+	 * undone: the end holds while done/<dep> is as read. */
+	if (task != NULL && lr_sched_dep_resubmitted(task->create_rev, own_rev)) {
 		snprintf(out->why, sizeof(out->why), "dependency %s no longer exists (submitted "
 		         "again after this task)", dep);
 		out->guard_rev = done != NULL ? done->mod_rev : 0;

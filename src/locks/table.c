@@ -600,19 +600,20 @@ static bool is_within(const lr_lock_table *t, const char *holder)
 	return false;
 }
 
-/* What one holder in waiter w's way means for a request: PASS when it is
- * a holder the request is made within (w waits for the request's own
- * task or run, which cannot end before the request is granted), else
- * whether it leaves the request free to go first (APART: a hold taken
- * before w asked, of what the request does not touch) or not (BEHIND). */
-enum blocker { APART, BEHIND, PASS };
+/* What the holders in waiter w's way mean for a request, the strongest
+ * of them counting: none yet (NONE); only holds taken before w asked, of
+ * what the request does not touch (APART: it may go first); another
+ * (BEHIND); or a holder the request is made within (PASS: w waits for
+ * the request's own task or run, which cannot end before the request is
+ * granted). */
+enum blocker { NONE, APART, BEHIND, PASS };
 
-static enum blocker judge(const lr_lock_table *t, const struct want *w, const char *holder,
-                          int64_t rev, bool touched)
+/* so far, with one more holder (taken at rev) weighed in. */
+static enum blocker judge(const lr_lock_table *t, const struct want *w, enum blocker so_far,
+                          const char *holder, int64_t rev, bool touched)
 {
-	if (is_within(t, holder))
-		return PASS;
-	return !touched && rev < w->rev ? APART : BEHIND;
+	enum blocker b = is_within(t, holder) ? PASS : !touched && rev < w->rev ? APART : BEHIND;
+	return b > so_far ? b : so_far;
 }
 
 /* Whether waiter w cannot be granted now, and the request for set may go
@@ -627,8 +628,8 @@ static enum blocker judge(const lr_lock_table *t, const struct want *w, const ch
  *   up, would keep w waiting as long as they come. */
 static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
 {
-	bool blocked = false, apart = true;
-	for (size_t i = 0; i < w->set->n_nodes; i++) {
+	enum blocker v = NONE;
+	for (size_t i = 0; i < w->set->n_nodes && v != PASS; i++) {
 		const lr_lock_node *n = &w->set->nodes[i];
 		bool touched = lr_lockset_has_node(set, n->path);
 		for (size_t j = 0; j < t->n_holds; j++) {
@@ -636,14 +637,10 @@ static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_
 			if (strcmp(h->path, n->path) != 0 || strcmp(h->holder, w->holder) == 0 ||
 			    lr_lock_compatible(n->mode, h->mode))
 				continue;
-			enum blocker b = judge(t, w, h->holder, h->rev, touched);
-			if (b == PASS)
-				return true;
-			blocked = true;
-			apart = apart && b == APART;
+			v = judge(t, w, v, h->holder, h->rev, touched);
 		}
 	}
-	for (size_t i = 0; i < w->set->n_limits; i++) {
+	for (size_t i = 0; i < w->set->n_limits && v != PASS; i++) {
 		const lr_limit *l = &w->set->limits[i];
 		if (free_slot(t, l, w->holder, NULL, 0) >= 0)
 			continue;
@@ -652,14 +649,10 @@ static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_
 			const struct slot *s = &t->slots[j];
 			if (strcmp(s->pool, l->key) != 0 || strcmp(s->holder, w->holder) == 0)
 				continue;
-			enum blocker b = judge(t, w, s->holder, s->rev, touched);
-			if (b == PASS)
-				return true;
-			blocked = true;
-			apart = apart && b == APART;
+			v = judge(t, w, v, s->holder, s->rev, touched);
 		}
 	}
-	return blocked && apart;
+	return v == APART || v == PASS;
 }
 
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

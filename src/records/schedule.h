@@ -43,6 +43,15 @@ int lr_sched_from_json(const json_t *obj, lr_sched *out);
 bool lr_sched_from_text(const char *text, size_t len, lr_sched *out);
 void lr_sched_clear(lr_sched *s);
 
+/* Whether a dependency's tasks/ key, created at dep_rev, is not the task
+ * its dependent (created at own_rev; 0: not known) named: submit stores a
+ * task only after its dependencies, so one created later is another task
+ * of that id, submitted again once the named one was purged. */
+static inline bool lr_sched_dep_resubmitted(int64_t dep_rev, int64_t own_rev)
+{
+	return own_rev > 0 && dep_rev > own_rev;
+}
+
 /* The queue record of a normalised spec: {"priority","not_before","after"}
  * with the fields it gives, plus extra (may be NULL; borrowed) merged in.
  * New string (free()); NULL when the spec gives none and extra is NULL. */

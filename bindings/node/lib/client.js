@@ -7,21 +7,17 @@ import { LeaseRunError } from './errors.js';
 
 const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
 
-// An options argument: undefined or null for none, else an object.
-function optionsOf(o, what) {
-	if (o === undefined || o === null) return {};
-	if (typeof o !== 'object' || Array.isArray(o))
-		throw new TypeError(`${what}: options must be an object, not ${Array.isArray(o) ? 'an array' : typeof o}`);
-	return o;
-}
-
-// A {KEY: value} argument (locks, limits): undefined or null for none.
-function mapOf(o, what) {
-	if (o === undefined || o === null) return null;
+/** @internal An object argument (options, locks, limits): `none` for
+ * undefined or null, else the object; anything else is a TypeError
+ * naming `what`. */
+export function objectOr(o, what, none) {
+	if (o === undefined || o === null) return none;
 	if (typeof o !== 'object' || Array.isArray(o))
 		throw new TypeError(`${what} must be an object, not ${Array.isArray(o) ? 'an array' : typeof o}`);
 	return o;
 }
+
+const optionsOf = (o, call) => objectOr(o, `${call}: options`, {});
 
 // Options as the command takes them: given, else LEASERUN_*, else the
 // library's default.
@@ -176,8 +172,8 @@ export class Client {
 		if (typeof options === 'function') [fn, options] = [options, {}];
 		if (typeof fn !== 'function') throw new TypeError('withLocks: expected a function');
 		const { limits, ttl = 10, wait, signal } = optionsOf(options, 'withLocks');
-		mapOf(locks, 'withLocks: locks');
-		mapOf(limits, 'withLocks: limits');
+		objectOr(locks, 'withLocks: locks', null);
+		objectOr(limits, 'withLocks: limits', null);
 		if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal))
 			throw new TypeError('withLocks: signal: expected an AbortSignal');
 		const aborted = () => {

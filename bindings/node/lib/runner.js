@@ -5,7 +5,7 @@
 // fenced etcd calls. See docs/embedding.md, "Node.js".
 import { EventEmitter } from 'node:events';
 
-import { Client } from './client.js';
+import { Client, objectOr } from './client.js';
 import { Fail, LeaseRunError } from './errors.js';
 import native from './native.js';
 
@@ -183,9 +183,7 @@ export class Runner extends EventEmitter {
 	constructor(client, options = {}) {
 		super();
 		if (!(client instanceof Client)) throw new TypeError('Runner: expected a Client');
-		if (options === null) options = {};
-		if (typeof options !== 'object' || Array.isArray(options))
-			throw new TypeError('Runner: options must be an object');
+		options = objectOr(options, 'Runner: options', {});
 		if (options.log !== undefined && typeof options.log !== 'function')
 			throw new TypeError(`Runner: log must be a function, not ${typeof options.log}`);
 		this.#client = client;
