@@ -56,11 +56,20 @@ static void *run_thread(void *arg)
 	return NULL;
 }
 
+/* With HOSTED_THREADS=T in the environment, the runner's workers share
+ * T threads as fibers (at most one per worker): the same cases then run
+ * on fibers. */
 static void new_runner(struct hosted *h, lr_client *c, const lr_runner_opts *o)
 {
 	lr_err err;
+	lr_runner_opts with = *o;
+	const char *threads = getenv(HOSTED_THREADS);
+	if (threads != NULL) {
+		int conc = o->concurrency > 0 ? o->concurrency : 1;
+		with.threads = atoi(threads) < conc ? atoi(threads) : conc;
+	}
 	memset(h, 0, sizeof(*h));
-	CHECK_OK(lr_runner_new(c, o, &h->r, &err), &err);
+	CHECK_OK(lr_runner_new(c, &with, &h->r, &err), &err);
 }
 
 void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency)

@@ -22,6 +22,10 @@ lr_client *hosted_client(const char *prefix);
 /* A log sink that shows warnings and errors only (all with TEST_VERBOSE). */
 void hosted_quiet(void *user, const lr_log_record *rec);
 
+/* Runners made here run their workers as fibers on this many threads
+ * when the environment names it. */
+#define HOSTED_THREADS "LR_TEST_HOSTED_THREADS"
+
 /* A runner run by lr_runner_run on a thread of its own. */
 struct hosted {
 	lr_runner *r;
