@@ -31,8 +31,8 @@
 
 static const char usage[] =
     "Usage: leaserun bench [--tasks N] [--steps S] [--concurrency C]\n"
-    "                      [--runners R] [--raw-txns N] [--raw-seconds S]\n"
-    "                      [--json]\n"
+    "                      [--threads T] [--runners R] [--raw-txns N]\n"
+    "                      [--raw-seconds S] [--json]\n"
     "\n"
     "Measure etcd and the runner on it, in a private prefix\n"
     "(<prefix>bench-<pid>-<random>/) deleted afterwards, also on failure:\n"
@@ -50,6 +50,8 @@ static const char usage[] =
     "  --tasks N         tasks to run (default 2000)\n"
     "  --steps S         no-op steps per task (default 4)\n"
     "  --concurrency C   tasks each runner runs at once (default 16)\n"
+    "  --threads T       threads each runner's workers share: 0 for a\n"
+    "                    thread per worker (default 0)\n"
     "  --runners R       runners in this process (default 1)\n"
     "  --raw-txns N      raw txns (default: the task phase's writes,\n"
     "                    N x (S + 1), at least 2000)\n"
@@ -71,7 +73,7 @@ static void on_signal(int sig)
 }
 
 struct bench_opts {
-	long tasks, steps, conc, runners, raw_txns;
+	long tasks, steps, conc, threads, runners, raw_txns;
 	double raw_seconds;
 	int json;
 };
@@ -551,7 +553,8 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 	for (long i = 0; i < o->runners; i++, made++) {
 		char name[64];
 		snprintf(name, sizeof(name), "bench-%d-%ld", (int)getpid(), i);
-		lr_runner_opts ro = { .name = name, .concurrency = (int)o->conc, .grace_s = 1,
+		lr_runner_opts ro = { .name = name, .concurrency = (int)o->conc,
+		                      .threads = (int)o->threads, .grace_s = 1,
 		                      /* a line per step would measure stderr */
 		                      .log_level = LR_LOG_WARN };
 		rc = lr_runner_new(c, &ro, &hs[i].r, err);
@@ -634,6 +637,7 @@ static void print_json(const struct bench_opts *o, const struct results *r)
 	json_object_set_new(j, "tasks", json_integer(o->tasks));
 	json_object_set_new(j, "steps", json_integer(o->steps));
 	json_object_set_new(j, "concurrency", json_integer(o->conc));
+	json_object_set_new(j, "threads", json_integer(o->threads));
 	json_object_set_new(j, "runners", json_integer(o->runners));
 	json_object_set_new(j, "run_s", json_real(round_to(r->run_s, 0.001)));
 	json_object_set_new(j, "context_switches_per_task",
@@ -701,7 +705,7 @@ static void print_table(const char *endpoints, const char *prefix,
 
 static int parse_opts(const char *const *v, int json, struct bench_opts *o)
 {
-	/* v: tasks, steps, concurrency, runners, raw-txns, raw-seconds */
+	/* v: tasks, steps, concurrency, runners, raw-txns, raw-seconds, threads */
 	long raw_s = 0;
 	int rc = CLI_CONTINUE;
 	*o = (struct bench_opts){ .tasks = 2000, .steps = 4, .conc = 16, .runners = 1,
@@ -718,6 +722,8 @@ static int parse_opts(const char *const *v, int json, struct bench_opts *o)
 		rc = cli_int("--raw-txns", v[4], 1, 100000000, &o->raw_txns);
 	if (rc == CLI_CONTINUE && v[5] != NULL)
 		rc = cli_int("--raw-seconds", v[5], 1, 86400, &raw_s);
+	if (rc == CLI_CONTINUE && v[6] != NULL)
+		rc = cli_int("--threads", v[6], 0, o->conc, &o->threads);
 	if (rc == CLI_CONTINUE && o->runners * o->conc > 4096)
 		rc = cli_usage_error("bench: --runners x --concurrency must be at most 4096");
 	o->raw_seconds = (double)raw_s;
@@ -758,7 +764,7 @@ static void catch_signals(void)
 
 int cmd_bench(int argc, char **argv)
 {
-	const char *v[6] = { NULL };
+	const char *v[7] = { NULL };
 	int json = 0;
 	const cli_flag flags[] = {
 		{ "tasks", &v[0], NULL },
@@ -767,6 +773,7 @@ int cmd_bench(int argc, char **argv)
 		{ "runners", &v[3], NULL },
 		{ "raw-txns", &v[4], NULL },
 		{ "raw-seconds", &v[5], NULL },
+		{ "threads", &v[6], NULL },
 		{ "json", NULL, &json },
 		{ NULL, NULL, NULL },
 	};

@@ -37,6 +37,19 @@ for (const c of concs) {
     fmt(med('lease-per-task', c, 'cpu_us_per_task')),
     fmt(med('leaserun', c, 'commit_p99_ms'), 1) + ' ms'], w));
 }
+if (rows.some((r) => r.design === 'threads')) {
+  console.log('');
+  console.log('leaserun above: its workers as fibers on one thread (--threads 1); here a thread per worker');
+  console.log(pad(['concurrency', 'tasks/s', 'lease-per-task', 'ratio', 'txns per task',
+    'CPU us/task', '', 'commit p99'], w));
+  for (const c of concs) {
+    const t = med('threads', c, 'tasks_per_s');
+    const lpt = med('lease-per-task', c, 'tasks_per_s');
+    console.log(pad([c, fmt(t), fmt(lpt), fmt(t / lpt, 1) + 'x',
+      fmt(med('threads', c, 'txns_per_task'), 2), fmt(med('threads', c, 'cpu_us_per_task')), '',
+      fmt(med('threads', c, 'commit_p99_ms'), 1) + ' ms'], w));
+  }
+}
 if (rows.some((r) => r.design === 'before')) {
   console.log('');
   console.log(pad(['concurrency', 'before tasks/s', 'now tasks/s', 'ratio', 'txns per task',
