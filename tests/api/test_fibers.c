@@ -2,9 +2,14 @@
  * (lr_runner_opts.threads), on a real etcd: many tasks through group
  * commits whose replies each wake many fibers, checkpoints from handlers,
  * and a lease pulled from under a runner in the middle of it. */
+#include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -186,6 +191,86 @@ TEST(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_fi
 	lr_client_close(c);
 }
 
+/* ---- a process of fibers paused past its TTL, then killed ----------------------- */
+
+#define CHAOS_CHILD "LR_TEST_FIBERS_CHILD"
+#define CHAOS_TASKS 160
+
+/* In the child: a runner of 16 fibers on one thread, until killed. */
+static void chaos_child(void)
+{
+	lr_client *c = hosted_client("/fibers-chaos/");
+	static struct ledger l;
+	l.checkpoints_per_step = 5;
+	struct hosted h;
+	new_fiber_runner(&h, c, "child", 16, 1, &l);
+	hosted_start(&h);
+	for (;;)
+		pause();
+}
+
+static int64_t count_done(lr_client *c)
+{
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_DONE, "", key);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
+}
+
+TEST(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit)
+{
+	if (getenv(CHAOS_CHILD) != NULL)
+		chaos_child();
+	lr_client *c = hosted_client("/fibers-chaos/");
+	static struct ledger l;
+	memset(&l, 0, sizeof(l));
+	l.checkpoints_per_step = 5;
+	submit_tasks(c, CHAOS_TASKS);
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	CHECK(len > 0);
+	exe[len] = '\0';
+	char *argv[] = { exe, "a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit",
+		         NULL };
+	setenv(CHAOS_CHILD, "1", 1);
+	setenv(HOSTED_ENDPOINTS, hosted_endpoints(), 1);
+	extern char **environ;
+	pid_t pid;
+	int rc = posix_spawn(&pid, exe, NULL, NULL, argv, environ);
+	unsetenv(CHAOS_CHILD);
+	unsetenv(HOSTED_ENDPOINTS);
+	CHECK_INT(rc, ==, 0);
+	int64_t end = lr_mono_ms() + 20000;
+	while (count_done(c) < CHAOS_TASKS / 8 && lr_mono_ms() < end)
+		lr_sleep_ms(10);
+	/* Frozen in the middle of its steps, past its lease: another
+	 * runner takes its tasks over while it sleeps. */
+	kill(pid, SIGSTOP);
+	int64_t done_at_stop = count_done(c);
+	struct hosted b;
+	new_fiber_runner(&b, c, "takes-over", 16, 1, &l);
+	hosted_start(&b);
+	lr_sleep_ms(3000);
+	/* It wakes with its deadlines passed, then dies. */
+	kill(pid, SIGCONT);
+	lr_sleep_ms(300);
+	kill(pid, SIGKILL);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	for (int t = 0; t < CHAOS_TASKS; t++)
+		check_final_state(c, t);
+	hosted_end(&b);
+	printf("# %lld of %d tasks done when the child froze; its survivor saw no wrong state: %d\n",
+	       (long long)done_at_stop, CHAOS_TASKS, (int)l.wrong_state);
+	CHECK_INT(done_at_stop, <, CHAOS_TASKS);
+	CHECK_INT(l.wrong_state, ==, 0);
+	lr_client_close(c);
+}
+
 /* ---- a handler that sleeps --------------------------------------------------- */
 
 struct sleepy {
@@ -273,6 +358,7 @@ TEST(threads_beyond_the_workers_are_refused)
 TEST_LIST(
 	TEST_CASE(workers_sharing_threads_run_every_step_once_and_commit_it_once),
 	TEST_CASE(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_finishes),
+	TEST_CASE(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit),
 	TEST_CASE(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run),
 	TEST_CASE(threads_beyond_the_workers_are_refused),
 );
