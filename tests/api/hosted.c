@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "client/client.h"
+#include "client/lock_keys.h"
+#include "etcd/kv.h"
 #include "etcd_harness.h"
 #include "test.h"
 
@@ -144,4 +147,18 @@ lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, vo
 	lr_task_state st = hosted_wait_done(c, id, 10000);
 	hosted_end(&h);
 	return st;
+}
+
+int64_t hosted_count(lr_client *c, const char *kind, const char *rest)
+{
+	char key[LR_LOCK_KEY_SIZE];
+	lr_err err;
+	lr_key(c, kind, "", key);
+	strncat(key, rest, sizeof(key) - strlen(key) - 1);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
 }

@@ -4,6 +4,7 @@
 #define LR_TEST_HOSTED_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "leaserun.h"
 
@@ -57,5 +58,8 @@ void hosted_submit(lr_client *c, const char *json);
  * own whose handler is fn; its final state. Fails the test after 10 s. */
 lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, void *user,
                              const char *id);
+
+/* How many keys are under the prefix of kind (LR_K_*), followed by rest. */
+int64_t hosted_count(lr_client *c, const char *kind, const char *rest);
 
 #endif

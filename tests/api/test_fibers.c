@@ -209,18 +209,6 @@ static void chaos_child(void)
 		pause();
 }
 
-static int64_t count_done(lr_client *c)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_DONE, "", key);
-	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
-	lr_range_result r;
-	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
-	int64_t n = r.count;
-	lr_range_result_free(&r);
-	return n;
-}
-
 TEST(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit)
 {
 	if (getenv(CHAOS_CHILD) != NULL)
@@ -245,12 +233,12 @@ TEST(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_co
 	unsetenv(HOSTED_ENDPOINTS);
 	CHECK_INT(rc, ==, 0);
 	int64_t end = lr_mono_ms() + 20000;
-	while (count_done(c) < CHAOS_TASKS / 8 && lr_mono_ms() < end)
+	while (hosted_count(c, LR_K_DONE, "") < CHAOS_TASKS / 8 && lr_mono_ms() < end)
 		lr_sleep_ms(10);
 	/* Frozen in the middle of its steps, past its lease: another
 	 * runner takes its tasks over while it sleeps. */
 	kill(pid, SIGSTOP);
-	int64_t done_at_stop = count_done(c);
+	int64_t done_at_stop = hosted_count(c, LR_K_DONE, "");
 	struct hosted b;
 	new_fiber_runner(&b, c, "takes-over", 16, 1, &l);
 	hosted_start(&b);
