@@ -328,6 +328,40 @@ TEST(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run)
 	lr_client_close(c);
 }
 
+/* ---- hostile records on a fiber's stack ------------------------------------------ */
+
+TEST(a_spec_nested_as_deep_as_jansson_parses_fails_its_task_without_crashing_a_fiber)
+{
+	lr_client *c = hosted_client("/fibers-deep/");
+	static struct ledger l;
+	memset(&l, 0, sizeof(l));
+	struct hosted h;
+	new_fiber_runner(&h, c, "deep", 4, 1, &l);
+	hosted_start(&h);
+	/* Put by hand, past submit's checks: a state 2047 deep, which the
+	 * claim parses (recursively) before it refuses the spec. */
+	size_t depth = 2047;
+	char *spec = malloc(2 * depth + 128);
+	int n = sprintf(spec, "{\"id\":\"deep\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}],"
+	                "\"state\":");
+	for (size_t i = 0; i < depth; i++)
+		spec[n++] = '[';
+	for (size_t i = 0; i < depth; i++)
+		spec[n++] = ']';
+	strcpy(spec + n, "}");
+	char key[LR_KEY_SIZE];
+	lr_key(c, LR_K_TASKS, "deep", key);
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, spec, strlen(spec), 0, NULL, NULL, &err), &err);
+	free(spec);
+	CHECK_INT(hosted_wait_done(c, "deep", 10000), ==, LR_TASK_FAILED);
+	/* And the runner goes on. */
+	submit_tasks(c, 4);
+	for (int t = 0; t < 4; t++)
+		check_final_state(c, t);
+	hosted_end(&h);
+	lr_client_close(c);
+}
+
 TEST(threads_beyond_the_workers_are_refused)
 {
 	lr_client *c = hosted_client("/fibers-opts/");
@@ -348,6 +382,7 @@ TEST_LIST(
 	TEST_CASE(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_finishes),
 	TEST_CASE(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit),
 	TEST_CASE(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run),
+	TEST_CASE(a_spec_nested_as_deep_as_jansson_parses_fails_its_task_without_crashing_a_fiber),
 	TEST_CASE(threads_beyond_the_workers_are_refused),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
