@@ -685,10 +685,10 @@ typedef struct lr_runner_opts {
 	 * threads, each switching only where it waits for etcd, so that the
 	 * reply to one group commit wakes one thread rather than one per
 	 * worker: less CPU per task, for handlers that return promptly.
-	 * Their handlers then run on a 2 MiB stack and must not block:
-	 * a sleep (lr_step_sleep included), a blocking read or a lock held
-	 * long holds up every worker of the thread. lr_step_checkpoint
-	 * waits as a fiber does. Shell steps block: give them threads. */
+	 * Their handlers then run on a 2 MiB stack and must not block: a
+	 * sleep of their own, a blocking read or a lock held long holds up
+	 * every worker of the thread. lr_step_checkpoint and lr_step_sleep
+	 * wait as a fiber does. Shell steps block: give them threads. */
 	int threads;
 } lr_runner_opts;
 

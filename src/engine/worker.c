@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/runner_int.h"
+#include "fiber/fiber.h"
 #include "records/spec.h"
 
 struct deferred;
@@ -162,7 +163,7 @@ static bool write_again(void *user, int code)
 	              "etcd did not settle a write (%s): sending it again in %lld ms",
 	              lr_strerror(code), (long long)wait);
 	lr_batch_away(h->r->batch);
-	lr_sleep_ms(wait);
+	lr_fiber_sleep_ms(wait); /* not cut short by a stop: the write must settle */
 	lr_batch_back(h->r->batch);
 	return lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms();
 }
@@ -723,8 +724,9 @@ static int start_hosts(lr_runner *r, lr_err *err)
 			lr_host_join(r->hosts[i]);
 		free(r->hosts);
 		r->hosts = NULL;
-		return lr_err_set(err, LR_ESYS, "runner: cannot start worker thread %d of %d",
-		                  started + 1, n);
+		return lr_err_set(err, LR_ESYS,
+		                  "runner: cannot start worker thread %d of %d or map its "
+		                  "fibers' stacks", started + 1, n);
 	}
 	return 0;
 }

@@ -8,6 +8,8 @@
  * sleep; the scheduler lets go of the mutex before it runs the next one. */
 #include "fiber/fiber.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -365,4 +367,20 @@ bool lr_wake_wait_until(lr_wake *w, const struct timespec *until)
 	while ((rc = sem_clockwait(&w->sem, CLOCK_MONOTONIC, until)) != 0 && errno == EINTR)
 		;
 	return rc == 0;
+}
+
+void lr_fiber_sleep_ms(int64_t ms)
+{
+	if (current == NULL) {
+		lr_sleep_ms(ms);
+		return;
+	}
+	if (ms <= 0)
+		return;
+	lr_wake w;
+	lr_wake_init(&w);
+	struct timespec until = lr_mono_deadline_us(ms * 1000);
+	while (lr_wake_wait_until(&w, &until)) /* nobody posts it */
+		;
+	lr_wake_destroy(&w);
 }

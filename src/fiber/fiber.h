@@ -20,6 +20,7 @@
 #include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 struct lr_fiber;
@@ -58,5 +59,9 @@ void lr_wake_wait(lr_wake *w);
 /* Take a post, waiting until `until` (CLOCK_MONOTONIC) at most: false
  * when none came by then. */
 bool lr_wake_wait_until(lr_wake *w, const struct timespec *until);
+
+/* Sleep at least ms milliseconds: in a fiber, the others of its thread run
+ * meanwhile; in a thread, lr_sleep_ms. For backoffs that may run in either. */
+void lr_fiber_sleep_ms(int64_t ms);
 
 #endif

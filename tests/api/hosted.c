@@ -37,6 +37,11 @@ const char *hosted_endpoints(void)
 	return endpoints;
 }
 
+etcdh_cluster *hosted_cluster(void)
+{
+	return cluster;
+}
+
 lr_client *hosted_client(const char *prefix)
 {
 	lr_client_opts o = { .endpoints = endpoints, .prefix = prefix };

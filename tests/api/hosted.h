@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "etcd_harness.h"
 #include "leaserun.h"
 
 /* TEST_MAIN's setup and teardown: one etcd member for the program, or,
@@ -16,6 +17,8 @@ int hosted_setup(void);
 void hosted_teardown(void);
 /* The endpoints of that etcd. */
 const char *hosted_endpoints(void);
+/* That etcd, to pause or stop (NULL in a child process). */
+etcdh_cluster *hosted_cluster(void);
 
 /* A client on that etcd under prefix; fails the test on error. */
 lr_client *hosted_client(const char *prefix);

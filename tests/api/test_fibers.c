@@ -328,6 +328,88 @@ TEST(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run)
 	lr_client_close(c);
 }
 
+/* ---- backoffs while etcd is paused ------------------------------------------------- */
+
+struct paused {
+	atomic_bool stop;
+	atomic_int running;
+	atomic_llong max_gap_ms;   /* the longest a 20 ms sleep took */
+	atomic_int checkpoints;
+};
+
+/* Sleeps 20 ms at a time, noting the longest sleep, until told to stop. */
+static lr_step_result nap_step(lr_step *s, void *user)
+{
+	struct paused *p = user;
+	p->running++;
+	while (!atomic_load(&p->stop)) {
+		int64_t t0 = lr_mono_ms();
+		lr_step_sleep(s, 20);
+		int64_t gap = lr_mono_ms() - t0;
+		if (gap > p->max_gap_ms)
+			p->max_gap_ms = gap;
+	}
+	return LR_STEP_OK;
+}
+
+/* Checkpoints as fast as etcd takes them: while etcd is paused, its
+ * writes time out and are tried again after a backoff. */
+static lr_step_result write_step(lr_step *s, void *user)
+{
+	struct paused *p = user;
+	p->running++;
+	while (!atomic_load(&p->stop)) {
+		lr_err e;
+		if (lr_step_checkpoint(s, &e) == 0)
+			p->checkpoints++;
+	}
+	return LR_STEP_OK;
+}
+
+TEST(a_fiber_backing_off_from_a_paused_etcd_lets_the_others_of_its_thread_run)
+{
+	lr_client_opts co = { .endpoints = hosted_endpoints(), .prefix = "/fibers-paused/",
+		              .call_timeout_s = 1 };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&co, &c, &err), &err);
+	static struct paused p;
+	memset(&p, 0, sizeof(p));
+	lr_runner_opts o = { .name = "patient", .concurrency = 16, .threads = 1, .ttl_s = 10,
+		             .grace_s = 1, .log = hosted_quiet };
+	struct hosted h;
+	memset(&h, 0, sizeof(h));
+	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
+	CHECK_OK(lr_runner_handle(h.r, "nap", nap_step, &p), &err);
+	CHECK_OK(lr_runner_handle(h.r, "write", write_step, &p), &err);
+	hosted_start(&h);
+	for (int i = 0; i < 16; i++) { /* 4 nap, 12 write */
+		char spec[128];
+		snprintf(spec, sizeof(spec), "{\"id\":\"p%d\",\"steps\":[{\"name\":\"%s\",\"run\":\"-\"}]}",
+		         i, i % 4 ? "write" : "nap");
+		hosted_submit(c, spec);
+	}
+	while (p.running < 16)
+		lr_sleep_ms(5);
+	lr_sleep_ms(500);
+	CHECK_OK(etcdh_pause(hosted_cluster(), 0), &err);
+	lr_sleep_ms(3000);
+	CHECK_OK(etcdh_resume(hosted_cluster(), 0), &err);
+	lr_sleep_ms(1000);
+	atomic_store(&p.stop, true);
+	for (int i = 0; i < 16; i++) {
+		char id[8];
+		snprintf(id, sizeof(id), "p%d", i);
+		CHECK_INT(hosted_wait_done(c, id, 20000), ==, LR_TASK_SUCCEEDED);
+	}
+	hosted_end(&h);
+	printf("# the longest 20 ms sleep took %lld ms; %d checkpoints\n",
+	       (long long)p.max_gap_ms, (int)p.checkpoints);
+	/* Before backoffs yielded, the writers' backoffs took turns on the
+	 * thread: 1 to 2 s. */
+	CHECK_INT(p.max_gap_ms, <, 500);
+	lr_client_close(c);
+}
+
 /* ---- hostile records on a fiber's stack ------------------------------------------ */
 
 TEST(a_spec_nested_as_deep_as_jansson_parses_fails_its_task_without_crashing_a_fiber)
@@ -382,6 +464,7 @@ TEST_LIST(
 	TEST_CASE(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_finishes),
 	TEST_CASE(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_commit),
 	TEST_CASE(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run),
+	TEST_CASE(a_fiber_backing_off_from_a_paused_etcd_lets_the_others_of_its_thread_run),
 	TEST_CASE(a_spec_nested_as_deep_as_jansson_parses_fails_its_task_without_crashing_a_fiber),
 	TEST_CASE(threads_beyond_the_workers_are_refused),
 );
