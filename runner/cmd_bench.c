@@ -27,6 +27,7 @@
 #include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd/watch.h"
+#include "fiber/fiber.h"
 #include "options.h"
 
 static const char usage[] =
@@ -37,7 +38,8 @@ static const char usage[] =
     "Measure etcd and the runner on it, in a private prefix\n"
     "(<prefix>bench-<pid>-<random>/) deleted afterwards, also on failure:\n"
     "  raw    create-once txns (compare version 0, put) on unique keys from\n"
-    "         R x C threads sharing one client: the ceiling of this etcd\n"
+    "         R x C threads sharing one client (fibers on T threads with\n"
+    "         --threads): the ceiling of this etcd\n"
     "  tasks  N tasks of S no-op steps, submitted first, then run through\n"
     "         the full path (claim, commits, completion) by R runners of\n"
     "         concurrency C in this process\n"
@@ -131,20 +133,58 @@ static void *pool_thread(void *arg)
 	}
 }
 
-/* Run fn(0..total-1) on `threads` threads; 0, or the first failure. */
-static int pool_run(struct pool *p, int threads, lr_err *err)
+static void pool_fiber(void *arg)
 {
-	pthread_t *th = calloc((size_t)threads, sizeof(*th));
-	if (th == NULL)
-		return lr_err_set(err, LR_ENOMEM, "bench: out of memory");
-	pthread_mutex_init(&p->mu, NULL);
+	pool_thread(arg);
+}
+
+/* Start `workers` of the pool: threads, or with hosts > 0 fibers spread
+ * over that many threads (as a runner's workers with --threads). The
+ * number of threads started, to join; 0 when none could start. */
+static int pool_start(struct pool *p, int workers, int hosts, pthread_t *th, lr_host **hs)
+{
 	int started = 0;
-	for (; started < threads; started++)
-		if (pthread_create(&th[started], NULL, pool_thread, p) != 0)
+	if (hosts == 0) {
+		for (; started < workers; started++)
+			if (pthread_create(&th[started], NULL, pool_thread, p) != 0)
+				break;
+		return started;
+	}
+	void **args = calloc((size_t)workers, sizeof(*args));
+	if (args == NULL)
+		return 0;
+	for (; started < hosts; started++) {
+		size_t n = (size_t)(workers / hosts + (started < workers % hosts ? 1 : 0));
+		for (size_t i = 0; i < n; i++)
+			args[i] = p;
+		if ((hs[started] = lr_host_start(n, pool_fiber, args, 0)) == NULL)
 			break;
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
+	}
+	free(args);
+	return started;
+}
+
+/* Run fn(0..total-1) on `workers` threads, or fibers on `hosts` threads;
+ * 0, or the first failure. */
+static int pool_run(struct pool *p, int workers, int hosts, lr_err *err)
+{
+	pthread_t *th = calloc((size_t)workers, sizeof(*th));
+	lr_host **hs = calloc((size_t)(hosts > 0 ? hosts : 1), sizeof(*hs));
+	if (th == NULL || hs == NULL) {
+		free(th);
+		free(hs);
+		return lr_err_set(err, LR_ENOMEM, "bench: out of memory");
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	int started = pool_start(p, workers, hosts, th, hs);
+	for (int i = 0; i < started; i++) {
+		if (hosts > 0)
+			lr_host_join(hs[i]);
+		else
+			pthread_join(th[i], NULL);
+	}
 	free(th);
+	free(hs);
 	pthread_mutex_destroy(&p->mu);
 	if (started == 0)
 		return lr_err_set(err, LR_ESYS, "bench: cannot start threads");
@@ -233,7 +273,7 @@ static int run_raw(lr_client *c, const struct bench_opts *o, struct results *res
 	int64_t t0 = lr_mono_us();
 	if (o->raw_seconds > 0)
 		p.end_ms = lr_mono_ms() + (int64_t)(o->raw_seconds * 1000);
-	int rc = pool_run(&p, res->raw_threads, err);
+	int rc = pool_run(&p, res->raw_threads, (int)o->threads, err);
 	if (rc != 0)
 		lr_err_wrap(err, rc, "bench: raw txns");
 	int64_t t1 = lr_mono_us();
@@ -530,7 +570,7 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 	struct submit sub = { .c = c, .steps = o->steps };
 	struct pool p = { .fn = submit_one, .user = &sub, .total = o->tasks };
 	int64_t t0 = lr_mono_us();
-	int rc = pool_run(&p, (int)(o->runners * o->conc), err);
+	int rc = pool_run(&p, (int)(o->runners * o->conc), 0, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "bench: submitting the tasks");
 	res->submit_per_s = (double)o->tasks * 1e6 / (double)(lr_mono_us() - t0);
