@@ -259,6 +259,26 @@ TEST(a_process_of_fibers_paused_past_its_ttl_then_killed_loses_and_repeats_no_co
 	lr_client_close(c);
 }
 
+/* A runner of o whose two handlers, named a and b, share user. */
+static void new_runner_with(struct hosted *h, lr_client *c, const lr_runner_opts *o,
+                            const char *a, lr_step_fn fa, const char *b, lr_step_fn fb,
+                            void *user)
+{
+	memset(h, 0, sizeof(*h));
+	CHECK_OK(lr_runner_new(c, o, &h->r, &err), &err);
+	CHECK_OK(lr_runner_handle(h->r, a, fa, user), &err);
+	CHECK_OK(lr_runner_handle(h->r, b, fb, user), &err);
+}
+
+/* Submit task id of one step, named step. */
+static void submit_one_step(lr_client *c, const char *id, const char *step)
+{
+	char spec[160];
+	snprintf(spec, sizeof(spec), "{\"id\":\"%s\",\"steps\":[{\"name\":\"%s\",\"run\":\"-\"}]}",
+	         id, step);
+	hosted_submit(c, spec);
+}
+
 /* ---- a handler that sleeps --------------------------------------------------- */
 
 struct sleepy {
@@ -296,19 +316,15 @@ TEST(a_handler_asleep_in_lr_step_sleep_lets_the_other_fibers_of_its_thread_run)
 	lr_runner_opts o = { .name = "sleepy", .concurrency = 4, .threads = 1, .ttl_s = 2,
 		             .grace_s = 1, .log = hosted_quiet };
 	struct hosted h;
-	memset(&h, 0, sizeof(h));
-	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
-	CHECK_OK(lr_runner_handle(h.r, "sleep", sleep_step, &z), &err);
-	CHECK_OK(lr_runner_handle(h.r, "quick", quick_step, &z), &err);
+	new_runner_with(&h, c, &o, "sleep", sleep_step, "quick", quick_step, &z);
 	hosted_start(&h);
-	hosted_submit(c, "{\"id\":\"zz\",\"steps\":[{\"name\":\"sleep\",\"run\":\"-\"}]}");
+	submit_one_step(c, "zz", "sleep");
 	while (!atomic_load(&z.asleep))
 		lr_sleep_ms(5);
 	for (int i = 0; i < 20; i++) {
-		char spec[128];
-		snprintf(spec, sizeof(spec),
-		         "{\"id\":\"q%d\",\"steps\":[{\"name\":\"quick\",\"run\":\"-\"}]}", i);
-		hosted_submit(c, spec);
+		char id[8];
+		snprintf(id, sizeof(id), "q%d", i);
+		submit_one_step(c, id, "quick");
 	}
 	for (int i = 0; i < 20; i++) {
 		char id[8];
@@ -377,16 +393,12 @@ TEST(a_fiber_backing_off_from_a_paused_etcd_lets_the_others_of_its_thread_run)
 	lr_runner_opts o = { .name = "patient", .concurrency = 16, .threads = 1, .ttl_s = 10,
 		             .grace_s = 1, .log = hosted_quiet };
 	struct hosted h;
-	memset(&h, 0, sizeof(h));
-	CHECK_OK(lr_runner_new(c, &o, &h.r, &err), &err);
-	CHECK_OK(lr_runner_handle(h.r, "nap", nap_step, &p), &err);
-	CHECK_OK(lr_runner_handle(h.r, "write", write_step, &p), &err);
+	new_runner_with(&h, c, &o, "nap", nap_step, "write", write_step, &p);
 	hosted_start(&h);
 	for (int i = 0; i < 16; i++) { /* 4 nap, 12 write */
-		char spec[128];
-		snprintf(spec, sizeof(spec), "{\"id\":\"p%d\",\"steps\":[{\"name\":\"%s\",\"run\":\"-\"}]}",
-		         i, i % 4 ? "write" : "nap");
-		hosted_submit(c, spec);
+		char id[8];
+		snprintf(id, sizeof(id), "p%d", i);
+		submit_one_step(c, id, i % 4 ? "write" : "nap");
 	}
 	while (p.running < 16)
 		lr_sleep_ms(5);
