@@ -27,17 +27,19 @@
 #include "client/client.h"
 #include "etcd/kv.h"
 #include "etcd/watch.h"
+#include "fiber/fiber.h"
 #include "options.h"
 
 static const char usage[] =
     "Usage: leaserun bench [--tasks N] [--steps S] [--concurrency C]\n"
-    "                      [--runners R] [--raw-txns N] [--raw-seconds S]\n"
-    "                      [--json]\n"
+    "                      [--threads T] [--runners R] [--raw-txns N]\n"
+    "                      [--raw-seconds S] [--json]\n"
     "\n"
     "Measure etcd and the runner on it, in a private prefix\n"
     "(<prefix>bench-<pid>-<random>/) deleted afterwards, also on failure:\n"
     "  raw    create-once txns (compare version 0, put) on unique keys from\n"
-    "         R x C threads sharing one client: the ceiling of this etcd\n"
+    "         R x C threads sharing one client (fibers on T threads with\n"
+    "         --threads): the ceiling of this etcd\n"
     "  tasks  N tasks of S no-op steps, submitted first, then run through\n"
     "         the full path (claim, commits, completion) by R runners of\n"
     "         concurrency C in this process\n"
@@ -50,6 +52,8 @@ static const char usage[] =
     "  --tasks N         tasks to run (default 2000)\n"
     "  --steps S         no-op steps per task (default 4)\n"
     "  --concurrency C   tasks each runner runs at once (default 16)\n"
+    "  --threads T       threads each runner's workers share: 0 for a\n"
+    "                    thread per worker (default 0)\n"
     "  --runners R       runners in this process (default 1)\n"
     "  --raw-txns N      raw txns (default: the task phase's writes,\n"
     "                    N x (S + 1), at least 2000)\n"
@@ -71,7 +75,7 @@ static void on_signal(int sig)
 }
 
 struct bench_opts {
-	long tasks, steps, conc, runners, raw_txns;
+	long tasks, steps, conc, threads, runners, raw_txns;
 	double raw_seconds;
 	int json;
 };
@@ -129,20 +133,58 @@ static void *pool_thread(void *arg)
 	}
 }
 
-/* Run fn(0..total-1) on `threads` threads; 0, or the first failure. */
-static int pool_run(struct pool *p, int threads, lr_err *err)
+static void pool_fiber(void *arg)
 {
-	pthread_t *th = calloc((size_t)threads, sizeof(*th));
-	if (th == NULL)
-		return lr_err_set(err, LR_ENOMEM, "bench: out of memory");
-	pthread_mutex_init(&p->mu, NULL);
+	pool_thread(arg);
+}
+
+/* Start `workers` of the pool: threads, or with hosts > 0 fibers spread
+ * over that many threads (as a runner's workers with --threads). The
+ * number of threads started, to join; 0 when none could start. */
+static int pool_start(struct pool *p, int workers, int hosts, pthread_t *th, lr_host **hs)
+{
 	int started = 0;
-	for (; started < threads; started++)
-		if (pthread_create(&th[started], NULL, pool_thread, p) != 0)
+	if (hosts == 0) {
+		for (; started < workers; started++)
+			if (pthread_create(&th[started], NULL, pool_thread, p) != 0)
+				break;
+		return started;
+	}
+	void **args = calloc((size_t)workers, sizeof(*args));
+	if (args == NULL)
+		return 0;
+	for (; started < hosts; started++) {
+		size_t n = (size_t)(workers / hosts + (started < workers % hosts ? 1 : 0));
+		for (size_t i = 0; i < n; i++)
+			args[i] = p;
+		if ((hs[started] = lr_host_start(n, pool_fiber, args, 0)) == NULL)
 			break;
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
+	}
+	free(args);
+	return started;
+}
+
+/* Run fn(0..total-1) on `workers` threads, or fibers on `hosts` threads;
+ * 0, or the first failure. */
+static int pool_run(struct pool *p, int workers, int hosts, lr_err *err)
+{
+	pthread_t *th = calloc((size_t)workers, sizeof(*th));
+	lr_host **hs = calloc((size_t)(hosts > 0 ? hosts : 1), sizeof(*hs));
+	if (th == NULL || hs == NULL) {
+		free(th);
+		free(hs);
+		return lr_err_set(err, LR_ENOMEM, "bench: out of memory");
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	int started = pool_start(p, workers, hosts, th, hs);
+	for (int i = 0; i < started; i++) {
+		if (hosts > 0)
+			lr_host_join(hs[i]);
+		else
+			pthread_join(th[i], NULL);
+	}
 	free(th);
+	free(hs);
 	pthread_mutex_destroy(&p->mu);
 	if (started == 0)
 		return lr_err_set(err, LR_ESYS, "bench: cannot start threads");
@@ -231,7 +273,7 @@ static int run_raw(lr_client *c, const struct bench_opts *o, struct results *res
 	int64_t t0 = lr_mono_us();
 	if (o->raw_seconds > 0)
 		p.end_ms = lr_mono_ms() + (int64_t)(o->raw_seconds * 1000);
-	int rc = pool_run(&p, res->raw_threads, err);
+	int rc = pool_run(&p, res->raw_threads, (int)o->threads, err);
 	if (rc != 0)
 		lr_err_wrap(err, rc, "bench: raw txns");
 	int64_t t1 = lr_mono_us();
@@ -528,7 +570,7 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 	struct submit sub = { .c = c, .steps = o->steps };
 	struct pool p = { .fn = submit_one, .user = &sub, .total = o->tasks };
 	int64_t t0 = lr_mono_us();
-	int rc = pool_run(&p, (int)(o->runners * o->conc), err);
+	int rc = pool_run(&p, (int)(o->runners * o->conc), 0, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "bench: submitting the tasks");
 	res->submit_per_s = (double)o->tasks * 1e6 / (double)(lr_mono_us() - t0);
@@ -551,7 +593,8 @@ static int run_tasks(lr_client *c, const struct bench_opts *o, struct results *r
 	for (long i = 0; i < o->runners; i++, made++) {
 		char name[64];
 		snprintf(name, sizeof(name), "bench-%d-%ld", (int)getpid(), i);
-		lr_runner_opts ro = { .name = name, .concurrency = (int)o->conc, .grace_s = 1,
+		lr_runner_opts ro = { .name = name, .concurrency = (int)o->conc,
+		                      .threads = (int)o->threads, .grace_s = 1,
 		                      /* a line per step would measure stderr */
 		                      .log_level = LR_LOG_WARN };
 		rc = lr_runner_new(c, &ro, &hs[i].r, err);
@@ -634,6 +677,7 @@ static void print_json(const struct bench_opts *o, const struct results *r)
 	json_object_set_new(j, "tasks", json_integer(o->tasks));
 	json_object_set_new(j, "steps", json_integer(o->steps));
 	json_object_set_new(j, "concurrency", json_integer(o->conc));
+	json_object_set_new(j, "threads", json_integer(o->threads));
 	json_object_set_new(j, "runners", json_integer(o->runners));
 	json_object_set_new(j, "run_s", json_real(round_to(r->run_s, 0.001)));
 	json_object_set_new(j, "context_switches_per_task",
@@ -701,7 +745,7 @@ static void print_table(const char *endpoints, const char *prefix,
 
 static int parse_opts(const char *const *v, int json, struct bench_opts *o)
 {
-	/* v: tasks, steps, concurrency, runners, raw-txns, raw-seconds */
+	/* v: tasks, steps, concurrency, runners, raw-txns, raw-seconds, threads */
 	long raw_s = 0;
 	int rc = CLI_CONTINUE;
 	*o = (struct bench_opts){ .tasks = 2000, .steps = 4, .conc = 16, .runners = 1,
@@ -718,6 +762,8 @@ static int parse_opts(const char *const *v, int json, struct bench_opts *o)
 		rc = cli_int("--raw-txns", v[4], 1, 100000000, &o->raw_txns);
 	if (rc == CLI_CONTINUE && v[5] != NULL)
 		rc = cli_int("--raw-seconds", v[5], 1, 86400, &raw_s);
+	if (rc == CLI_CONTINUE && v[6] != NULL)
+		rc = cli_int("--threads", v[6], 0, o->conc, &o->threads);
 	if (rc == CLI_CONTINUE && o->runners * o->conc > 4096)
 		rc = cli_usage_error("bench: --runners x --concurrency must be at most 4096");
 	o->raw_seconds = (double)raw_s;
@@ -758,7 +804,7 @@ static void catch_signals(void)
 
 int cmd_bench(int argc, char **argv)
 {
-	const char *v[6] = { NULL };
+	const char *v[7] = { NULL };
 	int json = 0;
 	const cli_flag flags[] = {
 		{ "tasks", &v[0], NULL },
@@ -767,6 +813,7 @@ int cmd_bench(int argc, char **argv)
 		{ "runners", &v[3], NULL },
 		{ "raw-txns", &v[4], NULL },
 		{ "raw-seconds", &v[5], NULL },
+		{ "threads", &v[6], NULL },
 		{ "json", NULL, &json },
 		{ NULL, NULL, NULL },
 	};

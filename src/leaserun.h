@@ -535,7 +535,7 @@ typedef enum lr_step_result {
 } lr_step_result;
 
 /* A step handler. Runs on one of the runner's worker threads (one task per
- * worker, `concurrency` workers). It must return soon after
+ * worker, `concurrency` workers; fibers with lr_runner_opts.threads). It must return soon after
  * lr_step_cancelled() turns true; whatever it returns then, nothing is
  * committed for this step. */
 typedef lr_step_result (*lr_step_fn)(lr_step *step, void *user);
@@ -680,6 +680,16 @@ typedef struct lr_runner_opts {
 	void *log_user;
 	lr_log_level log_level;  /* records below it are not even made
 	                            (default LR_LOG_DEBUG: all go to log) */
+	/* Threads the workers share. 0 (the default): a thread per worker.
+	 * 1 to concurrency: the workers run as fibers spread over that many
+	 * threads, each switching only where it waits for etcd, so that the
+	 * reply to one group commit wakes one thread rather than one per
+	 * worker: less CPU per task, for handlers that return promptly.
+	 * Their handlers then run on a 2 MiB stack and must not block: a
+	 * sleep of their own, a blocking read or a lock held long holds up
+	 * every worker of the thread. lr_step_checkpoint and lr_step_sleep
+	 * wait as a fiber does. Shell steps block: give them threads. */
+	int threads;
 } lr_runner_opts;
 
 /* Lifecycle callbacks. All run on the thread inside lr_runner_run, never at

@@ -27,15 +27,24 @@ const pad = (cells, widths) => cells.map((c, i) => String(c).padStart(widths[i])
 
 const concs = [...new Set(rows.map((r) => r.concurrency))].sort((a, b) => a - b);
 const w = [11, 15, 14, 6, 13, 17, 13, 13];
+// A row of a leaserun design beside the lease-per-task design.
+function row(design, c, withLptCpu) {
+  const v = med(design, c, 'tasks_per_s');
+  const lpt = med('lease-per-task', c, 'tasks_per_s');
+  return [c, fmt(v), fmt(lpt), fmt(v / lpt, 1) + 'x', fmt(med(design, c, 'txns_per_task'), 2),
+    fmt(med(design, c, 'cpu_us_per_task')),
+    withLptCpu ? fmt(med('lease-per-task', c, 'cpu_us_per_task')) : '',
+    fmt(med(design, c, 'commit_p99_ms'), 1) + ' ms'];
+}
 console.log(pad(['concurrency', 'leaserun tasks/s', 'lease-per-task', 'ratio',
   'txns per task', 'CPU us/task (lr)', 'CPU us (lpt)', 'commit p99'], w));
-for (const c of concs) {
-  const lr = med('leaserun', c, 'tasks_per_s');
-  const lpt = med('lease-per-task', c, 'tasks_per_s');
-  console.log(pad([c, fmt(lr), fmt(lpt), fmt(lr / lpt, 1) + 'x',
-    fmt(med('leaserun', c, 'txns_per_task'), 2), fmt(med('leaserun', c, 'cpu_us_per_task')),
-    fmt(med('lease-per-task', c, 'cpu_us_per_task')),
-    fmt(med('leaserun', c, 'commit_p99_ms'), 1) + ' ms'], w));
+for (const c of concs) console.log(pad(row('leaserun', c, true), w));
+if (rows.some((r) => r.design === 'threads')) {
+  console.log('');
+  console.log('leaserun above: its workers as fibers on one thread (--threads 1); here a thread per worker');
+  console.log(pad(['concurrency', 'tasks/s', 'lease-per-task', 'ratio', 'txns per task',
+    'CPU us/task', '', 'commit p99'], w));
+  for (const c of concs) console.log(pad(row('threads', c, false), w));
 }
 if (rows.some((r) => r.design === 'before')) {
   console.log('');

@@ -16,6 +16,7 @@
 #include "client/task_records.h"
 #include "client/walk.h"
 #include "etcd/kv.h"
+#include "fiber/fiber.h"
 #include "records/spec.h"
 
 /* A value this many writers keep beating is contended beyond reason. */
@@ -237,7 +238,7 @@ int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
 		free(text);
 		if (rc != 0 || written)
 			break;
-		lr_sleep_ms(lr_backoff_next(&bo, &rng));
+		lr_fiber_sleep_ms(lr_backoff_next(&bo, &rng));
 	}
 	current_clear(&cur);
 	return rc != 0 ? lr_err_wrap(err, rc, "update %s", key) : 0;

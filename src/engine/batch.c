@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,8 +16,9 @@
 #include "base/error.h"
 #include "engine/claim.h"
 #include "etcd/txn_group.h"
+#include "fiber/fiber.h"
 
-/* The worker a thread is (lr_batch_seat), and whether it holds credit:
+/* The worker a thread or fiber is (lr_batch_seat), and whether it holds credit:
  * its last write came back and it is doing the runner's own work before
  * the next. Away: it said it is gone (a handler, a wait) until it is back;
  * a write it makes meanwhile earns no credit. Guarded by the batch's
@@ -40,7 +40,7 @@ struct entry {
 	int lead_posts;      /* posts of `wake` to let it lead (under mu) */
 	atomic_bool done;    /* r, err and rc are filled: final */
 	struct seat *seat;   /* its caller's (lr_batch_seat), or NULL */
-	sem_t *wake;         /* its caller's: posted once when it is done by
+	lr_wake *wake;       /* its caller's: posted once when it is done by
 	                        another caller, and under mu whenever it may
 	                        lead; the caller takes every post before it
 	                        returns, so no post reaches a gone semaphore */
@@ -76,7 +76,15 @@ struct lr_batch {
 	atomic_int_fast64_t last_rtt_us; /* the last request's round trip */
 };
 
-static _Thread_local struct seat seat;
+static _Thread_local struct seat thread_seat;
+
+/* The calling worker's seat: its fiber's, or its thread's. */
+static struct seat *my_seat(void)
+{
+	_Static_assert(sizeof(struct seat) <= LR_FIBER_LOCAL, "a seat fits a fiber's own bytes");
+	struct seat *own = lr_fiber_local();
+	return own != NULL ? own : &thread_seat;
+}
 
 /* How long a caller that could lead waits for callers holding credit, at
  * most: one round trip, within these bounds. Only a caller that holds
@@ -304,7 +312,7 @@ static void wake_head(lr_batch *b)
 	if (b->head == NULL || !may_send(b))
 		return;
 	b->head->lead_posts++;
-	sem_post(b->head->wake);
+	lr_wake_post(b->head->wake);
 }
 
 /* wake_head, or when only callers with credit hold a request back, have
@@ -315,33 +323,36 @@ static void nudge_head(lr_batch *b)
 	if (b->head == NULL || !room(b))
 		return;
 	b->head->lead_posts++;
-	sem_post(b->head->wake);
+	lr_wake_post(b->head->wake);
 }
 
 /* ---- seats: the callers that are a runner's workers ---------------------- */
 
 void lr_batch_seat(lr_batch *b)
 {
+	struct seat *seat = my_seat();
 	pthread_mutex_lock(&b->mu);
-	seat = (struct seat){ .b = b };
+	*seat = (struct seat){ .b = b };
 	pthread_mutex_unlock(&b->mu);
 }
 
 /* Give up the calling thread's credit, if it holds some. Under the mutex. */
 static void drop_credit(lr_batch *b)
 {
-	if (seat.b != b || !seat.credit)
+	struct seat *seat = my_seat();
+	if (seat->b != b || !seat->credit)
 		return;
-	seat.credit = false;
+	seat->credit = false;
 	b->expected--;
 }
 
 void lr_batch_away(lr_batch *b)
 {
-	if (b == NULL || seat.b != b)
+	struct seat *seat = my_seat();
+	if (b == NULL || seat->b != b)
 		return;
 	pthread_mutex_lock(&b->mu);
-	seat.away = true;
+	seat->away = true;
 	drop_credit(b);
 	wake_head(b); /* it may have been waiting for this caller */
 	pthread_mutex_unlock(&b->mu);
@@ -349,12 +360,13 @@ void lr_batch_away(lr_batch *b)
 
 void lr_batch_back(lr_batch *b)
 {
-	if (b == NULL || seat.b != b)
+	struct seat *seat = my_seat();
+	if (b == NULL || seat->b != b)
 		return;
 	pthread_mutex_lock(&b->mu);
-	seat.away = false;
-	if (!seat.credit) {
-		seat.credit = true;
+	seat->away = false;
+	if (!seat->credit) {
+		seat->credit = true;
 		b->expected++;
 	}
 	pthread_mutex_unlock(&b->mu);
@@ -362,12 +374,13 @@ void lr_batch_back(lr_batch *b)
 
 void lr_batch_unseat(lr_batch *b)
 {
-	if (b == NULL || seat.b != b)
+	struct seat *seat = my_seat();
+	if (b == NULL || seat->b != b)
 		return;
 	pthread_mutex_lock(&b->mu);
 	drop_credit(b);
 	wake_head(b); /* it may have been waiting for this caller */
-	seat.b = NULL;
+	seat->b = NULL;
 	pthread_mutex_unlock(&b->mu);
 }
 
@@ -429,7 +442,7 @@ static void lead(lr_batch *b, struct entry *self)
 	for (size_t i = 1; i < n; i++) {
 		struct entry *e = l->members[i];
 		atomic_store(&e->done, true);
-		sem_post(e->wake); /* the last touch of a member */
+		lr_wake_post(e->wake); /* the last touch of a member */
 	}
 	pthread_mutex_lock(&b->mu);
 	b->in_flight--;
@@ -443,11 +456,13 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
                    lr_err errs[], int rcs[])
 {
 	struct entry es[LR_BATCH_OWN_MAX];
-	sem_t wake;
+	lr_wake wake;
 	for (size_t i = 0; i < n; i++)
 		memset(&rs[i], 0, sizeof(rs[i]));
-	struct seat *own = seat.b == b ? &seat : NULL;
-	if (n > LR_BATCH_OWN_MAX || sem_init(&wake, 0, 0) != 0) {
+	struct seat *own = my_seat();
+	if (own->b != b)
+		own = NULL;
+	if (n > LR_BATCH_OWN_MAX) {
 		pthread_mutex_lock(&b->mu);
 		drop_credit(b);
 		wake_head(b);
@@ -456,6 +471,7 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 			rcs[i] = lr_etcd_txn(b->c, ts[i], LR_CALL_RETRY, &rs[i], &errs[i]);
 		return;
 	}
+	lr_wake_init(&wake);
 	pthread_mutex_lock(&b->mu);
 	for (size_t i = 0; i < n; i++) {
 		struct entry *e = &es[i];
@@ -512,18 +528,13 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 				until = lr_mono_deadline_us(hold);
 				holding = true;
 			}
-			int w;
-			while ((w = sem_clockwait(&wake, CLOCK_MONOTONIC, &until)) != 0 &&
-			       errno == EINTR)
-				;
-			if (w == 0)
+			if (lr_wake_wait_until(&wake, &until))
 				taken_posts++;
 			else
 				late = true;
 		} else {
 			pthread_mutex_unlock(&b->mu);
-			while (sem_wait(&wake) != 0)
-				; /* EINTR */
+			lr_wake_wait(&wake);
 			taken_posts++;
 		}
 		pthread_mutex_lock(&b->mu);
@@ -536,9 +547,8 @@ void lr_batch_txns(lr_batch *b, size_t n, const lr_txn *const ts[], lr_txn_resul
 		due += es[i].lead_posts + (es[i].led ? 0 : 1);
 	pthread_mutex_unlock(&b->mu);
 	for (; taken_posts < due; taken_posts++)
-		while (sem_wait(&wake) != 0)
-			;
-	sem_destroy(&wake);
+		lr_wake_wait(&wake);
+	lr_wake_destroy(&wake);
 	for (size_t i = 0; i < n; i++)
 		rcs[i] = es[i].rc;
 }

@@ -26,7 +26,6 @@ int lr_jobq_init(lr_jobq *q, size_t cap, int slots)
 	q->cap = cap;
 	q->slots = slots;
 	pthread_mutex_init(&q->mu, NULL);
-	pthread_cond_init(&q->cond, NULL);
 	return 0;
 }
 
@@ -36,10 +35,20 @@ void lr_jobq_free(lr_jobq *q)
 		return;
 	lr_jobq_take_back(q, NULL, NULL);
 	pthread_mutex_destroy(&q->mu);
-	pthread_cond_destroy(&q->cond);
 	free(q->ready);
 	free(q->running);
 	memset(q, 0, sizeof(*q));
+}
+
+/* Wake the worker that waited last, if any. Under the mutex, which its
+ * wait takes again before its wake goes. */
+static void wake_one(lr_jobq *q)
+{
+	struct lr_jobq_waiter *w = q->waiters;
+	if (w == NULL)
+		return;
+	q->waiters = w->next;
+	lr_wake_post(&w->wake);
 }
 
 bool lr_jobq_push(lr_jobq *q, struct lr_job *job)
@@ -49,7 +58,7 @@ bool lr_jobq_push(lr_jobq *q, struct lr_job *job)
 	if (ok) {
 		q->ready[q->n_ready++] = *job;
 		memset(job, 0, sizeof(*job));
-		pthread_cond_signal(&q->cond);
+		wake_one(q);
 	}
 	pthread_mutex_unlock(&q->mu);
 	return ok;
@@ -86,8 +95,15 @@ static void take_first(lr_jobq *q, int slot, struct lr_job *out)
 bool lr_jobq_take(lr_jobq *q, int slot, struct lr_job *out)
 {
 	pthread_mutex_lock(&q->mu);
-	while (q->n_ready == 0 && !q->closed)
-		pthread_cond_wait(&q->cond, &q->mu);
+	while (q->n_ready == 0 && !q->closed) {
+		struct lr_jobq_waiter me = { .next = q->waiters };
+		lr_wake_init(&me.wake);
+		q->waiters = &me;
+		pthread_mutex_unlock(&q->mu);
+		lr_wake_wait(&me.wake);
+		pthread_mutex_lock(&q->mu); /* the post is over once we have it */
+		lr_wake_destroy(&me.wake);
+	}
 	bool got = !q->closed;
 	if (got)
 		take_first(q, slot, out);
@@ -145,6 +161,7 @@ void lr_jobq_close(lr_jobq *q)
 {
 	pthread_mutex_lock(&q->mu);
 	q->closed = true;
-	pthread_cond_broadcast(&q->cond);
+	while (q->waiters != NULL)
+		wake_one(q);
 	pthread_mutex_unlock(&q->mu);
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fiber/fiber.h"
 #include "leaserun.h"
 #include "records/lockset.h"
 
@@ -40,9 +41,17 @@ struct lr_job {
 /* Free what a job owns (not the struct) and zero it. */
 void lr_job_clear(struct lr_job *job);
 
+/* A worker waiting in lr_jobq_take (on its stack), a thread or a fiber. */
+struct lr_jobq_waiter {
+	lr_wake wake;
+	struct lr_jobq_waiter *next;
+};
+
 typedef struct lr_jobq {
 	pthread_mutex_t mu;
-	pthread_cond_t cond;    /* a job is ready, or the queue closed */
+	struct lr_jobq_waiter *waiters; /* to post when a job is ready, or all
+	                                   when the queue closes; posted ones
+	                                   leave the list */
 	struct lr_job *ready;   /* FIFO of jobs no worker took yet */
 	size_t n_ready, cap;
 	char (*running)[LR_ID_SIZE]; /* per worker slot; "" between jobs */

@@ -90,6 +90,10 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	if (o->concurrency < 0 || o->concurrency > LR_CONCURRENCY_MAX)
 		return lr_err_set(err, LR_EINVAL, "concurrency %d: must be 1..%d", o->concurrency,
 		                  LR_CONCURRENCY_MAX);
+	if (o->threads < 0 || o->threads > (o->concurrency > 0 ? o->concurrency : 1))
+		return lr_err_set(err, LR_EINVAL,
+		                  "threads %d: must be 0 (a thread per worker) to concurrency (%d)",
+		                  o->threads, o->concurrency > 0 ? o->concurrency : 1);
 	if (o->ttl_s < 0)
 		return lr_err_set(err, LR_EINVAL, "ttl %d: must be at least 1 second", o->ttl_s);
 	lr_runner *r = calloc(1, sizeof(*r));
@@ -98,6 +102,7 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 	r->client = c;
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	r->concurrency = o->concurrency > 0 ? o->concurrency : 1;
+	r->threads = o->threads;
 	r->ttl_s = o->ttl_s > 0 ? o->ttl_s : 10;
 	r->grace_ms = o->grace_s < 0 ? 0 : (o->grace_s == 0 ? 10000 : (int64_t)o->grace_s * 1000);
 	r->exit_when_idle = o->exit_when_idle != 0;

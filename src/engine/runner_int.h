@@ -37,6 +37,7 @@
 #include "engine/taskset.h"
 #include "etcd/lease.h"
 #include "etcd/watch.h"
+#include "fiber/fiber.h"
 #include "locks/table.h"
 
 /* Specs of pending tasks are read ahead in one txn each, of up to
@@ -63,7 +64,7 @@
 struct lr_worker {
 	lr_runner *r;
 	int slot;
-	pthread_t thread;
+	pthread_t thread;       /* without hosts */
 	lr_stop stop;           /* the running step's stop request */
 	/* While a handler's call runs: since when (monotonic ms) and which
 	 * step; 0 outside. Read by the loop's warning of stuck handlers. */
@@ -89,6 +90,8 @@ struct lr_runner {
 	lr_client *client;
 	char name[LR_ID_SIZE];
 	int concurrency;
+	int threads;                        /* 0: a thread per worker; else
+	                                       fibers on this many hosts */
 	int ttl_s;
 	int64_t grace_ms;
 	bool exit_when_idle;
@@ -111,6 +114,7 @@ struct lr_runner {
 	lr_jobq jobs;                       /* from the loop to the workers */
 	lr_batch *batch;                    /* the workers' txns, grouped
 	                                       (while lr_runner_run runs) */
+	lr_host **hosts;                    /* `threads` of them, if any */
 	struct lr_worker *workers;          /* `concurrency` of them; NULL
 	                                       outside lr_runner_run (under
 	                                       workers_mu for renewals) */

@@ -144,6 +144,17 @@ void lr_stop_claim_gone(lr_stop *s, int64_t rev)
 		lr_stop_request(s, LR_STOP_LEASE);
 }
 
+/* A fiber waiting in lr_stop_wait: wake it. */
+static void wake_sleeper(lr_stop *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->sleeper != NULL) {
+		s->sleeper_posts++;
+		lr_wake_post(s->sleeper);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
 void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 {
 	int expected = LR_STOP_NONE;
@@ -152,6 +163,7 @@ void lr_stop_request(lr_stop *s, enum lr_stop_reason why)
 		ssize_t n = write(s->request_fd, &one, sizeof(one));
 		(void)n;
 		atomic_store(&s->written, true);
+		wake_sleeper(s);
 		return;
 	}
 	/* The claim went during a cancel's or a shutdown's grace: the task
@@ -185,9 +197,46 @@ enum lr_stop_reason lr_stop_reason(lr_stop *s)
 	return LR_STOP_NONE;
 }
 
+/* lr_stop_wait in a fiber: a timed wait on a wake that requests post,
+ * until the end or the deadline, whichever comes first (a deadline moved
+ * meanwhile is seen when the wait ends at the old one). */
+static enum lr_stop_reason fiber_wait(lr_stop *s, int64_t end)
+{
+	lr_wake wake;
+	lr_wake_init(&wake);
+	pthread_mutex_lock(&s->mu);
+	s->sleeper = &wake;
+	s->sleeper_posts = 0;
+	pthread_mutex_unlock(&s->mu);
+	unsigned taken = 0;
+	enum lr_stop_reason why;
+	for (;;) {
+		why = lr_stop_reason(s);
+		int64_t now = lr_mono_ms();
+		if (why != LR_STOP_NONE || now >= end)
+			break;
+		int64_t until = end < lr_stop_deadline(s) ? end : lr_stop_deadline(s);
+		if (until < now)
+			until = now;
+		struct timespec ts = lr_mono_deadline_us((until - now) * 1000);
+		if (lr_wake_wait_until(&wake, &ts))
+			taken++;
+	}
+	pthread_mutex_lock(&s->mu);
+	s->sleeper = NULL;
+	unsigned given = s->sleeper_posts;
+	pthread_mutex_unlock(&s->mu);
+	for (; taken < given; taken++)
+		lr_wake_wait(&wake); /* made already: no wait */
+	lr_wake_destroy(&wake);
+	return why;
+}
+
 enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t ms)
 {
 	int64_t end = lr_mono_ms() + ms;
+	if (lr_fiber_self() != NULL)
+		return fiber_wait(s, end);
 	for (;;) {
 		enum lr_stop_reason why = lr_stop_reason(s);
 		int64_t now = lr_mono_ms();

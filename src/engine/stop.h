@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fiber/fiber.h"
+
 enum lr_stop_reason {
 	LR_STOP_NONE = 0,
 	LR_STOP_CANCEL,   /* cancel/<id> was put: end the task cancelled */
@@ -41,6 +43,8 @@ typedef struct lr_stop {
 	int timer_fd;           /* timerfd at the deadline (CLOCK_MONOTONIC) */
 	int fd;                 /* epoll over both: readable once to stop */
 	int moved_fd;           /* eventfd: written when the deadline moved */
+	lr_wake *sleeper;       /* a fiber in lr_stop_wait (under mu) */
+	unsigned sleeper_posts; /* posts of it made by requests (under mu) */
 } lr_stop;
 
 int lr_stop_init(lr_stop *s);
@@ -76,7 +80,8 @@ enum lr_stop_reason lr_stop_reason(lr_stop *s);
 /* Whether the armed task's claim is gone (its lease lost, or the claim
  * deleted), whatever the first reason to stop was. */
 bool lr_stop_lost(lr_stop *s);
-/* Wait up to ms, unless a stop is due first; the reason to stop, if any. */
+/* Wait up to ms, unless a stop is due first; the reason to stop, if any.
+ * In a fiber, the others of its thread run meanwhile. */
 enum lr_stop_reason lr_stop_wait(lr_stop *s, int64_t ms);
 int64_t lr_stop_deadline(lr_stop *s);
 

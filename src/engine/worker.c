@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/runner_int.h"
+#include "fiber/fiber.h"
 #include "records/spec.h"
 
 struct deferred;
@@ -162,7 +163,7 @@ static bool write_again(void *user, int code)
 	              "etcd did not settle a write (%s): sending it again in %lld ms",
 	              lr_strerror(code), (long long)wait);
 	lr_batch_away(h->r->batch);
-	lr_sleep_ms(wait);
+	lr_fiber_sleep_ms(wait); /* not cut short by a stop: the write must settle */
 	lr_batch_back(h->r->batch);
 	return lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms();
 }
@@ -648,7 +649,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 		lr_claimed_task_clear(t);
 }
 
-static void *worker_main(void *arg)
+static void worker_main(void *arg)
 {
 	struct lr_worker *w = arg;
 	lr_runner *r = w->r;
@@ -677,6 +678,11 @@ static void *worker_main(void *arg)
 			lr_batch_back(r->batch);
 	}
 	lr_batch_unseat(r->batch);
+}
+
+static void *worker_thread(void *arg)
+{
+	worker_main(arg);
 	return NULL;
 }
 
@@ -686,6 +692,43 @@ static void *worker_main(void *arg)
 static void note_limit(void *user, const char *msg)
 {
 	lr_runner_log(user, LR_LOG_WARN, NULL, NULL, -1, "%s", msg);
+}
+
+/* The workers as fibers, spread over r->threads hosts. */
+static int start_hosts(lr_runner *r, lr_err *err)
+{
+	int n = r->threads;
+	void **args = calloc((size_t)r->concurrency, sizeof(*args));
+	r->hosts = calloc((size_t)n, sizeof(*r->hosts));
+	if (args == NULL || r->hosts == NULL) {
+		free(args);
+		free(r->hosts);
+		r->hosts = NULL;
+		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
+	}
+	/* Host i runs workers i, i + n, ...: each an equal share. */
+	int started = 0;
+	for (int i = 0; i < n; i++) {
+		size_t k = 0;
+		for (int j = i; j < r->concurrency; j += n)
+			args[k++] = &r->workers[j];
+		r->hosts[i] = lr_host_start(k, worker_main, args, 0);
+		if (r->hosts[i] == NULL)
+			break;
+		started++;
+	}
+	free(args);
+	if (started < n) {
+		lr_jobq_close(&r->jobs);
+		for (int i = 0; i < started; i++)
+			lr_host_join(r->hosts[i]);
+		free(r->hosts);
+		r->hosts = NULL;
+		return lr_err_set(err, LR_ESYS,
+		                  "runner: cannot start worker thread %d of %d or map its "
+		                  "fibers' stacks", started + 1, n);
+	}
+	return 0;
 }
 
 int lr_workers_start(lr_runner *r, lr_err *err)
@@ -709,13 +752,13 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 		w->slot = i;
 		lr_rng_init(&w->rng, NULL);
 		if (lr_stop_init(&w->stop) != 0 ||
-		    pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+		    (r->threads == 0 && pthread_create(&w->thread, NULL, worker_thread, w) != 0)) {
 			lr_stop_free(&w->stop);
 			r->concurrency = i; /* only those started are joined */
 			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d", i);
 		}
 	}
-	return 0;
+	return r->threads > 0 ? start_hosts(r, err) : 0;
 }
 
 void lr_workers_join(lr_runner *r)
@@ -723,8 +766,15 @@ void lr_workers_join(lr_runner *r)
 	if (r->workers == NULL)
 		return;
 	lr_jobq_close(&r->jobs);
-	for (int i = 0; i < r->concurrency; i++)
-		pthread_join(r->workers[i].thread, NULL);
+	if (r->hosts != NULL) {
+		for (int i = 0; i < r->threads; i++)
+			lr_host_join(r->hosts[i]);
+		free(r->hosts);
+		r->hosts = NULL;
+	} else if (r->threads == 0) { /* (hosts that failed to start: none) */
+		for (int i = 0; i < r->concurrency; i++)
+			pthread_join(r->workers[i].thread, NULL);
+	}
 	pthread_mutex_lock(&r->workers_mu);
 	struct lr_worker *workers = r->workers;
 	r->workers = NULL; /* no renewal reaches them any more */

@@ -1,7 +1,7 @@
 /* stream.c - bidi streams on one thread: the stream thread of a client
  * serves the long-lived streams (LeaseKeepAlive, Watch) and completes the
- * unary calls other threads start on its queue: a caller then sleeps on a
- * semaphore instead of each caller polling gRPC on a queue of its own,
+ * unary calls other threads start on its queue: a caller then waits
+ * (lr_wake: its thread sleeps, or its fiber lets others run) instead of each caller polling gRPC on a queue of its own,
  * which cost a handful of thread hand-offs per call.
  *
  * Locking: st->mu guards the stream table, each stream's send queue and
@@ -446,7 +446,7 @@ static bool unary_done(void *tag)
 {
 	if (*(int *)tag != TAG_UNARY)
 		return false;
-	sem_post(&((lr_unary_wait *)tag)->done);
+	lr_wake_post(&((lr_unary_wait *)tag)->done);
 	return true;
 }
 
@@ -653,7 +653,7 @@ void lr__unary_wait_begin(lr_streams *st, lr_unary_wait *w)
 	w->tag_kind = TAG_UNARY;
 	w->shared = st != NULL && st->thread_started && !on_thread(st);
 	if (w->shared) {
-		sem_init(&w->done, 0, 0);
+		lr_wake_init(&w->done);
 		w->cq = st->cq;
 	} else {
 		w->cq = grpc_completion_queue_create_for_pluck(NULL);
@@ -663,8 +663,7 @@ void lr__unary_wait_begin(lr_streams *st, lr_unary_wait *w)
 void lr__unary_wait(lr_unary_wait *w)
 {
 	if (w->shared)
-		while (sem_wait(&w->done) != 0)
-			;
+		lr_wake_wait(&w->done);
 	else
 		grpc_completion_queue_pluck(w->cq, w, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 }
@@ -672,7 +671,7 @@ void lr__unary_wait(lr_unary_wait *w)
 void lr__unary_wait_end(lr_unary_wait *w)
 {
 	if (w->shared) {
-		sem_destroy(&w->done);
+		lr_wake_destroy(&w->done);
 	} else {
 		grpc_completion_queue_shutdown(w->cq);
 		grpc_completion_queue_destroy(w->cq);

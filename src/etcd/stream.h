@@ -5,7 +5,6 @@
 #ifndef LR_ETCD_STREAM_H
 #define LR_ETCD_STREAM_H
 
-#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -13,6 +12,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "etcd/callstats.h"
+#include "fiber/fiber.h"
 #include "leaserun.h"
 
 typedef struct lr_streams lr_streams; /* the thread and its streams */
@@ -116,7 +116,7 @@ typedef struct lr_unary_wait {
 	int tag_kind; /* first: how the stream thread tells it from its own */
 	grpc_completion_queue *cq;
 	bool shared;
-	sem_t done;
+	lr_wake done;
 } lr_unary_wait;
 
 void lr__unary_wait_begin(lr_streams *st, lr_unary_wait *w);

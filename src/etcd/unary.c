@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "etcd/auth.h"
 #include "etcd/rpc.h"
+#include "fiber/fiber.h"
 
 #define LR_RETRY_BACKOFF_MIN_MS 25
 #define LR_RETRY_BACKOFF_MAX_MS 1000
@@ -187,7 +188,7 @@ static int attempts(lr_etcd *c, lr_call_slot *slot, const char *method, grpc_sli
 		if (lr_mono_ms() + wait >= deadline_ms)
 			return 0;
 		free(r->data);
-		lr_sleep_ms(wait);
+		lr_fiber_sleep_ms(wait); /* a fiber lets the others run */
 	}
 }
 

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "client/client.h"
+#include "client/lock_keys.h"
+#include "etcd/kv.h"
 #include "etcd_harness.h"
 #include "test.h"
 
@@ -34,6 +37,11 @@ const char *hosted_endpoints(void)
 	return endpoints;
 }
 
+etcdh_cluster *hosted_cluster(void)
+{
+	return cluster;
+}
+
 lr_client *hosted_client(const char *prefix)
 {
 	lr_client_opts o = { .endpoints = endpoints, .prefix = prefix };
@@ -56,11 +64,20 @@ static void *run_thread(void *arg)
 	return NULL;
 }
 
+/* With HOSTED_THREADS=T in the environment, the runner's workers share
+ * T threads as fibers (at most one per worker): the same cases then run
+ * on fibers. */
 static void new_runner(struct hosted *h, lr_client *c, const lr_runner_opts *o)
 {
 	lr_err err;
+	lr_runner_opts with = *o;
+	const char *threads = getenv(HOSTED_THREADS);
+	if (threads != NULL) {
+		int conc = o->concurrency > 0 ? o->concurrency : 1;
+		with.threads = atoi(threads) < conc ? atoi(threads) : conc;
+	}
 	memset(h, 0, sizeof(*h));
-	CHECK_OK(lr_runner_new(c, o, &h->r, &err), &err);
+	CHECK_OK(lr_runner_new(c, &with, &h->r, &err), &err);
 }
 
 void hosted_new(struct hosted *h, lr_client *c, const char *name, int concurrency)
@@ -135,4 +152,18 @@ lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, vo
 	lr_task_state st = hosted_wait_done(c, id, 10000);
 	hosted_end(&h);
 	return st;
+}
+
+int64_t hosted_count(lr_client *c, const char *kind, const char *rest)
+{
+	char key[LR_LOCK_KEY_SIZE];
+	lr_err err;
+	lr_key(c, kind, "", key);
+	strncat(key, rest, sizeof(key) - strlen(key) - 1);
+	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
+	int64_t n = r.count;
+	lr_range_result_free(&r);
+	return n;
 }

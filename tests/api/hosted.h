@@ -4,7 +4,9 @@
 #define LR_TEST_HOSTED_H
 
 #include <pthread.h>
+#include <stdint.h>
 
+#include "etcd_harness.h"
 #include "leaserun.h"
 
 /* TEST_MAIN's setup and teardown: one etcd member for the program, or,
@@ -15,12 +17,18 @@ int hosted_setup(void);
 void hosted_teardown(void);
 /* The endpoints of that etcd. */
 const char *hosted_endpoints(void);
+/* That etcd, to pause or stop (NULL in a child process). */
+etcdh_cluster *hosted_cluster(void);
 
 /* A client on that etcd under prefix; fails the test on error. */
 lr_client *hosted_client(const char *prefix);
 
 /* A log sink that shows warnings and errors only (all with TEST_VERBOSE). */
 void hosted_quiet(void *user, const lr_log_record *rec);
+
+/* Runners made here run their workers as fibers on this many threads
+ * when the environment names it. */
+#define HOSTED_THREADS "LR_TEST_HOSTED_THREADS"
 
 /* A runner run by lr_runner_run on a thread of its own. */
 struct hosted {
@@ -53,5 +61,8 @@ void hosted_submit(lr_client *c, const char *json);
  * own whose handler is fn; its final state. Fails the test after 10 s. */
 lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, void *user,
                              const char *id);
+
+/* How many keys are under the prefix of kind (LR_K_*), followed by rest. */
+int64_t hosted_count(lr_client *c, const char *kind, const char *rest);
 
 #endif

@@ -55,20 +55,6 @@ static enum lr_claim_outcome claim(const lr_claimant *who, const char *id, const
 	return oc;
 }
 
-/* How many keys are under prefix + kind (+ rest). */
-static int64_t count_under(lr_client *c, const char *kind, const char *rest)
-{
-	char key[LR_LOCK_KEY_SIZE];
-	lr_key(c, kind, "", key);
-	strncat(key, rest, sizeof(key) - strlen(key) - 1);
-	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX | LR_RANGE_COUNT_ONLY };
-	lr_range_result r;
-	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
-	int64_t n = r.count;
-	lr_range_result_free(&r);
-	return n;
-}
-
 /* The lease a key hangs on; -1 when it does not exist. */
 static int64_t key_lease(lr_client *c, const char *key)
 {
@@ -99,7 +85,7 @@ static int64_t wants_count(lr_client *c, const char *id)
 {
 	char holder[LR_HOLDER_SIZE];
 	lr_holder_of_task(id, holder);
-	return count_under(c, LR_K_WANTS, holder);
+	return hosted_count(c, LR_K_WANTS, holder);
 }
 
 static void give_back(const lr_claimant *who, lr_claimed_task *h)
@@ -125,15 +111,15 @@ TEST(a_claim_takes_its_locks_and_slots_on_its_lease_and_the_end_gives_them_back)
 	CHECK_INT(lock_lease(c, "org/a", LR_LOCK_X, "t1"), ==, lease);
 	CHECK_INT(lock_lease(c, "org", LR_LOCK_IX, "t1"), ==, lease);
 	CHECK_INT(slot_lease(c, "gpu", 2), ==, lease);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 2);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 1);
-	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 2);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, ""), ==, 1);
 
 	CHECK_OK(lr_finish(&who, &h, LR_TASK_SUCCEEDED, NULL, NULL, &err), &err);
 	lr_claimed_task_clear(&h);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, ""), ==, 0);
 	CHECK_INT(wants_count(c, "t1"), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
@@ -151,19 +137,19 @@ TEST(a_task_needing_two_locks_one_of_them_taken_takes_neither)
 	CHECK_INT(claim(&who, "t2", NULL, 0, &h2), ==, LR_CLAIM_BLOCKED);
 	/* Nothing of t2 was written: no lock on b, no slot, no claim. */
 	CHECK_INT(lock_lease(c, "b", LR_LOCK_X, "t2"), ==, -1);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_CLAIMS, "t2"), ==, 0);
-	CHECK_INT(count_under(c, LR_K_CHECKPOINTS, "t2"), ==, 0);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_CLAIMS, "t2"), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_CHECKPOINTS, "t2"), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 1);
 
 	give_back(&who, &h1);
 	CHECK_INT(claim(&who, "t2", NULL, 0, &h2), ==, LR_CLAIM_WON);
 	CHECK_INT(lock_lease(c, "b", LR_LOCK_X, "t2"), ==, lease);
 	CHECK_INT(lock_lease(c, "a", LR_LOCK_S, "t2"), ==, lease);
-	CHECK_INT(count_under(c, LR_K_SLOTS, "pool/"), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, "pool/"), ==, 1);
 	give_back(&who, &h2);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }
@@ -219,7 +205,7 @@ static bool runs_beside(lr_client *c, const lr_claimant *who, const char *held_p
 	if (oc == LR_CLAIM_WON)
 		give_back(who, &hb);
 	give_back(who, &ha);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
 	return oc == LR_CLAIM_WON;
 }
 
@@ -275,14 +261,14 @@ TEST(a_pool_runs_no_more_tasks_than_the_smallest_limit_among_them)
 	/* Full: whichever slot below 3 it tries. */
 	for (int s = 0; s < 3; s++)
 		CHECK_INT(claim(&who, "p3", &s, 1, &got), ==, LR_CLAIM_BLOCKED);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 3);
-	CHECK_INT(count_under(c, LR_K_LIMITS, "gpu/00003/"), ==, 3);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 3);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, "gpu/00003/"), ==, 3);
 	/* A larger limit does not join three that run under a limit of 3. */
 	for (int s = 3; s < 5; s++)
 		CHECK_INT(claim(&who, "big", &s, 1, &got), ==, LR_CLAIM_BLOCKED);
 	for (int i = 0; i < 3; i++)
 		give_back(&who, &h[i]);
-	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, ""), ==, 0);
 
 	/* While it holds slot 4, a task with limit 3 or 1 waits even for a
 	 * free slot below its limit. */
@@ -300,8 +286,8 @@ TEST(a_pool_runs_no_more_tasks_than_the_smallest_limit_among_them)
 	CHECK_INT(claim(&who, "p3", &zero, 1, &h[1]), ==, LR_CLAIM_WON);
 	give_back(&who, &h[0]);
 	give_back(&who, &h[1]);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }
@@ -357,20 +343,20 @@ TEST(the_largest_request_fits_one_claim_under_etcds_default_max_txn_ops)
 	lr_claimant who = { .client = c, .runner = "box-1", .lease = lease };
 	lr_claimed_task h, other;
 	CHECK_INT(claim(&who, "big-s", NULL, 0, &h), ==, LR_CLAIM_WON);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 8);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 64);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 8);
 	CHECK_INT(claim(&who, "big-x", NULL, 0, &other), ==, LR_CLAIM_BLOCKED);
 	CHECK_INT(claim(&who, "one-x", NULL, 0, &other), ==, LR_CLAIM_BLOCKED);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 8);
-	CHECK_INT(count_under(c, LR_K_CLAIMS, ""), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 64);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 8);
+	CHECK_INT(hosted_count(c, LR_K_CLAIMS, ""), ==, 1);
 
 	CHECK_OK(lr_finish(&who, &h, LR_TASK_SUCCEEDED, NULL, NULL, &err), &err);
 	lr_claimed_task_clear(&h);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
 	CHECK_INT(claim(&who, "big-x", NULL, 0, &other), ==, LR_CLAIM_WON);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 64);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 64);
 	give_back(&who, &other);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
@@ -408,11 +394,11 @@ TEST(a_claim_too_large_for_etcds_max_txn_ops_fails_the_task_naming_the_limit)
 	CHECK_INT(st.state, ==, LR_TASK_FAILED);
 	CHECK(st.error != NULL && strstr(st.error, "64 lock nodes") != NULL);
 	lr_task_status_clear(&st);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_CLAIMS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_CLAIMS, ""), ==, 0);
 	CHECK_INT(claim(&who, "small", NULL, 0, &h), ==, LR_CLAIM_WON);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 2); /* db, db/users */
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 2); /* db, db/users */
 	give_back(&who, &h);
 	lr_lease_revoke(lr_client_etcd(c), who.lease, NULL);
 	lr_client_close(c);
@@ -431,7 +417,7 @@ TEST(a_holder_that_lost_its_lease_deletes_none_of_the_next_holders_locks)
 	CHECK_INT(claim(&old, "t1", NULL, 0, &stale), ==, LR_CLAIM_WON);
 	/* The lease ends (as on expiry): claim, locks and slot go with it. */
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), old_lease, &err), &err);
-	CHECK_INT(count_under(c, LR_K_LOCKS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LOCKS, ""), ==, 0);
 
 	int64_t new_lease_id = new_lease(c, 10);
 	lr_claimant now = { .client = c, .runner = "new", .lease = new_lease_id };
@@ -465,10 +451,10 @@ TEST(a_claim_taken_up_again_on_its_own_lease_keeps_the_slots_it_took)
 	CHECK(h.adopted);
 	CHECK_INT(h.slots[0], ==, 3);
 	CHECK_INT(h.slots[1], ==, 1);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 2);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 2);
 	/* And giving back frees the ones held. */
 	give_back(&who, &h);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }
@@ -486,7 +472,7 @@ TEST(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks)
 	CHECK_INT(claim(&who, "t1", NULL, 0, &h), ==, LR_CLAIM_WON);
 	lr_claimed_task_clear(&h);
 	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, lease);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 1);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 1);
 	char key[LR_KEY_SIZE];
 	lr_key(c, LR_K_CHECKPOINTS, "t1", key);
 	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, "garbage", 7, 0, NULL, NULL, &err), &err);
@@ -494,8 +480,8 @@ TEST(a_claim_of_ours_that_cannot_be_taken_up_ends_and_gives_back_its_locks)
 	lr_claimed_task_clear(&h);
 	CHECK_INT(lock_lease(c, "doc/1", LR_LOCK_X, "t1"), ==, -1);
 	CHECK_INT(lock_lease(c, "doc", LR_LOCK_IX, "t1"), ==, -1);
-	CHECK_INT(count_under(c, LR_K_SLOTS, ""), ==, 0);
-	CHECK_INT(count_under(c, LR_K_LIMITS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_SLOTS, ""), ==, 0);
+	CHECK_INT(hosted_count(c, LR_K_LIMITS, ""), ==, 0);
 	lr_lease_revoke(lr_client_etcd(c), lease, NULL);
 	lr_client_close(c);
 }

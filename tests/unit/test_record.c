@@ -1,5 +1,6 @@
 /* test_record.c - records stored in etcd: encoding round trips, and decoding
  * refuses garbage written by anyone else with a message, never a crash. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -503,7 +504,77 @@ TEST(encoders_refuse_strings_that_are_not_utf8)
 	CHECK(lr_claim_encode(&c) == NULL);
 }
 
+/* What the encoders wrote when every record was a jansson document: the
+ * bytes must not change, whichever way they are made now. */
+static char *reference(json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(doc);
+	return text;
+}
+
+TEST(claim_checkpoint_and_done_records_are_the_bytes_a_sorted_compact_document_gives)
+{
+	const char *names[] = { "r1", "", "box-1.a:b_c", "with\"quote", "back\\slash",
+		                "tab\there", "\xc3\xbcn\xc3\xaf", "del\x7f", "sp ace/slash" };
+	const char *states[] = { NULL, "{}", "{\"k\":1,\"a\":[1,2,{\"z\":null,\"b\":\"x\"}]}",
+		                 "\"str \\\"q\\\" \\u00fc\"", "3.5", "true", "[]", "null" };
+	size_t n_names = sizeof(names) / sizeof(names[0]);
+	size_t n_states = sizeof(states) / sizeof(states[0]);
+	for (size_t i = 0; i < n_names; i++) {
+		for (size_t j = 0; j < n_states; j++) {
+			json_t *state = states[j] != NULL
+			                ? json_loads(states[j], JSON_DECODE_ANY, NULL) : NULL;
+			CHECK(states[j] == NULL || state != NULL);
+			lr_checkpoint_rec c = { .next_step = (int64_t)j, .attempt = 3,
+				                .state = state, .fence = 9007199254740993LL };
+			snprintf(c.runner, sizeof(c.runner), "%s", names[i]);
+			snprintf(c.updated_at, sizeof(c.updated_at), "%s",
+			         i % 2 ? "2026-11-21T05:29:17.123Z" : names[i]);
+			char *got = lr_checkpoint_encode(&c);
+			char *want = reference(json_pack("{s:I, s:I, s:O?, s:s, s:I, s:s}",
+			                                 "next_step", (json_int_t)c.next_step,
+			                                 "attempt", (json_int_t)c.attempt, "state",
+			                                 state, "runner", c.runner, "fence",
+			                                 (json_int_t)c.fence, "updated_at",
+			                                 c.updated_at));
+			CHECK(got != NULL && want != NULL);
+			CHECK_STR(got, want);
+			free(got);
+			free(want);
+
+			const char *error = j % 3 == 0 ? NULL : names[i];
+			lr_done_rec d = { .attempts = (int64_t)i, .error = (char *)error,
+				          .state = state };
+			snprintf(d.status, sizeof(d.status), "%s", j % 2 ? "failed" : "succeeded");
+			snprintf(d.finished_at, sizeof(d.finished_at), "%s",
+			         i % 2 ? "2026-11-21T05:29:17.123Z" : names[i]);
+			got = lr_done_encode(&d);
+			want = reference(json_pack("{s:s, s:I, s:o?, s:O?, s:s}", "status", d.status,
+			                           "attempts", (json_int_t)d.attempts, "error",
+			                           error != NULL ? json_string(error) : NULL,
+			                           "state", state, "finished_at", d.finished_at));
+			CHECK(got != NULL && want != NULL);
+			CHECK_STR(got, want);
+			free(got);
+			free(want);
+			json_decref(state);
+		}
+		lr_claim_rec c = { .lease = 5007618015513154674LL };
+		snprintf(c.runner, sizeof(c.runner), "%s", names[i]);
+		snprintf(c.claimed_at, sizeof(c.claimed_at), "%s", names[(i + 1) % n_names]);
+		char *got = lr_claim_encode(&c);
+		char *want = reference(json_pack("{s:s, s:I, s:s}", "runner", c.runner, "lease",
+		                                 (json_int_t)c.lease, "claimed_at", c.claimed_at));
+		CHECK(got != NULL && want != NULL);
+		CHECK_STR(got, want);
+		free(got);
+		free(want);
+	}
+}
+
 TEST_LIST(
+	TEST_CASE(claim_checkpoint_and_done_records_are_the_bytes_a_sorted_compact_document_gives),
 	TEST_CASE(claim_round_trips),
 	TEST_CASE(checkpoint_round_trips_with_its_state),
 	TEST_CASE(checkpoint_fence_0_is_the_claim_of_the_same_revision),
