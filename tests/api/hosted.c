@@ -167,3 +167,16 @@ int64_t hosted_count(lr_client *c, const char *kind, const char *rest)
 	lr_range_result_free(&r);
 	return n;
 }
+
+int64_t hosted_claim_lease(lr_client *c, const char *id)
+{
+	char key[LR_KEY_SIZE];
+	lr_err err;
+	lr_key(c, LR_K_CLAIMS, id != NULL ? id : "", key);
+	lr_range_opts o = { .key = key, .flags = id != NULL ? 0 : LR_KEY_PREFIX, .limit = 1 };
+	lr_range_result r;
+	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
+	int64_t lease = r.n >= 1 ? r.kvs[0].lease : 0;
+	lr_range_result_free(&r);
+	return lease;
+}

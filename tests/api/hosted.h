@@ -64,5 +64,7 @@ lr_task_state hosted_run_one(lr_client *c, const char *runner, lr_step_fn fn, vo
 
 /* How many keys are under the prefix of kind (LR_K_*), followed by rest. */
 int64_t hosted_count(lr_client *c, const char *kind, const char *rest);
+/* The lease of task id's claim, or with id NULL of any task's; 0: none. */
+int64_t hosted_claim_lease(lr_client *c, const char *id);
 
 #endif

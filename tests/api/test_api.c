@@ -124,17 +124,6 @@ static int64_t checkpoint_i(lr_client *c, const char *id, int64_t *mod_rev)
 	return i;
 }
 
-static int64_t claim_lease(lr_client *c, const char *id)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_CLAIMS, id, key);
-	lr_range_result r;
-	CHECK_OK(lr_kv_get(lr_client_etcd(c), key, &r, &err), &err);
-	int64_t lease = r.n == 1 ? r.kvs[0].lease : 0;
-	lr_range_result_free(&r);
-	return lease;
-}
-
 TEST(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them)
 {
 	lr_client *c = hosted_client("/api-fence/");
@@ -148,7 +137,7 @@ TEST(intermediate_checkpoints_are_fenced_and_a_resumed_step_starts_from_them)
 	while (p.checkpoints < 5)
 		lr_sleep_ms(10);
 	/* Pull the lease from under the runner, as a partition would. */
-	int64_t lease = claim_lease(c, "agent");
+	int64_t lease = hosted_claim_lease(c, "agent");
 	CHECK(lease != 0);
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
 	int64_t rev_after_revoke;

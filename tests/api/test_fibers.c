@@ -151,18 +151,6 @@ TEST(workers_sharing_threads_run_every_step_once_and_commit_it_once)
 	lr_client_close(c);
 }
 
-static int64_t any_claim_lease(lr_client *c)
-{
-	char key[LR_KEY_SIZE];
-	lr_key(c, LR_K_CLAIMS, "", key);
-	lr_range_result r;
-	lr_range_opts o = { .key = key, .flags = LR_KEY_PREFIX, .limit = 1 };
-	CHECK_OK(lr_kv_range(lr_client_etcd(c), &o, &r, &err), &err);
-	int64_t lease = r.n >= 1 ? r.kvs[0].lease : 0;
-	lr_range_result_free(&r);
-	return lease;
-}
-
 TEST(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_finishes)
 {
 	lr_client *c = hosted_client("/fibers-lost/");
@@ -175,7 +163,7 @@ TEST(a_runner_on_fibers_that_loses_its_lease_commits_nothing_more_and_another_fi
 	hosted_start(&a);
 	while (l.checkpoints < 200)
 		lr_sleep_ms(5);
-	int64_t lease = any_claim_lease(c);
+	int64_t lease = hosted_claim_lease(c, NULL);
 	CHECK(lease != 0);
 	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &err), &err);
 	int refused_before = l.refused;

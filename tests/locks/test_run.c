@@ -924,6 +924,14 @@ static void submit_to_a_worker(const char *specs, proc_bg *worker, const char *n
 	worker_in_background(worker, name);
 }
 
+/* The shell text of a step that takes `lock` (PATH=MODE) with `leaserun run`
+ * under the test's etcd and prefix, waiting 5 s at most, then runs true. */
+static void run_in_a_step(char *out, size_t size, const char *lock)
+{
+	snprintf(out, size, "LEASERUN_ENDPOINTS=%s LEASERUN_PREFIX=%s %s run --lock %s "
+	         "--wait 5 -- true", cli_env_endpoints, cli_env_prefix, proc_leaserun(), lock);
+}
+
 /* The value of kind/id once it exists (new string); fails the test after
  * timeout_ms. */
 static char *await_key(lr_client *c, const char *kind, const char *id, int timeout_ms)
@@ -994,13 +1002,13 @@ TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
 {
 	lr_client *c = fixture_client("run_after_cycle");
 	cli_use_client(c);
-	char specs[2000];
+	char step[1000], specs[2000];
+	run_in_a_step(step, sizeof(step), "res=X");
 	snprintf(specs, sizeof(specs),
-	         "{\"id\":\"D\",\"steps\":[{\"name\":\"s\",\"run\":\"LEASERUN_ENDPOINTS=%s "
-	         "LEASERUN_PREFIX=%s %s run --lock res=X --wait 5 -- true\"}]}\n"
+	         "{\"id\":\"D\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}]}\n"
 	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],\"after\":[\"D\"],"
 	         "\"locks\":{\"res\":\"X\"}}\n",
-	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
+	         step);
 	proc_bg worker;
 	submit_to_a_worker(specs, &worker, "w2");
 	check_succeeded(c, "D", 20000);
@@ -1019,14 +1027,14 @@ TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
 	cli_use_client(c);
 	proc_bg holder;
 	hold_in_background(&holder, "res/c", "2");
-	char specs[2000];
+	char step[1000], specs[2000];
+	run_in_a_step(step, sizeof(step), "res/b=X");
 	snprintf(specs, sizeof(specs),
 	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
 	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
-	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"LEASERUN_ENDPOINTS=%s "
-	         "LEASERUN_PREFIX=%s %s run --lock res/b=X --wait 5 -- true\"}],"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}],"
 	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
-	         cli_env_endpoints, cli_env_prefix, proc_leaserun());
+	         step);
 	proc_bg worker;
 	submit_to_a_worker(specs, &worker, "w3");
 	check_succeeded(c, "T", 20000);
