@@ -565,6 +565,22 @@ TEST(runners_and_purge_print_their_results)
 	lr_client_close(c);
 }
 
+/* bench deletes its keys when it is done, a hundred to a txn: several
+ * hundred keys here, so that the deletes take several txns. */
+TEST(bench_prints_its_figures_and_leaves_no_key_behind)
+{
+	lr_client *c = fixture_client("cli_bench");
+	cli_use_client(c);
+	proc_result r = RUN("bench", "--tasks", "60", "--steps", "2", "--concurrency", "4",
+	                    "--raw-txns", "250", "--json");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "\"tasks_per_s\"");
+	CHECK_HAS(r.out, "\"txns_per_task\"");
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, ""), ==, 0);
+	lr_client_close(c);
+}
+
 /* Output that could not be written is a failure (exit 1, saying so), not
  * a success; a command that failed for its own reason keeps its status. */
 TEST(output_that_cannot_be_written_exits_1)
@@ -930,6 +946,7 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 
 TEST_LIST(
 	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
+	TEST_CASE(bench_prints_its_figures_and_leaves_no_key_behind),
 	TEST_CASE(submit_with_in_run_again_is_a_success_keeping_the_first_start_time),
 	TEST_CASE(submit_prints_the_id_and_an_identical_resubmit_is_a_success),
 	TEST_CASE(submit_reads_standard_input_and_takes_an_id),
