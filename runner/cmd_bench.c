@@ -155,13 +155,9 @@ static int pool_start(struct pool *p, int workers, int hosts, pthread_t *th, lr_
 	void **args = calloc((size_t)workers, sizeof(*args));
 	if (args == NULL)
 		return 0;
-	for (; started < hosts; started++) {
-		size_t n = (size_t)(workers / hosts + (started < workers % hosts ? 1 : 0));
-		for (size_t i = 0; i < n; i++)
-			args[i] = p;
-		if ((hs[started] = lr_host_start(n, pool_fiber, args, 0)) == NULL)
-			break;
-	}
+	for (int i = 0; i < workers; i++)
+		args[i] = p;
+	started = lr_hosts_start(hs, hosts, pool_fiber, args, (size_t)workers);
 	free(args);
 	return started;
 }

@@ -535,9 +535,9 @@ typedef enum lr_step_result {
 } lr_step_result;
 
 /* A step handler. Runs on one of the runner's worker threads (one task per
- * worker, `concurrency` workers; fibers with lr_runner_opts.threads). It must return soon after
- * lr_step_cancelled() turns true; whatever it returns then, nothing is
- * committed for this step. */
+ * worker, `concurrency` workers; fibers with lr_runner_opts.threads). It
+ * must return soon after lr_step_cancelled() turns true; whatever it
+ * returns then, nothing is committed for this step. */
 typedef lr_step_result (*lr_step_fn)(lr_step *step, void *user);
 
 /* The step context: valid during the handler call only; all strings and

@@ -706,17 +706,9 @@ static int start_hosts(lr_runner *r, lr_err *err)
 		r->hosts = NULL;
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
 	}
-	/* Host i runs workers i, i + n, ...: each an equal share. */
-	int started = 0;
-	for (int i = 0; i < n; i++) {
-		size_t k = 0;
-		for (int j = i; j < r->concurrency; j += n)
-			args[k++] = &r->workers[j];
-		r->hosts[i] = lr_host_start(k, worker_main, args, 0);
-		if (r->hosts[i] == NULL)
-			break;
-		started++;
-	}
+	for (int i = 0; i < r->concurrency; i++)
+		args[i] = &r->workers[i];
+	int started = lr_hosts_start(r->hosts, n, worker_main, args, (size_t)r->concurrency);
 	free(args);
 	if (started < n) {
 		lr_jobq_close(&r->jobs);

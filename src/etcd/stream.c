@@ -1,8 +1,9 @@
 /* stream.c - bidi streams on one thread: the stream thread of a client
  * serves the long-lived streams (LeaseKeepAlive, Watch) and completes the
  * unary calls other threads start on its queue: a caller then waits
- * (lr_wake: its thread sleeps, or its fiber lets others run) instead of each caller polling gRPC on a queue of its own,
- * which cost a handful of thread hand-offs per call.
+ * (lr_wake: its thread sleeps, or its fiber lets others run) instead of
+ * each caller polling gRPC on a queue of its own, which cost a handful of
+ * thread hand-offs per call.
  *
  * Locking: st->mu guards the stream table, each stream's send queue and
  * each call's bookkeeping. It is never held while an owner callback or an

@@ -32,6 +32,12 @@ typedef struct lr_host lr_host;
 lr_host *lr_host_start(size_t n, void (*fn)(void *arg), void *const args[], size_t stack);
 /* Wait for the host's fibers to return and free it. */
 void lr_host_join(lr_host *h);
+/* Start up to n_hosts hosts into hs[], fn(args[j]) for each of the n
+ * args spread over them in turn (host i runs args i, i + n_hosts, ...).
+ * Returns how many started: n_hosts, or fewer when out of memory or
+ * threads (those started run; join them). */
+int lr_hosts_start(lr_host **hs, int n_hosts, void (*fn)(void *arg), void *const args[],
+                   size_t n);
 
 /* The fiber running on this thread; NULL outside fibers. */
 struct lr_fiber *lr_fiber_self(void);
