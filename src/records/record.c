@@ -175,18 +175,46 @@ cleanup:
 
 /* ---- checkpoints ---- */
 
+/* head, the state as JSON ("null" for NULL), then tail, in one
+ * allocation: the state is dumped straight into place, a second time only
+ * when it is longer than the room first guessed. NULL when out of memory. */
+static char *around_state(const char *head, size_t hn, const json_t *state,
+                          const char *tail, size_t tn)
+{
+	size_t room = 240;
+	for (;;) {
+		char *text = malloc(hn + room + tn + 1);
+		if (text == NULL)
+			return NULL;
+		size_t sn = 4;
+		if (state != NULL)
+			sn = json_dumpb(state, text + hn, room, ENCODE_FLAGS | JSON_ENCODE_ANY);
+		else
+			memcpy(text + hn, "null", sn);
+		if (sn > 0 && sn <= room) {
+			memcpy(text, head, hn);
+			memcpy(text + hn + sn, tail, tn);
+			text[hn + sn + tn] = '\0';
+			return text;
+		}
+		free(text);
+		if (sn == 0)
+			return NULL;
+		room = sn;
+	}
+}
+
 char *lr_checkpoint_encode(const lr_checkpoint_rec *c)
 {
 	if (plain(c->runner) && plain(c->updated_at)) {
-		char *state = dump_any(c->state), *text = NULL;
-		if (state != NULL &&
-		    asprintf(&text, "{\"attempt\":%" PRId64 ",\"fence\":%" PRId64
-		             ",\"next_step\":%" PRId64 ",\"runner\":\"%s\",\"state\":%s"
-		             ",\"updated_at\":\"%s\"}", c->attempt, c->fence, c->next_step,
-		             c->runner, state, c->updated_at) < 0)
-			text = NULL;
-		free(state);
-		return text;
+		char head[sizeof(c->runner) + 128], tail[sizeof(c->updated_at) + 32];
+		int hn = snprintf(head, sizeof(head),
+		                  "{\"attempt\":%" PRId64 ",\"fence\":%" PRId64
+		                  ",\"next_step\":%" PRId64 ",\"runner\":\"%s\",\"state\":",
+		                  c->attempt, c->fence, c->next_step, c->runner);
+		int tn = snprintf(tail, sizeof(tail), ",\"updated_at\":\"%s\"}", c->updated_at);
+		if (hn > 0 && (size_t)hn < sizeof(head) && tn > 0 && (size_t)tn < sizeof(tail))
+			return around_state(head, (size_t)hn, c->state, tail, (size_t)tn);
 	}
 	return encode_new(json_pack("{s:I, s:I, s:O?, s:s, s:I, s:s}",
 	                            "next_step", (json_int_t)c->next_step,
