@@ -175,33 +175,46 @@ cleanup:
 
 /* ---- checkpoints ---- */
 
-/* head, the state as JSON ("null" for NULL), then tail, in one
- * allocation: the state is dumped straight into place, a second time only
- * when it is longer than the room first guessed. NULL when out of memory. */
+/* A record's text as it grows: room for a small state from the start,
+ * doubled as a larger one needs it. */
+struct text {
+	char *p;
+	size_t n, cap;
+};
+
+static int text_add(const char *s, size_t n, void *user)
+{
+	struct text *t = user;
+	if (t->cap - t->n <= n) {
+		size_t cap = t->cap * 2 > t->n + n + 1 ? t->cap * 2 : t->n + n + 1;
+		char *p = realloc(t->p, cap);
+		if (p == NULL)
+			return -1;
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->n, s, n);
+	t->n += n;
+	return 0;
+}
+
+/* head, the state as JSON ("null" for NULL), then tail: one allocation
+ * for a state of up to a few hundred bytes, and the state dumped straight
+ * into place. NULL when out of memory. */
 static char *around_state(const char *head, size_t hn, const json_t *state,
                           const char *tail, size_t tn)
 {
-	size_t room = 240;
-	for (;;) {
-		char *text = malloc(hn + room + tn + 1);
-		if (text == NULL)
-			return NULL;
-		size_t sn = 4;
-		if (state != NULL)
-			sn = json_dumpb(state, text + hn, room, ENCODE_FLAGS | JSON_ENCODE_ANY);
-		else
-			memcpy(text + hn, "null", sn);
-		if (sn > 0 && sn <= room) {
-			memcpy(text, head, hn);
-			memcpy(text + hn + sn, tail, tn);
-			text[hn + sn + tn] = '\0';
-			return text;
-		}
-		free(text);
-		if (sn == 0)
-			return NULL;
-		room = sn;
+	struct text t = { .cap = hn + 256 + tn + 1 };
+	t.p = malloc(t.cap);
+	if (t.p == NULL || text_add(head, hn, &t) != 0 ||
+	    (state != NULL ? json_dump_callback(state, text_add, &t,
+	                                        ENCODE_FLAGS | JSON_ENCODE_ANY)
+	                   : text_add("null", 4, &t)) != 0 ||
+	    text_add(tail, tn + 1, &t) != 0) { /* with its '\0' */
+		free(t.p);
+		return NULL;
 	}
+	return t.p;
 }
 
 char *lr_checkpoint_encode(const lr_checkpoint_rec *c)
