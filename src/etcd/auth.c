@@ -84,14 +84,15 @@ int lr__authenticate(lr_etcd *c, lr_err *err)
 		goto out;
 	}
 	Etcdserverpb__AuthenticateResponse *resp =
-	    etcdserverpb__authenticate_response__unpack(NULL, r.len, r.data);
+	    (Etcdserverpb__AuthenticateResponse *)lr__unpack(
+	        &etcdserverpb__authenticate_response__descriptor, r.len, r.data);
 	if (resp == NULL) {
 		rc = lr_err_set(err, LR_EETCD, "etcd %s (Auth/Authenticate): malformed reply",
 		                c->chan.endpoints);
 		goto out;
 	}
 	char *token = resp->token != NULL ? strdup(resp->token) : NULL;
-	etcdserverpb__authenticate_response__free_unpacked(resp, NULL);
+	lr_etcd_reply_free(&resp->base);
 	if (token == NULL) {
 		rc = lr_err_set(err, LR_ENOMEM, "etcd %s (Auth/Authenticate): out of memory",
 		                c->chan.endpoints);

@@ -9,6 +9,7 @@
 
 #include "rpc.pb-c.h"
 
+#include "base/arena.h"
 #include "base/error.h"
 
 #define M_RANGE "/etcdserverpb.KV/Range"
@@ -149,7 +150,7 @@ static void release(void *p)
 	if (h == NULL || atomic_fetch_sub(&h->refs, 1) > 1)
 		return;
 	if (h->reply != NULL)
-		protobuf_c_message_free_unpacked(h->reply, NULL);
+		lr_etcd_reply_free(h->reply);
 	free_keys(h->keys);
 	free(h);
 }
@@ -198,7 +199,7 @@ int lr_kv_range(lr_etcd *c, const lr_range_opts *o, lr_range_result *r, lr_err *
 		return rc;
 	struct holder *h = hold(resp);
 	if (h == NULL) {
-		protobuf_c_message_free_unpacked(resp, NULL);
+		lr_etcd_reply_free(resp);
 		return lr_err_set(err, LR_ENOMEM, "range %s: out of memory", o->key);
 	}
 	r->pb_ = h;
@@ -243,12 +244,12 @@ int lr_kv_put(lr_etcd *c, const char *key, const void *value, size_t len,
 	if (revision != NULL)
 		*revision = pr->header != NULL ? pr->header->revision : 0;
 	if (prev == NULL || pr->prev_kv == NULL) {
-		protobuf_c_message_free_unpacked(resp, NULL);
+		lr_etcd_reply_free(resp);
 		return 0;
 	}
 	struct holder *h = hold(resp);
 	if (h == NULL)
-		protobuf_c_message_free_unpacked(resp, NULL);
+		lr_etcd_reply_free(resp);
 	if (h == NULL || copy_kvs(&prev->kvs, 1, &pr->prev_kv, &h->keys) != 0) {
 		release(h);
 		return lr_err_set(err, LR_ENOMEM, "put %s: out of memory", key);
@@ -279,80 +280,33 @@ int lr_kv_delete(lr_etcd *c, const char *key, int flags, int64_t *deleted,
 		*deleted = dr->deleted;
 	if (revision != NULL)
 		*revision = dr->header != NULL ? dr->header->revision : 0;
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	return 0;
 }
 
 /* ---- txn builder ---------------------------------------------------------- */
 
-/* Everything a txn allocates comes from a few chunks, freed at once: small
- * pieces (compares, ops, keys, small values) are cut from one chunk after
- * another, so that a typical txn costs two or three malloc calls instead of
- * one per piece; a large value gets a chunk of its own. */
+/* Everything a txn allocates comes from its root's arena, freed at once:
+ * a typical txn costs two or three malloc calls instead of one per piece
+ * (compares, ops, keys, values). */
 #define TXN_CHUNK 2048
-
-struct chunk {
-	struct chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
 
 struct lr_txn {
 	Etcdserverpb__TxnRequest req;
 	size_t cap_cmp, cap_ops[2];
-	lr_txn *root;         /* the outermost txn: its chunks and oom serve all */
+	lr_txn *root;         /* the outermost txn: its arena and oom serve all */
 	lr_txn *nested;       /* txns nested in this one (lr_txn_nest) */
 	lr_txn *next_nested;
-	struct chunk *chunks; /* the first one is where small pieces go */
+	lr_arena arena;
 	bool oom;
 };
-
-static struct chunk *new_chunk(size_t cap)
-{
-	struct chunk *c = malloc(sizeof(*c) + cap);
-	if (c != NULL) {
-		c->used = 0;
-		c->cap = cap;
-	}
-	return c;
-}
 
 /* n zeroed bytes, aligned for any type, freed with the txn. */
 static void *txn_alloc(lr_txn *t, size_t n)
 {
-	t = t->root;
-	size_t need = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-	struct chunk *c = t->chunks;
-	if (need > TXN_CHUNK / 2) {
-		/* Its own chunk, behind the current one, which keeps its room. */
-		struct chunk *big = new_chunk(need);
-		if (big == NULL) {
-			t->root->oom = true;
-			return NULL;
-		}
-		big->used = need;
-		if (c != NULL) {
-			big->next = c->next;
-			c->next = big;
-		} else {
-			big->next = NULL;
-			t->chunks = big;
-		}
-		memset(big->data, 0, n);
-		return big->data;
-	}
-	if (c == NULL || c->cap - c->used < need) {
-		c = new_chunk(TXN_CHUNK);
-		if (c == NULL) {
-			t->root->oom = true;
-			return NULL;
-		}
-		c->next = t->chunks;
-		t->chunks = c;
-	}
-	void *p = (char *)c->data + c->used;
-	c->used += need;
-	memset(p, 0, n);
+	void *p = lr_arena_alloc(&t->root->arena, n, 1);
+	if (p == NULL)
+		t->root->oom = true;
 	return p;
 }
 
@@ -403,6 +357,7 @@ lr_txn *lr_txn_new(void)
 	if (t != NULL) {
 		etcdserverpb__txn_request__init(&t->req);
 		t->root = t;
+		lr_arena_init(&t->arena, TXN_CHUNK);
 	}
 	return t;
 }
@@ -416,11 +371,7 @@ void lr_txn_free(lr_txn *t)
 		t->nested = n->next_nested;
 		lr_txn_free(n);
 	}
-	while (t->chunks != NULL) {
-		struct chunk *c = t->chunks;
-		t->chunks = c->next;
-		free(c);
-	}
+	lr_arena_clear(&t->arena);
 	free(t->req.compare);
 	free(t->req.success);
 	free(t->req.failure);
@@ -649,7 +600,7 @@ int lr_etcd_txn(lr_etcd *c, const lr_txn *t, int flags, lr_txn_result *r, lr_err
 		return rc;
 	struct holder *h = hold(resp);
 	if (h == NULL) {
-		protobuf_c_message_free_unpacked(resp, NULL);
+		lr_etcd_reply_free(resp);
 		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
 	}
 	r->pb_ = h;
@@ -696,7 +647,7 @@ int lr_etcd_txn_many(lr_etcd *c, const lr_txn *const *ts, size_t n, int flags,
 	Etcdserverpb__TxnResponse *tr = (Etcdserverpb__TxnResponse *)resp;
 	struct holder *h = hold(resp);
 	if (h == NULL) {
-		protobuf_c_message_free_unpacked(resp, NULL);
+		lr_etcd_reply_free(resp);
 		return lr_err_set(err, LR_ENOMEM, "txn: out of memory");
 	}
 	if (tr->n_responses != n) {

@@ -24,7 +24,9 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/rpc.h"
 #include "etcd/stream.h"
+#include "etcd/transport.h"
 
 /* Renewals of one lease in flight at most: TTL/3 apart, so three cover a
  * round trip as long as the TTL. */
@@ -83,7 +85,7 @@ int lr_lease_grant(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *granted_s,
 		if (sent_ms != NULL)
 			*sent_ms = sent;
 	}
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	return rc;
 }
 
@@ -99,7 +101,7 @@ int lr_lease_revoke(lr_etcd *c, int64_t id, lr_err *err)
 		return 0;
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "lease revoke %llx", (unsigned long long)id);
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	return 0;
 }
 
@@ -118,7 +120,7 @@ int lr_lease_ttl(lr_etcd *c, int64_t id, int64_t *ttl_s, int64_t *granted_s,
 	*ttl_s = tr->ttl;
 	if (granted_s != NULL)
 		*granted_s = tr->grantedttl;
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	return 0;
 }
 
@@ -189,7 +191,8 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 {
 	lr_keepalive *k = owner;
 	Etcdserverpb__LeaseKeepAliveResponse *r =
-	    etcdserverpb__lease_keep_alive_response__unpack(NULL, len, data);
+	    (Etcdserverpb__LeaseKeepAliveResponse *)lr__unpack(
+	        &etcdserverpb__lease_keep_alive_response__descriptor, len, data);
 	if (r == NULL)
 		return;
 	int64_t now = lr_mono_ms();
@@ -231,7 +234,7 @@ static void ka_message(void *owner, const uint8_t *data, size_t len)
 		pthread_cond_broadcast(&k->cond);
 		pthread_mutex_unlock(&k->mu);
 	}
-	etcdserverpb__lease_keep_alive_response__free_unpacked(r, NULL);
+	lr_etcd_reply_free(&r->base);
 }
 
 static void ka_closed(void *owner, int code, const char *why)

@@ -19,7 +19,7 @@ int lr_etcd_member_version(lr_etcd *c, char *buf, size_t size, lr_err *err)
 		return lr_err_wrap(err, rc, "member status");
 	const Etcdserverpb__StatusResponse *st = (const Etcdserverpb__StatusResponse *)resp;
 	snprintf(buf, size, "%s", st->version != NULL ? st->version : "");
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/support/alloc.h>
 
+#include "base/arena.h"
 #include "base/clock.h"
 #include "leaserun.h"
 
@@ -67,6 +68,68 @@ int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len)
 	memcpy(*out, GRPC_SLICE_START_PTR(s), *len);
 	grpc_slice_unref(s);
 	return 0;
+}
+
+/* A reply's arena sits in its own first chunk. Each piece it gives
+ * protobuf-c starts with a pointer to it, so that the message (whichever
+ * piece it is) leads back to it; protobuf-c's frees are no-ops. */
+struct reply {
+	lr_arena a;
+};
+
+#define PIECE_HEAD _Alignof(max_align_t)
+
+static void *reply_alloc(void *user, size_t n)
+{
+	struct reply *r = user;
+	if (n > (size_t)-1 - PIECE_HEAD)
+		return NULL;
+	char *p = lr_arena_alloc(&r->a, PIECE_HEAD + n, 0);
+	if (p == NULL)
+		return NULL;
+	memcpy(p, &r, sizeof(r));
+	return p + PIECE_HEAD;
+}
+
+static void reply_free_piece(void *user, void *p)
+{
+	(void)user;
+	(void)p;
+}
+
+static void reply_drop(struct reply *r)
+{
+	lr_arena a = r->a; /* r lives in one of its chunks */
+	lr_arena_clear(&a);
+}
+
+ProtobufCMessage *lr__unpack(const ProtobufCMessageDescriptor *d, size_t len,
+                             const uint8_t *data)
+{
+	/* The pieces take about twice the bytes on the wire, or more for
+	 * small replies full of empty fields. */
+	size_t chunk = len < 512 * 1024 ? 2 * len + 1024 : 1024 * 1024 + 1024;
+	lr_arena a;
+	lr_arena_init(&a, chunk);
+	struct reply *r = lr_arena_alloc(&a, sizeof(*r), 0);
+	if (r == NULL)
+		return NULL;
+	r->a = a;
+	ProtobufCAllocator al = { .alloc = reply_alloc, .free = reply_free_piece,
+	                          .allocator_data = r };
+	ProtobufCMessage *m = protobuf_c_message_unpack(d, &al, len, data);
+	if (m == NULL)
+		reply_drop(r);
+	return m;
+}
+
+void lr_etcd_reply_free(ProtobufCMessage *m)
+{
+	if (m == NULL)
+		return;
+	struct reply *r;
+	memcpy(&r, (char *)m - PIECE_HEAD, sizeof(r));
+	reply_drop(r);
 }
 
 void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n)

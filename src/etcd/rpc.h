@@ -31,6 +31,11 @@ grpc_byte_buffer *lr__buffer_of(grpc_slice bytes);
 grpc_byte_buffer *lr__pack(const ProtobufCMessage *msg);
 /* Flatten a received buffer; *out is malloc'd (caller frees). 0 or -1. */
 int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len);
+/* A message of d read from data, or NULL when malformed or out of memory.
+ * Every reply is read this way and freed by lr_etcd_reply_free: its
+ * fields come from one arena instead of a malloc call each. */
+ProtobufCMessage *lr__unpack(const ProtobufCMessageDescriptor *d, size_t len,
+                             const uint8_t *data);
 
 /* op = SEND_INITIAL_METADATA of md[n], waiting for a connection. */
 void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n);

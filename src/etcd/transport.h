@@ -51,7 +51,7 @@ enum {
 
 /* One unary call. `method` is the gRPC path ("/etcdserverpb.KV/Range").
  * On success *resp is a new message of resp_desc, freed by
- * protobuf_c_message_free_unpacked(*resp, NULL). Any thread. */
+ * lr_etcd_reply_free(*resp). Any thread. */
 int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                   const ProtobufCMessageDescriptor *resp_desc,
                   ProtobufCMessage **resp, int flags, lr_err *err);
@@ -60,6 +60,10 @@ int lr_etcd_unary(lr_etcd *c, const char *method, const ProtobufCMessage *req,
 int lr_etcd_unary_sent(lr_etcd *c, const char *method, const ProtobufCMessage *req,
                        const ProtobufCMessageDescriptor *resp_desc,
                        ProtobufCMessage **resp, int flags, int64_t *sent_ms, lr_err *err);
+
+/* Frees a reply of lr_etcd_unary or of a stream; NULL is fine. Any
+ * thread. */
+void lr_etcd_reply_free(ProtobufCMessage *m);
 
 /* The client's call counts so far (callstats.h): fn(user, st) once per
  * method called at least once, unary and stream, in the order first used,

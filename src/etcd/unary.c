@@ -267,7 +267,7 @@ int lr_etcd_unary_sent(lr_etcd *c, const char *method, const ProtobufCMessage *r
 		rc = describe_failure(c, method, &r, write, err);
 		goto out;
 	}
-	*resp = protobuf_c_message_unpack(resp_desc, NULL, r.len, r.data);
+	*resp = lr__unpack(resp_desc, r.len, r.data);
 	if (*resp == NULL)
 		rc = lr_err_set(err, LR_EETCD, "etcd %s (%s): malformed reply",
 		                c->chan.endpoints, lr__method_short(method));

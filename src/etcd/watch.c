@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "etcd/auth.h"
+#include "etcd/rpc.h"
 #include "etcd/stream.h"
 #include "etcd/transport.h"
 
@@ -313,7 +314,8 @@ static bool token_refused(const Etcdserverpb__WatchResponse *r)
 static void w_message(void *owner, const uint8_t *data, size_t len)
 {
 	lr_watch *w = owner;
-	Etcdserverpb__WatchResponse *r = etcdserverpb__watch_response__unpack(NULL, len, data);
+	Etcdserverpb__WatchResponse *r = (Etcdserverpb__WatchResponse *)lr__unpack(
+	    &etcdserverpb__watch_response__descriptor, len, data);
 	if (r == NULL)
 		return;
 	bool refused = token_refused(r), created = r->created && !r->canceled;
@@ -369,7 +371,7 @@ out:
 	pthread_mutex_unlock(&w->mu);
 	free(ev);
 	free(keys);
-	etcdserverpb__watch_response__free_unpacked(r, NULL);
+	lr_etcd_reply_free(&r->base);
 	if (refused)
 		lr_stream_renew_token(w->stream);
 	else if (created)

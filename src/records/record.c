@@ -175,18 +175,59 @@ cleanup:
 
 /* ---- checkpoints ---- */
 
+/* A record's text as it grows: room for a small state from the start,
+ * doubled as a larger one needs it. */
+struct text {
+	char *p;
+	size_t n, cap;
+};
+
+static int text_add(const char *s, size_t n, void *user)
+{
+	struct text *t = user;
+	if (t->cap - t->n <= n) {
+		size_t cap = t->cap * 2 > t->n + n + 1 ? t->cap * 2 : t->n + n + 1;
+		char *p = realloc(t->p, cap);
+		if (p == NULL)
+			return -1;
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->n, s, n);
+	t->n += n;
+	return 0;
+}
+
+/* head, the state as JSON ("null" for NULL), then tail: one allocation
+ * for a state of up to a few hundred bytes, and the state dumped straight
+ * into place. NULL when out of memory. */
+static char *around_state(const char *head, size_t hn, const json_t *state,
+                          const char *tail, size_t tn)
+{
+	struct text t = { .cap = hn + 256 + tn + 1 };
+	t.p = malloc(t.cap);
+	if (t.p == NULL || text_add(head, hn, &t) != 0 ||
+	    (state != NULL ? json_dump_callback(state, text_add, &t,
+	                                        ENCODE_FLAGS | JSON_ENCODE_ANY)
+	                   : text_add("null", 4, &t)) != 0 ||
+	    text_add(tail, tn + 1, &t) != 0) { /* with its '\0' */
+		free(t.p);
+		return NULL;
+	}
+	return t.p;
+}
+
 char *lr_checkpoint_encode(const lr_checkpoint_rec *c)
 {
 	if (plain(c->runner) && plain(c->updated_at)) {
-		char *state = dump_any(c->state), *text = NULL;
-		if (state != NULL &&
-		    asprintf(&text, "{\"attempt\":%" PRId64 ",\"fence\":%" PRId64
-		             ",\"next_step\":%" PRId64 ",\"runner\":\"%s\",\"state\":%s"
-		             ",\"updated_at\":\"%s\"}", c->attempt, c->fence, c->next_step,
-		             c->runner, state, c->updated_at) < 0)
-			text = NULL;
-		free(state);
-		return text;
+		char head[sizeof(c->runner) + 128], tail[sizeof(c->updated_at) + 32];
+		int hn = snprintf(head, sizeof(head),
+		                  "{\"attempt\":%" PRId64 ",\"fence\":%" PRId64
+		                  ",\"next_step\":%" PRId64 ",\"runner\":\"%s\",\"state\":",
+		                  c->attempt, c->fence, c->next_step, c->runner);
+		int tn = snprintf(tail, sizeof(tail), ",\"updated_at\":\"%s\"}", c->updated_at);
+		if (hn > 0 && (size_t)hn < sizeof(head) && tn > 0 && (size_t)tn < sizeof(tail))
+			return around_state(head, (size_t)hn, c->state, tail, (size_t)tn);
 	}
 	return encode_new(json_pack("{s:I, s:I, s:O?, s:s, s:I, s:s}",
 	                            "next_step", (json_int_t)c->next_step,

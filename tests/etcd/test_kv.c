@@ -237,7 +237,7 @@ TEST(txn_compare_on_lease_tells_which_lease_holds_the_key)
 	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.Lease/LeaseGrant", &g.base,
 	                       &etcdserverpb__lease_grant_response__descriptor, &resp, 0, &err), &err);
 	int64_t lease = ((Etcdserverpb__LeaseGrantResponse *)resp)->id;
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 	CHECK_OK(lr_kv_put(c, k, "v", 1, lease, NULL, NULL, &err), &err);
 
 	int64_t values[] = { lease, lease + 1, 0 };

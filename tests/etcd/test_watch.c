@@ -168,7 +168,7 @@ TEST(compaction_is_reported_to_the_watcher)
 	ProtobufCMessage *resp;
 	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
 	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
-	protobuf_c_message_free_unpacked(resp, NULL);
+	lr_etcd_reply_free(resp);
 
 	lr_watch *w;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);

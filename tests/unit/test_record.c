@@ -518,7 +518,14 @@ TEST(claim_checkpoint_and_done_records_are_the_bytes_a_sorted_compact_document_g
 	const char *names[] = { "r1", "", "box-1.a:b_c", "with\"quote", "back\\slash",
 		                "tab\there", "\xc3\xbcn\xc3\xaf", "del\x7f", "sp ace/slash" };
 	const char *states[] = { NULL, "{}", "{\"k\":1,\"a\":[1,2,{\"z\":null,\"b\":\"x\"}]}",
-		                 "\"str \\\"q\\\" \\u00fc\"", "3.5", "true", "[]", "null" };
+		                 "\"str \\\"q\\\" \\u00fc\"", "3.5", "true", "[]", "null",
+		                 /* longer than the room first guessed for a state */
+		                 "{\"long\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		                 "\",\"more\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19]}" };
 	size_t n_names = sizeof(names) / sizeof(names[0]);
 	size_t n_states = sizeof(states) / sizeof(states[0]);
 	for (size_t i = 0; i < n_names; i++) {

@@ -1,11 +1,16 @@
 /* test_rpc.c - gRPC statuses as the library's codes: which failures are
  * retried, which may have applied, and which are about size. etcd's own
- * texts for each case. And the etcd versions known to revoke live leases.
- * No etcd. */
+ * texts for each case. The etcd versions known to revoke live leases.
+ * Replies read into an arena, and the arena itself. No etcd. */
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "rpc.pb-c.h"
+
+#include "base/arena.h"
 #include "etcd/member.h"
 #include "etcd/rpc.h"
+#include "etcd/transport.h"
 #include "leaserun.h"
 #include "test.h"
 
@@ -97,12 +102,109 @@ TEST(etcd_versions_before_the_fix_of_stale_leader_revokes_are_named)
 		CHECK(!lr_etcd_version_revokes_live_leases(unreadable[i]));
 }
 
+TEST(an_arena_aligns_zeroes_and_gives_big_pieces_their_own_chunk)
+{
+	lr_arena a;
+	lr_arena_init(&a, 256);
+	for (int round = 0; round < 2; round++) { /* used again after a clear */
+		unsigned char *small[40];
+		for (size_t i = 0; i < 40; i++) {
+			small[i] = lr_arena_alloc(&a, i + 1, 1);
+			CHECK(small[i] != NULL);
+			CHECK_INT((uintptr_t)small[i] % _Alignof(max_align_t), ==, 0);
+			for (size_t j = 0; j <= i; j++)
+				CHECK_INT(small[i][j], ==, 0);
+			memset(small[i], (int)i + 1, i + 1);
+		}
+		unsigned char *big = lr_arena_alloc(&a, 4000, 0);
+		CHECK(big != NULL);
+		memset(big, 0xab, 4000);
+		CHECK(lr_arena_alloc(&a, 8, 1) != NULL);
+		/* Nothing overlaps: every piece still holds what was put in it. */
+		for (size_t i = 0; i < 40; i++)
+			for (size_t j = 0; j <= i; j++)
+				CHECK_INT(small[i][j], ==, (int)i + 1);
+		CHECK_INT(big[0], ==, 0xab);
+		CHECK_INT(big[3999], ==, 0xab);
+		CHECK(lr_arena_alloc(&a, SIZE_MAX - 4, 0) == NULL);
+		lr_arena_clear(&a);
+		CHECK(a.chunks == NULL);
+	}
+}
+
+/* A txn reply of many results, one of them with a value bigger than the
+ * arena's chunks, read back whole; cut short, it is refused. Nothing leaks
+ * either way (the sanitizer run checks). */
+TEST(a_reply_read_into_an_arena_is_whole_and_freed_at_once)
+{
+	enum { N = 200 };
+	static Mvccpb__KeyValue kvs[N];
+	static Mvccpb__KeyValue *kvp[N];
+	static Etcdserverpb__RangeResponse ranges[N];
+	static Etcdserverpb__ResponseOp ops[N];
+	static Etcdserverpb__ResponseOp *opp[N];
+	static char keys[N][32];
+	static uint8_t big[100000];
+	memset(big, 'v', sizeof(big));
+	for (int i = 0; i < N; i++) {
+		mvccpb__key_value__init(&kvs[i]);
+		snprintf(keys[i], sizeof(keys[i]), "/leaserun/claims/t%d", i);
+		kvs[i].key = (ProtobufCBinaryData){ strlen(keys[i]), (uint8_t *)keys[i] };
+		kvs[i].value = i == 7 ? (ProtobufCBinaryData){ sizeof(big), big }
+		                      : (ProtobufCBinaryData){ 2, (uint8_t *)"{}" };
+		kvs[i].mod_revision = 1000 + i;
+		kvp[i] = &kvs[i];
+		etcdserverpb__range_response__init(&ranges[i]);
+		ranges[i].n_kvs = 1;
+		ranges[i].kvs = &kvp[i];
+		ranges[i].count = 1;
+		etcdserverpb__response_op__init(&ops[i]);
+		ops[i].response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+		ops[i].response_range = &ranges[i];
+		opp[i] = &ops[i];
+	}
+	Etcdserverpb__ResponseHeader hdr = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+	hdr.revision = 4242;
+	Etcdserverpb__TxnResponse t = ETCDSERVERPB__TXN_RESPONSE__INIT;
+	t.header = &hdr;
+	t.succeeded = true;
+	t.n_responses = N;
+	t.responses = opp;
+	size_t len = protobuf_c_message_get_packed_size(&t.base);
+	uint8_t *wire = malloc(len);
+	CHECK(wire != NULL);
+	protobuf_c_message_pack(&t.base, wire);
+
+	ProtobufCMessage *m = lr__unpack(&etcdserverpb__txn_response__descriptor, len, wire);
+	CHECK(m != NULL);
+	const Etcdserverpb__TxnResponse *back = (const Etcdserverpb__TxnResponse *)m;
+	CHECK(back->succeeded);
+	CHECK_INT(back->header->revision, ==, 4242);
+	CHECK_INT(back->n_responses, ==, N);
+	for (int i = 0; i < N; i++) {
+		const Mvccpb__KeyValue *kv = back->responses[i]->response_range->kvs[0];
+		CHECK_INT(kv->key.len, ==, strlen(keys[i]));
+		CHECK(memcmp(kv->key.data, keys[i], kv->key.len) == 0);
+		CHECK_INT(kv->mod_revision, ==, 1000 + i);
+		CHECK_INT(kv->value.len, ==, i == 7 ? sizeof(big) : 2);
+	}
+	CHECK(memcmp(back->responses[7]->response_range->kvs[0]->value.data, big,
+	             sizeof(big)) == 0);
+	lr_etcd_reply_free(m);
+	lr_etcd_reply_free(NULL);
+
+	CHECK(lr__unpack(&etcdserverpb__txn_response__descriptor, len - 3, wire) == NULL);
+	free(wire);
+}
+
 TEST_LIST(
 	TEST_CASE(etcd_versions_before_the_fix_of_stale_leader_revokes_are_named),
 	TEST_CASE(a_lost_reply_is_ambiguous_only_for_a_write),
 	TEST_CASE(a_read_at_a_compacted_revision_is_worth_another_try),
 	TEST_CASE(only_a_size_limit_reads_as_too_large),
 	TEST_CASE(refusals_name_their_cause),
+	TEST_CASE(an_arena_aligns_zeroes_and_gives_big_pieces_their_own_chunk),
+	TEST_CASE(a_reply_read_into_an_arena_is_whole_and_freed_at_once),
 );
 
 TEST_MAIN(NULL, NULL)
