@@ -3,7 +3,7 @@
  * deadline and commits nothing, another runner finishes the task, and once
  * the network heals the cut runner comes back with a new lease and works.
  * And a runner behind a slow link (round trips over a third of its TTL)
- * keeps its lease.
+ * keeps its lease, and a retry whose reply is lost knows its own write.
  *
  * Threads: the test runs on the main thread (which starts the runners, so
  * they die with it); the proxy forwards on a thread of its own, told what to
