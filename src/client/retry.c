@@ -2,7 +2,8 @@
  * leaserun.h, lr_retry_to in retry.h): one txn guarded by the done record
  * as read and no claim, which deletes the result, rewinds the checkpoint,
  * keeps the outcome in the task's history and tells runners (P
- * queue/<id>). Runs on the caller's thread. */
+ * queue/<id>); sent again after a lost reply, it knows its own history
+ * record. Runs on the caller's thread. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,13 +206,20 @@ int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_a
 		lr_wants_key(c, holder, key);
 		lr_txn_put(t, LR_THEN, key, vals[3], strlen(vals[3]), 0);
 	}
+	/* Sent again after a lost reply: once applied, its compares fail (the
+	 * result is gone), and the history it wrote, read back here, tells
+	 * that this outcome was retried. */
+	lr_txn_get(t, LR_ELSE, rd.key[R_HISTORY], 0);
 	lr_txn_result r;
-	rc = lr_etcd_txn(lr_client_etcd(c), t, 0, &r, err);
+	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
 	if (rc != 0) {
 		lr_err_wrap(err, rc, "retry %s", id);
 		goto out;
 	}
-	if (!r.succeeded)
+	const lr_kv *h = !r.succeeded && r.n_ops == 1 && r.ops[0].n == 1 ? &r.ops[0].kvs[0] : NULL;
+	bool applied = r.succeeded || (h != NULL && h->value_len == strlen(vals[1]) &&
+	                               memcmp(h->value, vals[1], h->value_len) == 0);
+	if (!applied)
 		rc = lr_err_set(err, LR_ECONFLICT, "retry %s: the task changed meanwhile (retried, "
 		                "purged or submitted again): nothing was done", id);
 	else

@@ -3,7 +3,7 @@
  * deadline and commits nothing, another runner finishes the task, and once
  * the network heals the cut runner comes back with a new lease and works.
  * And a runner behind a slow link (round trips over a third of its TTL)
- * keeps its lease.
+ * keeps its lease, and a retry whose reply is lost knows its own write.
  *
  * Threads: the test runs on the main thread (which starts the runners, so
  * they die with it); the proxy forwards on a thread of its own, told what to
@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "base/clock.h"
 #include "client/client.h"
@@ -48,7 +50,10 @@ static long step_group;
  * black hole: the client's handshake hangs). Heal: the held connections are
  * closed and new ones are forwarded again. A proxy may also delay every
  * byte by a fixed time each way (a slow link): bytes read are queued with
- * the time they may go on. */
+ * the time they may go on. And it may lose a reply: the connection that
+ * carries the start of the n-th gRPC reply from now is closed instead of
+ * passing it on, so that the call's request reached etcd and its reply
+ * never came. */
 
 #define PROXY_LINKS 32
 #define PROXY_BUF 65536
@@ -83,6 +88,9 @@ struct proxy {
 	enum proxy_mode want;   /* under mu */
 	enum proxy_mode mode;   /* under mu: what the thread applies now */
 	int delay_ms;           /* each way; 0: none */
+	int lose_reply;         /* under mu: the n-th reply from now is lost;
+	                           0: none */
+	uint32_t last_stream;   /* the last reply's HTTP/2 stream, counted */
 	struct link links[PROXY_LINKS];
 	int held[PROXY_LINKS];
 	char endpoint[32];
@@ -252,6 +260,28 @@ static bool pump(struct half *h, int from, short from_ev, int to, short to_ev)
 	return true;
 }
 
+/* Whether the bytes just read from upstream start the reply that is to be
+ * lost: each reply starts with a HEADERS frame (type 1) on a stream of its
+ * own. Whole frames only: a frame cut by the read ends the scan. */
+static bool reply_lost(struct proxy *p, const unsigned char *b, size_t n)
+{
+	pthread_mutex_lock(&p->mu);
+	bool lost = false;
+	for (size_t off = 0; p->lose_reply > 0 && off + 9 <= n;) {
+		size_t len = (size_t)b[off] << 16 | (size_t)b[off + 1] << 8 | b[off + 2];
+		uint32_t stream = ((uint32_t)b[off + 5] << 24 | (uint32_t)b[off + 6] << 16 |
+		                   (uint32_t)b[off + 7] << 8 | b[off + 8]) & 0x7fffffffu;
+		if (b[off + 3] == 1 && stream != 0 && stream != p->last_stream) {
+			p->last_stream = stream;
+			if (--p->lose_reply == 0)
+				lost = true;
+		}
+		off += 9 + len;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return lost;
+}
+
 /* Apply a mode change asked for by the test; returns the mode in force. */
 static enum proxy_mode apply_mode(struct proxy *p, enum proxy_mode current)
 {
@@ -308,6 +338,22 @@ static void *proxy_main(void *arg)
 				continue;
 			short c = fds[k].revents, u = fds[k + 1].revents;
 			k += 2;
+			if (p->delay_ms == 0 && l->down.len == 0 && (u & POLLIN)) {
+				ssize_t got = read(l->upstream, l->down.buf, sizeof(l->down.buf));
+				if (got > 0 && reply_lost(p, (unsigned char *)l->down.buf,
+				                          (size_t)got)) {
+					link_close(l);
+					continue;
+				}
+				if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+					link_close(l);
+					continue;
+				}
+				if (got > 0) {
+					l->down.len = (size_t)got;
+					l->down.off = 0;
+				}
+			}
 			bool open = p->delay_ms > 0
 			            ? pump_late(&l->up, l->client, c, l->upstream, p->delay_ms) &&
 			              pump_late(&l->down, l->upstream, u, l->client, p->delay_ms)
@@ -685,9 +731,49 @@ static void teardown(void)
 	etcdh_destroy(cluster);
 }
 
+/* A retry whose reply is lost after etcd applied it: the client sends it
+ * again, its compares fail (the result is gone), and it knows its own
+ * history record: the task is pending once, with one entry of history. */
+TEST(a_retry_whose_reply_is_lost_knows_its_own_write_when_sent_again)
+{
+	static struct proxy px;
+	proxy_start(&px, etcdh_endpoint(cluster, 0), 0);
+	fleet f;
+	fleet_init(&f, px.endpoint, "lost-retry");
+	fleet_submit(&f, "again", "{\"id\":\"%s\",\"steps\":[" STEP("s", "true") "]}");
+	int already = -1;
+	CHECK_OK(lr_cancel(f.client, "again", &already, &err), &err);
+	CHECK_INT(already, ==, -1); /* it was pending: cancelled now */
+	/* The retry reads the task (the first reply), then writes (the second,
+	 * which is lost). */
+	pthread_mutex_lock(&px.mu);
+	px.lose_reply = 2;
+	px.last_stream = 0;
+	pthread_mutex_unlock(&px.mu);
+	int64_t step = -1;
+	CHECK_OK(lr_retry(f.client, "again", NULL, &step, &err), &err);
+	pthread_mutex_lock(&px.mu);
+	int left = px.lose_reply;
+	pthread_mutex_unlock(&px.mu);
+	CHECK_INT(left, ==, 0); /* the write's reply was the one lost */
+	CHECK_INT(step, ==, 0);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "again", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_PENDING);
+	json_t *h = json_loads(s.history != NULL ? s.history : "", 0, NULL);
+	CHECK_INT(json_array_size(h), ==, 1);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(h, 0), "status")),
+	          "cancelled");
+	json_decref(h);
+	lr_task_status_clear(&s);
+	fleet_destroy(&f);
+	proxy_stop(&px);
+}
+
 TEST_LIST(
 	TEST_CASE(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease),
 	TEST_CASE(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease),
 	TEST_CASE(a_runner_cut_off_past_its_lease_deadline_acts_on_sigterm_after_one_call),
+	TEST_CASE(a_retry_whose_reply_is_lost_knows_its_own_write_when_sent_again),
 );
 TEST_MAIN(setup, teardown)
