@@ -820,16 +820,16 @@ static int delete_paced(lr_etcd *e, const char *dir, lr_err *err)
 		int rc = lr_kv_range(e, &o, &keys, err);
 		if (rc != 0)
 			return rc;
-		lr_txn *t = keys.n > 0 ? lr_txn_new() : NULL;
+		if (keys.n == 0) {
+			lr_range_result_free(&keys);
+			return 0;
+		}
+		lr_txn *t = lr_txn_new();
 		for (size_t i = 0; t != NULL && i < keys.n; i++)
 			lr_txn_delete(t, LR_THEN, keys.kvs[i].key, 0);
-		if (keys.n > 0)
-			snprintf(from, sizeof(from), "%s", keys.kvs[keys.n - 1].key);
+		snprintf(from, sizeof(from), "%s", keys.kvs[keys.n - 1].key);
 		more = keys.more;
-		bool none = keys.n == 0;
 		lr_range_result_free(&keys);
-		if (none)
-			return 0;
 		if (t == NULL)
 			return lr_err_set(err, LR_ENOMEM, "delete %s: out of memory", dir);
 		lr_txn_result r;

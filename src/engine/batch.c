@@ -20,9 +20,9 @@
 
 /* The worker a thread or fiber is (lr_batch_seat), and whether it holds
  * credit: its last write came back and it is doing the runner's own work
- * before the next. Away: it said it is gone (a handler, a wait) until it is back;
- * a write it makes meanwhile earns no credit. Guarded by the batch's
- * mutex once seated. */
+ * before the next. Away: it said it is gone (a handler, a wait) until it
+ * is back; a write it makes meanwhile earns no credit. Guarded by the
+ * batch's mutex once seated. */
 struct seat {
 	lr_batch *b;
 	bool credit;

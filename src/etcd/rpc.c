@@ -73,21 +73,17 @@ int lr__unpack_bytes(grpc_byte_buffer *bb, uint8_t **out, size_t *len)
 /* A reply's arena sits in its own first chunk. Each piece it gives
  * protobuf-c starts with a pointer to it, so that the message (whichever
  * piece it is) leads back to it; protobuf-c's frees are no-ops. */
-struct reply {
-	lr_arena a;
-};
-
 #define PIECE_HEAD _Alignof(max_align_t)
 
 static void *reply_alloc(void *user, size_t n)
 {
-	struct reply *r = user;
+	lr_arena *a = user;
 	if (n > (size_t)-1 - PIECE_HEAD)
 		return NULL;
-	char *p = lr_arena_alloc(&r->a, PIECE_HEAD + n, 0);
+	char *p = lr_arena_alloc(a, PIECE_HEAD + n, 0);
 	if (p == NULL)
 		return NULL;
-	memcpy(p, &r, sizeof(r));
+	memcpy(p, &a, sizeof(a));
 	return p + PIECE_HEAD;
 }
 
@@ -97,9 +93,9 @@ static void reply_free_piece(void *user, void *p)
 	(void)p;
 }
 
-static void reply_drop(struct reply *r)
+static void reply_drop(lr_arena *in_itself)
 {
-	lr_arena a = r->a; /* r lives in one of its chunks */
+	lr_arena a = *in_itself; /* it lives in one of its chunks */
 	lr_arena_clear(&a);
 }
 
@@ -111,15 +107,15 @@ ProtobufCMessage *lr__unpack(const ProtobufCMessageDescriptor *d, size_t len,
 	size_t chunk = len < 512 * 1024 ? 2 * len + 1024 : 1024 * 1024 + 1024;
 	lr_arena a;
 	lr_arena_init(&a, chunk);
-	struct reply *r = lr_arena_alloc(&a, sizeof(*r), 0);
-	if (r == NULL)
+	lr_arena *own = lr_arena_alloc(&a, sizeof(*own), 0);
+	if (own == NULL)
 		return NULL;
-	r->a = a;
+	*own = a;
 	ProtobufCAllocator al = { .alloc = reply_alloc, .free = reply_free_piece,
-	                          .allocator_data = r };
+	                          .allocator_data = own };
 	ProtobufCMessage *m = protobuf_c_message_unpack(d, &al, len, data);
 	if (m == NULL)
-		reply_drop(r);
+		reply_drop(own);
 	return m;
 }
 
@@ -127,9 +123,9 @@ void lr_etcd_reply_free(ProtobufCMessage *m)
 {
 	if (m == NULL)
 		return;
-	struct reply *r;
-	memcpy(&r, (char *)m - PIECE_HEAD, sizeof(r));
-	reply_drop(r);
+	lr_arena *a;
+	memcpy(&a, (char *)m - PIECE_HEAD, sizeof(a));
+	reply_drop(a);
 }
 
 void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n)

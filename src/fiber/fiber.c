@@ -282,18 +282,14 @@ lr_host *lr_host_start(size_t n, void (*fn)(void *arg), void *const args[], size
 int lr_hosts_start(lr_host **hs, int n_hosts, void (*fn)(void *arg), void *const args[],
                    size_t n)
 {
-	void **mine = calloc(n / (size_t)n_hosts + 1, sizeof(*mine));
-	if (mine == NULL)
-		return 0;
+	size_t from = 0;
 	int started = 0;
 	for (; started < n_hosts; started++) {
-		size_t k = 0;
-		for (size_t j = (size_t)started; j < n; j += (size_t)n_hosts)
-			mine[k++] = args[j];
-		if ((hs[started] = lr_host_start(k, fn, mine, 0)) == NULL)
+		size_t k = n / (size_t)n_hosts + ((size_t)started < n % (size_t)n_hosts ? 1 : 0);
+		if ((hs[started] = lr_host_start(k, fn, args + from, 0)) == NULL)
 			break;
+		from += k;
 	}
-	free(mine);
 	return started;
 }
 

@@ -33,7 +33,7 @@ lr_host *lr_host_start(size_t n, void (*fn)(void *arg), void *const args[], size
 /* Wait for the host's fibers to return and free it. */
 void lr_host_join(lr_host *h);
 /* Start up to n_hosts hosts into hs[], fn(args[j]) for each of the n
- * args spread over them in turn (host i runs args i, i + n_hosts, ...).
+ * args shared out in order (the first n % n_hosts hosts take one more).
  * Returns how many started: n_hosts, or fewer when out of memory or
  * threads (those started run; join them). */
 int lr_hosts_start(lr_host **hs, int n_hosts, void (*fn)(void *arg), void *const args[],

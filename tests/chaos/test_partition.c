@@ -235,31 +235,6 @@ static int next_due(const struct proxy *p)
 	return wait > 0 ? (int)wait : 0;
 }
 
-/* Move bytes from `from` into h, or from h to `to`; false when the link
- * is finished (end of stream or an error). */
-static bool pump(struct half *h, int from, short from_ev, int to, short to_ev)
-{
-	if (h->len == 0 && (from_ev & (POLLIN | POLLHUP | POLLERR))) {
-		ssize_t n = read(from, h->buf, sizeof(h->buf));
-		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			return false;
-		if (n > 0) {
-			h->len = (size_t)n;
-			h->off = 0;
-		}
-	}
-	if (h->len > 0 && (to_ev & (POLLOUT | POLLERR))) {
-		ssize_t n = write(to, h->buf + h->off, h->len - h->off);
-		if (n < 0 && errno != EAGAIN && errno != EINTR)
-			return false;
-		if (n > 0)
-			h->off += (size_t)n;
-		if (h->off == h->len)
-			h->len = h->off = 0;
-	}
-	return true;
-}
-
 /* Whether the bytes just read from upstream start the reply that is to be
  * lost: each reply starts with a HEADERS frame (type 1) on a stream of its
  * own. Whole frames only: a frame cut by the read ends the scan. */
@@ -280,6 +255,36 @@ static bool reply_lost(struct proxy *p, const unsigned char *b, size_t n)
 	}
 	pthread_mutex_unlock(&p->mu);
 	return lost;
+}
+
+/* Move bytes from `from` into h, or from h to `to`; false when the link
+ * is finished (end of stream or an error), or the bytes read from upstream
+ * (replies: when `replies` is the proxy) start the reply to lose. */
+static bool pump(struct half *h, int from, short from_ev, int to, short to_ev,
+                 struct proxy *replies)
+{
+	if (h->len == 0 && (from_ev & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = read(from, h->buf, sizeof(h->buf));
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			return false;
+		if (n > 0 && replies != NULL &&
+		    reply_lost(replies, (const unsigned char *)h->buf, (size_t)n))
+			return false;
+		if (n > 0) {
+			h->len = (size_t)n;
+			h->off = 0;
+		}
+	}
+	if (h->len > 0 && (to_ev & (POLLOUT | POLLERR))) {
+		ssize_t n = write(to, h->buf + h->off, h->len - h->off);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return false;
+		if (n > 0)
+			h->off += (size_t)n;
+		if (h->off == h->len)
+			h->len = h->off = 0;
+	}
+	return true;
 }
 
 /* Apply a mode change asked for by the test; returns the mode in force. */
@@ -338,27 +343,11 @@ static void *proxy_main(void *arg)
 				continue;
 			short c = fds[k].revents, u = fds[k + 1].revents;
 			k += 2;
-			if (p->delay_ms == 0 && l->down.len == 0 && (u & POLLIN)) {
-				ssize_t got = read(l->upstream, l->down.buf, sizeof(l->down.buf));
-				if (got > 0 && reply_lost(p, (unsigned char *)l->down.buf,
-				                          (size_t)got)) {
-					link_close(l);
-					continue;
-				}
-				if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
-					link_close(l);
-					continue;
-				}
-				if (got > 0) {
-					l->down.len = (size_t)got;
-					l->down.off = 0;
-				}
-			}
 			bool open = p->delay_ms > 0
 			            ? pump_late(&l->up, l->client, c, l->upstream, p->delay_ms) &&
 			              pump_late(&l->down, l->upstream, u, l->client, p->delay_ms)
-			            : pump(&l->up, l->client, c, l->upstream, u) &&
-			              pump(&l->down, l->upstream, u, l->client, c);
+			            : pump(&l->up, l->client, c, l->upstream, u, NULL) &&
+			              pump(&l->down, l->upstream, u, l->client, c, p);
 			if (!open)
 				link_close(l);
 		}
