@@ -723,6 +723,30 @@ static int start_hosts(lr_runner *r, lr_err *err)
 	return 0;
 }
 
+/* The first n workers stop once their jobs are done (none while
+ * starting), and their queue and stop fds go. */
+static void workers_end(lr_runner *r, int n)
+{
+	lr_jobq_close(&r->jobs);
+	if (r->hosts != NULL) {
+		for (int i = 0; i < r->threads; i++)
+			lr_host_join(r->hosts[i]);
+		free(r->hosts);
+		r->hosts = NULL;
+	} else if (r->threads == 0) { /* (hosts that failed to start: none) */
+		for (int i = 0; i < n; i++)
+			pthread_join(r->workers[i].thread, NULL);
+	}
+	pthread_mutex_lock(&r->workers_mu);
+	struct lr_worker *workers = r->workers;
+	r->workers = NULL; /* no renewal reaches them any more */
+	pthread_mutex_unlock(&r->workers_mu);
+	for (int i = 0; i < n; i++)
+		lr_stop_free(&workers[i].stop);
+	lr_jobq_free(&r->jobs);
+	free(workers);
+}
+
 int lr_workers_start(lr_runner *r, lr_err *err)
 {
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
@@ -746,8 +770,13 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 		if (lr_stop_init(&w->stop) != 0 ||
 		    (r->threads == 0 && pthread_create(&w->thread, NULL, worker_thread, w) != 0)) {
 			lr_stop_free(&w->stop);
-			r->concurrency = i; /* only those started are joined */
-			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d", i);
+			/* Those started end now; the runner can be run again
+			 * with its concurrency as it was. */
+			workers_end(r, i);
+			lr_batch_free(r->batch);
+			r->batch = NULL;
+			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d of %d "
+			                  "(its stop fds or thread)", i + 1, r->concurrency);
 		}
 	}
 	return r->threads > 0 ? start_hosts(r, err) : 0;
@@ -757,24 +786,7 @@ void lr_workers_join(lr_runner *r)
 {
 	if (r->workers == NULL)
 		return;
-	lr_jobq_close(&r->jobs);
-	if (r->hosts != NULL) {
-		for (int i = 0; i < r->threads; i++)
-			lr_host_join(r->hosts[i]);
-		free(r->hosts);
-		r->hosts = NULL;
-	} else if (r->threads == 0) { /* (hosts that failed to start: none) */
-		for (int i = 0; i < r->concurrency; i++)
-			pthread_join(r->workers[i].thread, NULL);
-	}
-	pthread_mutex_lock(&r->workers_mu);
-	struct lr_worker *workers = r->workers;
-	r->workers = NULL; /* no renewal reaches them any more */
-	pthread_mutex_unlock(&r->workers_mu);
-	for (int i = 0; i < r->concurrency; i++)
-		lr_stop_free(&workers[i].stop);
-	lr_jobq_free(&r->jobs);
-	free(workers);
+	workers_end(r, r->concurrency);
 	uint64_t requests, txns;
 	lr_batch_counts(r->batch, &requests, &txns);
 	lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,6 +306,58 @@ TEST(a_runner_stopped_before_it_runs_returns_0_with_no_error)
 	lr_client_close(c);
 }
 
+/* The fd limit that leaves this process `room` more fds than it has. */
+static rlim_t fds_with_room(int room)
+{
+	int fd = 0;
+	for (; room > 0; fd++)
+		if (fcntl(fd, F_GETFD) == -1)
+			room--;
+	return (rlim_t)fd;
+}
+
+/* A runner whose workers cannot all start (out of fds: each worker's stop
+ * takes four) fails with LR_ESYS, and runs again later with all of its
+ * workers, not only those that had started. */
+TEST(a_runner_whose_workers_cannot_start_runs_again_with_all_of_them)
+{
+	lr_client *c = hosted_client("/errors-fds/");
+	for (int threads = 0; threads <= 4; threads += 4) { /* a thread each; fibers */
+		lr_runner_opts o = { .name = "fdless", .ttl_s = 2, .concurrency = 64,
+		                     .threads = threads, .exit_when_idle = 1,
+		                     .log = hosted_quiet };
+		lr_runner *r;
+		lr_err e;
+		CHECK_OK(lr_runner_new(c, &o, &r, &e), &e);
+		CHECK_OK(lr_runner_handle(r, NULL, never_runs, NULL), &e);
+		struct rlimit was;
+		CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+		/* Room for the runner's streams and a few workers, not for 64. */
+		struct rlimit low = { .rlim_cur = fds_with_room(48), .rlim_max = was.rlim_max };
+		CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+		int rc = lr_runner_run(r, &e);
+		CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+		CHECK_INT(rc, ==, LR_ESYS);
+		CHECK_HAS(e.msg, "cannot start worker");
+		CHECK_HAS(e.msg, "of 64");
+
+		lr_runner_stats st;
+		lr_runner_get_stats(r, &st);
+		CHECK_INT((int64_t)st.slots, ==, 64);
+		char spec[128], id[16];
+		snprintf(id, sizeof(id), "later-%d", threads);
+		snprintf(spec, sizeof(spec),
+		         "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}", id);
+		hosted_submit(c, spec);
+		CHECK_OK(lr_runner_run(r, &e), &e);
+		CHECK_INT(hosted_wait_done(c, id, 1000), ==, LR_TASK_SUCCEEDED);
+		lr_runner_get_stats(r, &st);
+		CHECK_INT((int64_t)st.slots, ==, 64);
+		lr_runner_free(r);
+	}
+	lr_client_close(c);
+}
+
 #define FREE_CHILD "LR_TEST_FREE_WHILE_RUNNING"
 
 /* In the child: free a runner that runs. Does not return when refused. */
@@ -376,6 +429,7 @@ TEST_LIST(
 	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
 	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
+	TEST_CASE(a_runner_whose_workers_cannot_start_runs_again_with_all_of_them),
 	TEST_CASE(freeing_a_running_runner_aborts_with_a_message),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
