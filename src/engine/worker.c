@@ -177,12 +177,28 @@ static void stray_deleted(void *user, const char *id, const char *key)
 	              "holder writes one), so it would never have expired", key);
 }
 
+static char *failure_text(const lr_claimed_task *h, const char *name, int64_t attempts,
+                          bool permanent, const char *error);
+
 /* The task's end was written (rc 0) or not, after its retries: report
- * and log. */
+ * and log. A success whose final state etcd refused as too large (its
+ * --max-request-bytes) ends failed instead, with the state of the last
+ * commit, as a commit refused so does: sending it again cannot help, and
+ * letting the task go would run its last step again. */
 static void report_end(struct hold *h, lr_task_state st, const char *error, int rc,
                   const lr_err *e, int64_t t0)
 {
 	lr_claimed_task *t = &h->t;
+	if (rc == LR_ETOOLARGE && st == LR_TASK_SUCCEEDED) {
+		char *why = failure_text(t, lr_spec_step_name(t->spec, (size_t)t->next_step),
+		                         t->attempt, true, e->msg);
+		lr_err again = {0};
+		rc = why != NULL ? lr_finish(&h->who, t, LR_TASK_FAILED, why, NULL, &again)
+		                 : lr_err_set(&again, LR_ENOMEM, "finish %s: out of memory", t->id);
+		report_end(h, LR_TASK_FAILED, why, rc, &again, t0);
+		free(why);
+		return;
+	}
 	if (rc != 0) {
 		write_failed(h, e);
 		return;

@@ -111,6 +111,56 @@ TEST(a_checkpoint_over_512_kib_is_too_large)
 	lr_client_close(c);
 }
 
+static atomic_int wide_runs;
+
+/* Ends with a state of 30 KB, more than an etcd of 20,000-byte requests
+ * takes. */
+static lr_step_result wide_state(lr_step *s, void *user)
+{
+	atomic_fetch_add(&wide_runs, 1);
+	char text[30001];
+	memset(text, 'y', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	lr_step_set_state(s, json_pack("{s:s}", "blob", text));
+	return LR_STEP_OK;
+}
+
+/* A last step whose final state etcd refuses (--max-request-bytes) ends
+ * its task failed, naming the step, after one run: the step is not run
+ * again until its attempts are spent. Two tasks, so that one end also
+ * goes with the next claim. */
+TEST(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step)
+{
+	static const char *const extra[] = { "--max-request-bytes=20000", NULL };
+	etcdh_opts eo = { .members = 1, .extra_args = extra };
+	etcdh_cluster *tight;
+	CHECK(etcdh_start(&eo, &tight) == 0);
+	lr_client_opts co = { .endpoints = etcdh_endpoints(tight), .prefix = "/errors-wide/" };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&co, &c, &err), &err);
+	atomic_store(&wide_runs, 0);
+	struct hosted h;
+	hosted_new(&h, c, "wide", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, wide_state, NULL), &err);
+	hosted_submit(c, "{\"id\":\"wide1\",\"max_attempts\":3,"
+	                 "\"steps\":[{\"name\":\"last\",\"run\":\"-\"}]}");
+	hosted_submit(c, "{\"id\":\"wide2\",\"max_attempts\":3,"
+	                 "\"steps\":[{\"name\":\"last\",\"run\":\"-\"}]}");
+	hosted_start(&h);
+	CHECK_INT(hosted_wait_done(c, "wide1", 10000), ==, LR_TASK_FAILED);
+	CHECK_INT(hosted_wait_done(c, "wide2", 10000), ==, LR_TASK_FAILED);
+	hosted_end(&h);
+	CHECK_INT(atomic_load(&wide_runs), ==, 2);
+	lr_task_status st;
+	CHECK_OK(lr_task_get(c, "wide1", &st, &err), &err);
+	CHECK(st.error != NULL);
+	CHECK_HAS(st.error, "step last (0) failed");
+	CHECK_HAS(st.error, "too large");
+	lr_task_status_clear(&st);
+	lr_client_close(c);
+	etcdh_destroy(tight);
+}
+
 /* Timeouts that would not fit the clocks' milliseconds are refused. */
 TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 {
@@ -426,6 +476,7 @@ TEST_LIST(
 	TEST_CASE(client_calls_without_an_lr_err_return_the_real_code),
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
+	TEST_CASE(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step),
 	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
 	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
