@@ -313,7 +313,8 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 			return;
 		}
 		lr_runner_log(h->r, LR_LOG_INFO, t->id, NULL, -1,
-		              "released at step %lld on shutdown", (long long)t->next_step);
+		              "released at step %lld/%lld on shutdown", (long long)t->next_step + 1,
+		              (long long)t->steps);
 		break;
 	case LR_STOP_LEASE:
 	case LR_STOP_NONE:
@@ -323,19 +324,21 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 		 * gives the attempt back, as a graceful one does. */
 		if (!t->started && lr_release(&h->who, t, true, &e) == 0) {
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "released at step %lld before it started, its attempt given "
-			              "back: the lease deadline passed", (long long)t->next_step);
+			              "released at step %lld/%lld before it started, its attempt "
+			              "given back: the lease deadline passed",
+			              (long long)t->next_step + 1, (long long)t->steps);
 			break;
 		}
 		if (lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms())
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "dropped at step %lld: its claim (fence %lld) is gone from etcd "
-			              "although the lease lives; nothing more is committed",
-			              (long long)t->next_step, (long long)t->fence);
+			              "dropped at step %lld/%lld: its claim (fence %lld) is gone from "
+			              "etcd although the lease lives; nothing more is committed",
+			              (long long)t->next_step + 1, (long long)t->steps,
+			              (long long)t->fence);
 		else
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "dropped at step %lld: the lease is lost, nothing more is "
-			              "committed", (long long)t->next_step);
+			              "dropped at step %lld/%lld: the lease is lost, nothing more is "
+			              "committed", (long long)t->next_step + 1, (long long)t->steps);
 		break;
 	}
 	report(h, LR_REP_LET_GO, NULL);
@@ -650,7 +653,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	lr_runner_log(r, LR_LOG_INFO, t->id, NULL, -1,
 	              "%s at step %lld/%lld, attempt %lld, fence %lld",
 	              t->adopted ? "taken up again (a claim of ours)" : "claimed",
-	              (long long)t->next_step, (long long)t->steps, (long long)t->attempt,
+	              (long long)t->next_step + 1, (long long)t->steps, (long long)t->attempt,
 	              (long long)t->fence);
 	struct report what = { .step = t->next_step, .attempt = t->attempt, .fence = t->fence };
 	report(&h, LR_REP_CLAIMED, &what);
