@@ -247,6 +247,50 @@ TEST(submit_refuses_an_id_for_several_specs_and_a_bad_in_flight)
 	lr_client_close(c);
 }
 
+/* A spec with "after" is a barrier both ways: it waits for every create
+ * before it and nothing after it is sent until it is done. So a name that
+ * comes later in the input is never found (exit 4 for that spec alone),
+ * and one that came earlier always is, however many creates are in
+ * flight. Many rounds in one input, as each is a race without it. */
+TEST(submit_after_finds_earlier_specs_and_never_later_ones)
+{
+	lr_client *c = fixture_client("many_after");
+	cli_use_client(c);
+	enum { ROUNDS = 60 };
+	size_t cap = ROUNDS * 4 * 160;
+	char *input = malloc(cap);
+	size_t len = 0;
+	CHECK(input != NULL);
+	for (int i = 0; i < ROUNDS; i++)
+		len += (size_t)snprintf(input + len, cap - len,
+		    "{\"id\":\"fc%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],"
+		    "\"after\":[\"fd%d\"]}\n"
+		    "{\"id\":\"fd%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}\n"
+		    "{\"id\":\"bd%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}\n"
+		    "{\"id\":\"bc%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],"
+		    "\"after\":[\"bd%d\"]}\n", i, i, i, i, i, i);
+	CHECK(len < cap);
+	proc_result r = RUN_STDIN(input, "submit", "--jsonl", "--in-flight", "32");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_INT(count_lines(r.out), ==, 3 * ROUNDS);
+	CHECK_INT(count_lines(r.err), ==, ROUNDS);
+	char line[256], want[256];
+	for (int i = 0; i < ROUNDS; i++) {
+		snprintf(want, sizeof(want), "fd%d", i);
+		CHECK_STR(line_of(r.out, 3 * i, line, sizeof(line)), want);
+		snprintf(want, sizeof(want), "bc%d", i);
+		CHECK_STR(line_of(r.out, 3 * i + 2, line, sizeof(line)), want);
+		snprintf(want, sizeof(want), "leaserun: <stdin>:%d: submit fc%d: "
+		         "after: no such task fd%d\n", 4 * i + 1, i, i);
+		CHECK_HAS(r.err, want);
+	}
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3 * ROUNDS);
+	CHECK(fixture_get(c, LR_K_TASKS, "fc0") == NULL);
+	free(input);
+	lr_client_close(c);
+}
+
 TEST(submit_jsonl_rejects_a_line_over_1_mib_and_stores_the_rest)
 {
 	lr_client *c = fixture_client("many_huge");
@@ -554,6 +598,7 @@ TEST_LIST(
 	TEST_CASE(submit_jsonl_duplicates_behave_like_resubmits_in_input_order),
 	TEST_CASE(submit_exit_status_is_the_worst_outcome),
 	TEST_CASE(submit_refuses_an_id_for_several_specs_and_a_bad_in_flight),
+	TEST_CASE(submit_after_finds_earlier_specs_and_never_later_ones),
 	TEST_CASE(submit_jsonl_rejects_a_line_over_1_mib_and_stores_the_rest),
 	TEST_CASE(submit_of_20_mb_of_lines_stores_them_all_in_bounded_memory),
 	TEST_CASE(submit_killed_midway_and_run_again_stores_every_task_once),
