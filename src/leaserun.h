@@ -86,7 +86,9 @@ typedef struct lr_client_opts {
 	const char *endpoints;       /* "host:port[,host:port...]"; default
 	                                "127.0.0.1:2379" */
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
-	                                missing trailing '/' is added) */
+	                                missing trailing '/' is added); no
+	                                control characters, no blank at
+	                                either end (LR_EINVAL) */
 	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
 	                                is reported within it; 0.001..86400 */
 	double call_timeout_s;       /* default 5 (0): deadline of one etcd

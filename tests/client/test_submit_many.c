@@ -1,7 +1,8 @@
 /* test_submit_many.c - submitting many tasks at once against a real etcd:
  * `leaserun submit` with several files and JSON Lines (ids in input order,
  * each spec its own outcome, the worst one as exit status, bounded memory,
- * a killed submit run again) and lr_submit_many in the C API. */
+ * a killed submit run again, a prefix it cannot use refused) and
+ * lr_submit_many in the C API. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,37 @@ TEST(submit_after_finds_earlier_specs_and_never_later_ones)
 	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3 * ROUNDS);
 	CHECK(fixture_get(c, LR_K_TASKS, "fc0") == NULL);
 	free(input);
+	lr_client_close(c);
+}
+
+/* A prefix with a control character or a blank at either end, from the
+ * flag or the environment, is refused before anything is sent: exit 2,
+ * the prefix shown escaped, and the store's revision unchanged. */
+TEST(submit_refuses_a_prefix_with_control_characters_or_outer_blanks)
+{
+	lr_client *c = fixture_client("many_bad_prefix");
+	cli_use_client(c);
+	char x[128], bad[320];
+	snprintf(x, sizeof(x), SPEC_X, "bp");
+	const char *path = cli_write_file("bp.json", x);
+	int64_t rev = fixture_revision(c);
+
+	snprintf(bad, sizeof(bad), "%s ", lr_client_prefix(c));
+	proc_result r = RUN("submit", "--prefix", bad, path, path);
+	CHECK_INT(r.status, ==, 2);
+	CHECK_STR(r.out, "");
+	CHECK_HAS(r.err, "must not start or end with a blank");
+	proc_result_free(&r);
+
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "%s\n", lr_client_prefix(c));
+	r = RUN_STDIN(x, "submit", "--jsonl");
+	CHECK_INT(r.status, ==, 2);
+	CHECK_STR(r.out, "");
+	CHECK_HAS(r.err, "\\x0a\": must not contain control characters");
+	proc_result_free(&r);
+	cli_use_client(c);
+
+	CHECK_INT(fixture_revision(c), ==, rev);
 	lr_client_close(c);
 }
 
@@ -599,6 +631,7 @@ TEST_LIST(
 	TEST_CASE(submit_exit_status_is_the_worst_outcome),
 	TEST_CASE(submit_refuses_an_id_for_several_specs_and_a_bad_in_flight),
 	TEST_CASE(submit_after_finds_earlier_specs_and_never_later_ones),
+	TEST_CASE(submit_refuses_a_prefix_with_control_characters_or_outer_blanks),
 	TEST_CASE(submit_jsonl_rejects_a_line_over_1_mib_and_stores_the_rest),
 	TEST_CASE(submit_of_20_mb_of_lines_stores_them_all_in_bounded_memory),
 	TEST_CASE(submit_killed_midway_and_run_again_stores_every_task_once),
