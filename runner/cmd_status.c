@@ -67,6 +67,8 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 		out_status_table(f, v, n, q->limit > 0 && n >= q->limit, st,
 		                 lr_wall_ms());
 	}
+	if (rc == 0 && !q->json && q->id != NULL && st->tty)
+		out_status_reason(f, &one);
 	if (rc == 0 && !q->json && q->id != NULL)
 		out_status_history(f, &one);
 	if (q->id != NULL)

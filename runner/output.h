@@ -28,6 +28,9 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 /* single: one object (status ID), otherwise an array. 0, or -1 when out of
  * memory. */
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
+/* What a task waits for and its error, each in full on a line of its own
+ * (nothing when it has neither): a terminal's table cuts them. */
+void out_status_reason(FILE *f, const lr_task_status *s);
 /* A retried task's earlier outcomes, one a line (nothing when none). */
 void out_status_history(FILE *f, const lr_task_status *s);
 

@@ -477,6 +477,87 @@ TEST(status_on_a_terminal_adds_progress_bars_and_totals)
 	lr_client_close(c);
 }
 
+/* The widest line of terminal output (\r\n line ends), in columns; every
+ * character here takes one. */
+static size_t widest_line(const char *out)
+{
+	size_t widest = 0, w = 0;
+	for (const unsigned char *p = (const unsigned char *)out; *p != '\0'; p++) {
+		if (*p == '\r' || *p == '\n') {
+			w = 0;
+			continue;
+		}
+		if ((*p & 0xC0) != 0x80 && ++w > widest)
+			widest = w;
+	}
+	return widest;
+}
+
+/* On an 80- or 100-column terminal a row fits its line, even with a
+ * generated id, a failed step's long error, an id of 200 characters and a
+ * long step name: those are cut ("...") before the error is, and the
+ * error is cut last. `status ID` shows the error in full on a line of its
+ * own; a pipe keeps every row whole. */
+TEST(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error)
+{
+	lr_client *c = fixture_client("cli_narrow");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"steps\":[{\"name\":\"ingest\",\"run\":\"echo disk quota "
+	                          "exceeded >&2; exit 1\"}],\"max_attempts\":1}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	char id[64];
+	snprintf(id, sizeof(id), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	proc_result_free(&r);
+	r = RUN("worker", "--exit-when-idle", "--ttl", "2");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	char long_id[201], spec[2048], step[121];
+	memset(long_id, 'i', 200);
+	long_id[200] = '\0';
+	memset(step, 's', 120);
+	step[120] = '\0';
+	snprintf(spec, sizeof(spec), "{\"id\":\"%s\",\"steps\":[{\"name\":\"%s\",\"run\":\"true\"}]}",
+	         long_id, step);
+	r = RUN_STDIN(spec, "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	const char *const list[] = { "status", NULL };
+	for (int cols = 80; cols <= 100; cols += 20) {
+		r = cli_run_tty_cols(list, cols);
+		CHECK_INT(r.status, ==, 0);
+		CHECK_INT(widest_line(r.out), <=, cols);
+		CHECK_HAS(r.out, "failed");
+		CHECK_HAS(r.out, cols == 80 ? "  step ing" : "  step ingest (0) failed");
+		/* the start and the end of an id, which tell generated ones apart */
+		char ends[32];
+		snprintf(ends, sizeof(ends), "%.6s...%s", id, id + strlen(id) - 7);
+		CHECK_HAS(r.out, ends);
+		CHECK_HAS(r.out, "\r\n2 tasks: 1 pending, 1 failed\r\n");
+		proc_result_free(&r);
+	}
+
+	const char *const one[] = { "status", id, NULL };
+	r = cli_run_tty_cols(one, 80);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "\r\nerror: step ingest (0) failed after 1 attempt: exit status 1; "
+	                 "stderr: disk quota exceeded\r\n");
+	proc_result_free(&r);
+
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, long_id);
+	CHECK_HAS(r.out, step);
+	CHECK_HAS(r.out, "stderr: disk quota exceeded\n");
+	CHECK(strstr(r.out, "...") == NULL);
+	proc_result_free(&r);
+	r = RUN("status", id);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "error: ") == NULL); /* the row has it whole */
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
@@ -960,6 +1041,7 @@ TEST_LIST(
 	TEST_CASE(status_shows_no_control_characters_of_a_spec),
 	TEST_CASE(status_columns_line_up_with_wide_characters),
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
+	TEST_CASE(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
