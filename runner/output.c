@@ -343,17 +343,20 @@ static int64_t steps_done(const lr_task_status *s)
 	return s->state == LR_TASK_SUCCEEDED ? s->steps : s->next_step;
 }
 
-/* "2/3 analyse": the step the task is at, 1-based, as people count. */
-static void step_of(const lr_task_status *s, char *buf, size_t n)
+/* "2/3 analyse": the step the task is at, 1-based, as people count. A
+ * new string with the whole name (names go up to 1024 bytes), NULL when
+ * out of memory. */
+static char *step_of(const lr_task_status *s)
 {
-	if (s->steps <= 0) {
-		snprintf(buf, n, "-");
-		return;
-	}
+	char *text = NULL;
+	if (s->steps <= 0)
+		return strdup("-");
 	int64_t k = steps_done(s) < s->steps ? s->next_step + 1 : s->steps;
-	snprintf(buf, n, "%" PRId64 "/%" PRId64 "%s%s", k, s->steps,
-	         s->step_name != NULL ? " " : "",
-	         s->step_name != NULL ? s->step_name : "");
+	if (asprintf(&text, "%" PRId64 "/%" PRId64 "%s%s", k, s->steps,
+	             s->step_name != NULL ? " " : "",
+	             s->step_name != NULL ? s->step_name : "") < 0)
+		return NULL;
+	return text;
 }
 
 static void bar_of(const lr_task_status *s, char *buf, size_t n)
@@ -429,7 +432,7 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 	}
 	for (size_t i = 0; i < n; i++) {
 		const lr_task_status *s = &v[i];
-		char step[256], bar[BAR_WIDTH + 3], attempt[48], age[48];
+		char bar[BAR_WIDTH + 3], attempt[48], age[48];
 		char *error = out_one_line(s->error);
 		if (s->waiting != NULL && error != NULL) {
 			/* what holds it back now, before an earlier attempt's error */
@@ -440,17 +443,19 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 			}
 			free(w);
 		}
-		step_of(s, step, sizeof(step));
+		char *step = step_of(s);
 		bar_of(s, bar, sizeof(bar));
 		attempt_of(s, attempt, sizeof(attempt));
 		age_of(s->updated_at, now_ms, age, sizeof(age));
 		char *cells[] = { (char *)s->id,
-			          (char *)lr_task_state_name(s->state), step, bar,
+			          (char *)lr_task_state_name(s->state),
+			          step != NULL ? step : "?", bar,
 			          attempt, s->runner != NULL ? s->runner : "-", age,
 			          error };
 		if (!st->tty) /* no bar column */
 			memmove(&cells[3], &cells[4], 4 * sizeof(char *));
 		table_add(&t, cells);
+		free(step);
 		free(error);
 	}
 	if (n == 0 && st->tty)

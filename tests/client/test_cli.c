@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/utf8.h"
 #include "cli_run.h"
 #include "records/record.h"
 #include "test.h"
@@ -558,6 +559,51 @@ TEST(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error)
 	lr_client_close(c);
 }
 
+/* Whether s is valid UTF-8 through and through. */
+static bool valid_utf8(const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0, len; i < n; i += len) {
+		len = lr_utf8_char_len((const unsigned char *)s + i, n - i);
+		if (len == 0)
+			return false;
+	}
+	return true;
+}
+
+/* A step name may take up to 1024 bytes: a pipe shows it whole, a
+ * terminal cuts it between characters, never inside one. */
+TEST(status_shows_a_long_step_name_whole_or_cut_between_characters)
+{
+	lr_client *c = fixture_client("cli_long_step");
+	cli_use_client(c);
+	char spec[4096], name[601];
+	size_t o = (size_t)snprintf(spec, sizeof(spec), "{\"id\":\"accents\",\"steps\":[{\"name\":\"");
+	for (int i = 0; i < 300; i++) {
+		o += (size_t)snprintf(spec + o, sizeof(spec) - o, "\\u00e9");
+		memcpy(name + 2 * i, "\xc3\xa9", 2);
+	}
+	name[600] = '\0';
+	snprintf(spec + o, sizeof(spec) - o, "\",\"run\":\"true\"}]}");
+	proc_result r = RUN_STDIN(spec, "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, name);
+	proc_result_free(&r);
+	const char *const list[] = { "status", NULL };
+	r = cli_run_tty_cols(list, 100);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, "1/1 \xc3\xa9\xc3\xa9");
+	CHECK_HAS(r.out, "\xc3\xa9...");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
@@ -1042,6 +1088,7 @@ TEST_LIST(
 	TEST_CASE(status_columns_line_up_with_wide_characters),
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error),
+	TEST_CASE(status_shows_a_long_step_name_whole_or_cut_between_characters),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
