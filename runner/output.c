@@ -502,7 +502,8 @@ static json_t *status_fields(const lr_task_status *s)
 	                 "waiting", str_or_null(s->waiting));
 }
 
-/* Print doc (stolen) indented; -1 when it could not be built. */
+/* Print doc (stolen) indented: 0, OUT_ENOMEM when it could not be built
+ * or dumped, OUT_EWRITE when f refused it. */
 static int dump(FILE *f, json_t *doc)
 {
 	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2)) : -1;
@@ -510,7 +511,9 @@ static int dump(FILE *f, json_t *doc)
 	json_decref(doc);
 	if (rc == 0)
 		fputc('\n', f);
-	return rc;
+	else if (ferror(f))
+		return OUT_EWRITE; /* a full disk, a closed pipe */
+	return rc == 0 ? 0 : OUT_ENOMEM;
 }
 
 void out_status_reason(FILE *f, const lr_task_status *s)

@@ -748,6 +748,34 @@ TEST(output_that_cannot_be_written_exits_1)
 	lr_client_close(c);
 }
 
+/* A listing too long for stdout's buffer fails while it is written, not
+ * only when it is flushed at the end: still a write error, with its
+ * reason, not "out of memory". */
+TEST(status_json_of_many_tasks_that_cannot_be_written_says_why)
+{
+	lr_client *c = fixture_client("cli_full_many");
+	cli_use_client(c);
+	size_t cap = 300 * 80, o = 0;
+	char *lines = malloc(cap);
+	CHECK(lines != NULL);
+	for (int i = 0; i < 300; i++)
+		o += (size_t)snprintf(lines + o, cap - o, "{\"id\":\"t-%03d\",\"steps\":[{\"name\":"
+		                      "\"s\",\"run\":\"true\"}]}\n", i);
+	proc_result r = RUN("submit", "--jsonl", cli_write_file("many.jsonl", lines));
+	free(lines);
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	const char *const cmds[][4] = { { "status", "--json" }, { "status" } };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		r = cli_run_stdout_to("/dev/full", cmds[i]);
+		CHECK_INT(r.status, ==, 1);
+		CHECK_HAS(r.err, "leaserun: writing the output: No space left on device");
+		CHECK(strstr(r.err, "out of memory") == NULL);
+		proc_result_free(&r);
+	}
+	lr_client_close(c);
+}
+
 /* design.md: a worker's log lines each have time, level and runner; its
  * own lines (the metrics address, the sweep of state directories) too. */
 TEST(every_worker_log_line_names_the_runner)
@@ -1093,6 +1121,7 @@ TEST_LIST(
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
+	TEST_CASE(status_json_of_many_tasks_that_cannot_be_written_says_why),
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
