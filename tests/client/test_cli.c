@@ -1099,6 +1099,56 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 	etcdh_destroy(sc);
 }
 
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s != '\0'; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* An etcd run with --max-txn-ops below what one read of the list asks
+ * (8 tasks of 4 records): the listing reads fewer tasks a txn, down to
+ * one, instead of failing with "too many operations in txn request". */
+TEST(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops)
+{
+	static const char *const low[] = { "--max-txn-ops=6", NULL };
+	etcdh_opts opts = { .members = 1, .extra_args = low };
+	etcdh_cluster *small = NULL;
+	CHECK(etcdh_start(&opts, &small) == 0);
+	snprintf(cli_env_endpoints, sizeof(cli_env_endpoints), "%s", etcdh_endpoint(small, 0));
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "/leaserun/");
+	char lines[20 * 80];
+	size_t o = 0;
+	for (int i = 0; i < 20; i++)
+		o += (size_t)snprintf(lines + o, sizeof(lines) - o, "{\"id\":\"t-%02d\",\"steps\":"
+		                      "[{\"name\":\"s\",\"run\":\"true\"}]}\n", i);
+	proc_result r = RUN("submit", "--jsonl", cli_write_file("twenty.jsonl", lines));
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	r = RUN("status", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *all = json_loads(r.out, 0, NULL);
+	CHECK_INT(json_array_size(all), ==, 20);
+	json_decref(all);
+	for (int i = 0; i < 20; i++) {
+		char row[16];
+		snprintf(row, sizeof(row), "\"t-%02d\"", i);
+		CHECK_HAS(r.out, row);
+	}
+	proc_result_free(&r);
+	r = RUN("status", "--limit", "10");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_INT(count_lines(r.out), ==, 1 + 10);
+	proc_result_free(&r);
+	r = RUN("status", "--state", "pending");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_INT(count_lines(r.out), ==, 1 + 20);
+	proc_result_free(&r);
+	etcdh_destroy(small);
+}
+
 TEST_LIST(
 	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
 	TEST_CASE(bench_prints_its_figures_and_leaves_no_key_behind),
@@ -1130,6 +1180,7 @@ TEST_LIST(
 	TEST_CASE(a_very_long_value_is_cut_short_in_messages),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
+	TEST_CASE(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops),
 );
 
 TEST_MAIN(cli_setup, cli_teardown)
