@@ -21,9 +21,6 @@
 /* On a narrow terminal the last column (the error) keeps at least this
  * much; below it the line wraps. */
 #define MIN_ERROR_WIDTH 8
-/* A column that may be left out goes when the others and this much of the
- * last column would not fit beside it. */
-#define ERROR_WANT 24
 #define NO_COLUMN MAX_COLS
 /* What a status row keeps of an id (its start and its end), a step and a
  * runner name on a narrow terminal. */
@@ -39,11 +36,9 @@ struct table {
 	size_t width[MAX_COLS];
 	/* On a terminal that is too narrow: a column with a floor is cut
 	 * down to it before the last column is; keep_ends cuts it in the
-	 * middle. optional: the column left out first (NO_COLUMN: none);
-	 * hidden: the one left out (NO_COLUMN: none). */
+	 * middle. */
 	size_t floor[MAX_COLS];
 	bool keep_ends[MAX_COLS];
-	size_t optional, hidden;
 };
 
 out_style out_style_stdout(void)
@@ -104,7 +99,6 @@ static void table_init(struct table *t, const char *const *head, size_t cols)
 		t->head[c] = head[c];
 		t->width[c] = text_width(head[c]);
 	}
-	t->optional = t->hidden = NO_COLUMN;
 }
 
 /* Whether s starts with a bidirectional control (U+200E, U+200F,
@@ -233,8 +227,6 @@ static void print_row(FILE *f, const struct table *t,
 	size_t pending = 0;
 
 	for (size_t c = 0; c < t->cols; c++) {
-		if (c == t->hidden)
-			continue;
 		size_t w = text_width(cells[c]);
 		if (cells[c][0] != '\0') {
 			fprintf(f, "%*s%s", (int)pending, "", cells[c]);
@@ -245,18 +237,12 @@ static void print_row(FILE *f, const struct table *t,
 	fputc('\n', f);
 }
 
-/* Columns the line takes before the last column; floored: with each
- * column that may be cut at its floor. */
-static size_t width_before_last(const struct table *t, bool floored)
+/* Columns the line takes before the last column. */
+static size_t width_before_last(const struct table *t)
 {
 	size_t used = 0;
-	for (size_t c = 0; c + 1 < t->cols; c++) {
-		size_t w = t->width[c];
-		if (floored && t->floor[c] > 0 && t->floor[c] < w)
-			w = t->floor[c];
-		if (c != t->hidden)
-			used += w + GAP;
-	}
+	for (size_t c = 0; c + 1 < t->cols; c++)
+		used += t->width[c] + GAP;
 	return used;
 }
 
@@ -265,30 +251,20 @@ static size_t widest_cuttable(const struct table *t)
 {
 	size_t widest = NO_COLUMN;
 	for (size_t c = 0; c + 1 < t->cols; c++)
-		if (c != t->hidden && t->floor[c] > 0 && t->width[c] > t->floor[c] &&
+		if (t->floor[c] > 0 && t->width[c] > t->floor[c] &&
 		    (widest == NO_COLUMN || t->width[c] > t->width[widest]))
 			widest = c;
 	return widest;
 }
 
 /* Lay a table out for a terminal `width` columns wide. A row that would
- * not fit loses the optional column when that alone makes room for a
- * start of the last column, or when nothing else would; then the columns
- * with a floor are cut down to it, widest first; then the last column is
- * cut to what is left. Returns the room of the last column. */
+ * not fit has its columns with a floor cut down to it, widest first; then
+ * the last column is cut to what is left. Returns the room of the last
+ * column. */
 static size_t table_fit(struct table *t, size_t width)
 {
 	size_t last = t->cols - 1;
-	size_t want = t->width[last] < ERROR_WANT ? t->width[last] : ERROR_WANT;
-
-	if (t->optional != NO_COLUMN) {
-		size_t full = width_before_last(t, false);
-		size_t opt = t->width[t->optional] + GAP;
-		if ((full + want > width && full - opt + want <= width) ||
-		    width_before_last(t, true) + want > width)
-			t->hidden = t->optional;
-	}
-	size_t used = width_before_last(t, false);
+	size_t used = width_before_last(t);
 	while (used + t->width[last] > width) {
 		size_t c = widest_cuttable(t);
 		if (c == NO_COLUMN)
@@ -419,10 +395,8 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 
 	if (st->tty) {
 		table_init(&t, head_tty, 8);
-		/* On a narrow terminal: the bar first (the step's k/n says as
-		 * much), then long ids, step names and runner names give way
-		 * before the error. */
-		t.optional = 3;
+		/* On a narrow terminal long ids, step names and runner names
+		 * give way before the error. */
 		t.floor[0] = ID_FLOOR;
 		t.keep_ends[0] = true;
 		t.floor[2] = STEP_FLOOR;
