@@ -102,10 +102,11 @@ static void table_init(struct table *t, const char *const *head, size_t cols)
 }
 
 /* Whether s starts with a bidirectional control (U+200E, U+200F,
- * U+202A..U+202E, U+2066..U+2069) in UTF-8. */
+ * U+202A..U+202E, U+2066..U+2069) or a line or paragraph separator
+ * (U+2028, U+2029) in UTF-8. */
 static bool bidi_control(const unsigned char *s)
 {
-	return s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xAA && s[2] <= 0xAE) ||
+	return s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xA8 && s[2] <= 0xAE) ||
 	                                          s[2] == 0x8E || s[2] == 0x8F)) ||
 	                        (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9));
 }
@@ -128,7 +129,7 @@ char *out_one_line(const char *s)
 			c = '?'; /* U+0080..U+009F */
 			i++;
 		} else if (bidi_control((unsigned char *)copy + i)) {
-			c = '?'; /* would reorder the rest of the line */
+			c = '?'; /* would reorder or break the line */
 			i += 2;
 		}
 		copy[o++] = (char)c;

@@ -376,13 +376,13 @@ TEST(status_shows_no_control_characters_of_a_spec)
 	lr_client *c = fixture_client("cli_ctl");
 	cli_use_client(c);
 	proc_result r = RUN_STDIN("{\"id\":\"ctl\",\"steps\":[{\"name\":"
-	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\\u202ec\",\"run\":\"true\"}]}",
+	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\\u202ec\\u2028d\",\"run\":\"true\"}]}",
 	                          "submit");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
-	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b?c");
+	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b?c?d");
 	CHECK(strchr(r.out, '\033') == NULL && strchr(r.out, '\007') == NULL);
 	proc_result_free(&r);
 	lr_client_close(c);
