@@ -26,6 +26,11 @@ int cli_exit_code(int code);
  * status. */
 int cli_fail(const lr_err *err);
 
+/* Output that could not be written (errnum: the failed write's errno)
+ * fails the command: "leaserun: writing the output: <reason>", or nothing
+ * for a reader that went away (EPIPE); returns EXIT_RUNTIME. */
+int cli_output_failed(int errnum);
+
 /* Print "leaserun: <reason>" and the pointer to --help; returns EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -785,6 +785,11 @@ static int bench_prefix(const char *given, char *out, size_t size)
 	unsigned rnd = (unsigned)ts.tv_nsec ^ ((unsigned)ts.tv_sec << 8) ^
 	               ((unsigned)getpid() << 16);
 	size_t n = strlen(base);
+	/* The library refuses the rest, on the whole prefix; a blank at the
+	 * end would be inside it. */
+	if (n > 0 && base[n - 1] == ' ')
+		return cli_usage_error("prefix \"%.64s\": must not start or end with a blank",
+		                       base);
 	int w = snprintf(out, size, "%s%sbench-%d-%08x/", base,
 	                 n > 0 && base[n - 1] == '/' ? "" : "/", (int)getpid(), rnd);
 	if (w < 0 || (size_t)w >= size || (size_t)w > LR_PREFIX_MAX)

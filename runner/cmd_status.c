@@ -42,14 +42,18 @@ struct query {
 	int json;
 };
 
-/* Print the tasks of q to f. */
+/* Print the tasks of q to f. A write to f that failed is no library
+ * error: *write_errno is then its errno (0 when every write went). stdio
+ * drops what it could not write, so the reason is gone by the last
+ * flush. */
 static int show(FILE *f, lr_client *c, const struct query *q,
-                const out_style *st, lr_err *err)
+                const out_style *st, int *write_errno, lr_err *err)
 {
 	lr_task_status one, *v = NULL;
 	size_t n = 0;
 	int rc;
 
+	*write_errno = 0;
 	if (q->id != NULL) {
 		rc = lr_task_get(c, q->id, &one, err);
 		v = &one;
@@ -61,12 +65,17 @@ static int show(FILE *f, lr_client *c, const struct query *q,
 		return rc;
 	rc = lr_task_waits(c, v, n, err);
 	if (rc == 0 && q->json) {
-		if (out_status_json(f, v, n, q->id != NULL) != 0)
+		int out = out_status_json(f, v, n, q->id != NULL);
+		if (out == OUT_EWRITE)
+			*write_errno = errno;
+		else if (out != 0)
 			rc = lr_err_set(err, LR_ENOMEM, "status --json: out of memory");
 	} else if (rc == 0) {
 		out_status_table(f, v, n, q->limit > 0 && n >= q->limit, st,
 		                 lr_wall_ms());
 	}
+	if (rc == 0 && !q->json && q->id != NULL && st->tty)
+		out_status_reason(f, &one);
 	if (rc == 0 && !q->json && q->id != NULL)
 		out_status_history(f, &one);
 	if (q->id != NULL)
@@ -92,8 +101,11 @@ static int read_tasks(FILE *f, lr_client *c, const struct query *q,
 
 	if (m == NULL)
 		return lr_err_set(err, LR_ENOMEM, "status: out of memory");
-	int rc = show(m, c, q, st, err);
+	int write_errno;
+	int rc = show(m, c, q, st, &write_errno, err);
 	fclose(m);
+	if (rc == 0 && write_errno != 0) /* memory streams fail for want of it */
+		rc = lr_err_set(err, LR_ENOMEM, "status: out of memory");
 	if (rc == 0) {
 		fwrite(text, 1, len, f);
 		free(last->text);
@@ -281,8 +293,11 @@ int cmd_status(int argc, char **argv)
 	rc = cli_open(&common, &c);
 	if (rc != CLI_CONTINUE)
 		return rc;
-	if (show(stdout, c, &q, &st, &err) != 0)
+	int write_errno;
+	if (show(stdout, c, &q, &st, &write_errno, &err) != 0)
 		rc = cli_fail(&err);
+	else if (write_errno != 0)
+		rc = cli_output_failed(write_errno);
 	else
 		rc = EXIT_OK;
 	lr_client_close(c);

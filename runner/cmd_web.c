@@ -1,6 +1,7 @@
 /* cmd_web.c - `leaserun web`: serve the live page until SIGINT or SIGTERM.
  * Main thread; it waits for the signals on a signalfd while the library's
  * threads serve. */
+#include <malloc.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,6 +91,9 @@ int cmd_web(int argc, char **argv)
 	if (allow_hosts != NULL && !host_names(allow_hosts))
 		return cli_usage_error("--allow-host: expected host names separated by "
 		                       "commas, got \"%s\"", cli_quote(allow_hosts, q));
+	/* Each page's thread builds its snapshot (megabytes for thousands of
+	 * tasks); glibc would keep the memory freed in a pool per thread. */
+	mallopt(M_ARENA_MAX, 2);
 	sfd = cli_stop_signal_fd();
 	if (sfd < 0) {
 		fputs("leaserun: web: cannot wait for signals\n", stderr);

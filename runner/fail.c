@@ -1,5 +1,6 @@
 /* fail.c - how the command ends on an error: the exit status of a library
  * error code, and the one-line messages on stderr. Main thread. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,6 +49,14 @@ int cli_fail(const lr_err *err)
 	print_with_flags(stderr, err->msg[0] != '\0' ? err->msg : lr_strerror(err->code));
 	fputc('\n', stderr);
 	return cli_exit_code(err->code);
+}
+
+int cli_output_failed(int errnum)
+{
+	if (errnum != EPIPE)
+		fprintf(stderr, "leaserun: writing the output: %s\n",
+		        strerror(errnum != 0 ? errnum : EIO));
+	return EXIT_RUNTIME;
 }
 
 int cli_usage_error(const char *fmt, ...)

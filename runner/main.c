@@ -89,10 +89,7 @@ static int output_written(int rc)
 		return rc;
 	if (rc != EXIT_OK)
 		return rc;
-	if (errno != EPIPE)
-		fprintf(stderr, "leaserun: writing the output: %s\n",
-		        strerror(errno != 0 ? errno : EIO));
-	return EXIT_RUNTIME;
+	return cli_output_failed(errno);
 }
 
 static int run_command(int argc, char **argv)

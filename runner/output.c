@@ -18,8 +18,15 @@
 #define MAX_COLS 8
 #define BAR_WIDTH 10
 #define GAP 2
-/* Errors keep at least this much room on a narrow terminal. */
-#define MIN_ERROR_WIDTH 24
+/* On a narrow terminal the last column (the error) keeps at least this
+ * much; below it the line wraps. */
+#define MIN_ERROR_WIDTH 8
+#define NO_COLUMN MAX_COLS
+/* What a status row keeps of an id (its start and its end), a step and a
+ * runner name on a narrow terminal. */
+#define ID_FLOOR 16
+#define STEP_FLOOR 12
+#define RUNNER_FLOOR 10
 
 struct table {
 	size_t cols;
@@ -27,6 +34,11 @@ struct table {
 	char **cells; /* rows x cols, malloc'd strings */
 	size_t rows, cap;
 	size_t width[MAX_COLS];
+	/* On a terminal that is too narrow: a column with a floor is cut
+	 * down to it before the last column is; keep_ends cuts it in the
+	 * middle. */
+	size_t floor[MAX_COLS];
+	bool keep_ends[MAX_COLS];
 };
 
 out_style out_style_stdout(void)
@@ -90,10 +102,11 @@ static void table_init(struct table *t, const char *const *head, size_t cols)
 }
 
 /* Whether s starts with a bidirectional control (U+200E, U+200F,
- * U+202A..U+202E, U+2066..U+2069) in UTF-8. */
+ * U+202A..U+202E, U+2066..U+2069) or a line or paragraph separator
+ * (U+2028, U+2029) in UTF-8. */
 static bool bidi_control(const unsigned char *s)
 {
-	return s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xAA && s[2] <= 0xAE) ||
+	return s[0] == 0xE2 && ((s[1] == 0x80 && ((s[2] >= 0xA8 && s[2] <= 0xAE) ||
 	                                          s[2] == 0x8E || s[2] == 0x8F)) ||
 	                        (s[1] == 0x81 && s[2] >= 0xA6 && s[2] <= 0xA9));
 }
@@ -116,7 +129,7 @@ char *out_one_line(const char *s)
 			c = '?'; /* U+0080..U+009F */
 			i++;
 		} else if (bidi_control((unsigned char *)copy + i)) {
-			c = '?'; /* would reorder the rest of the line */
+			c = '?'; /* would reorder or break the line */
 			i += 2;
 		}
 		copy[o++] = (char)c;
@@ -174,6 +187,39 @@ static void cut(char *s, size_t max)
 	memcpy(s + at, "...", 4);
 }
 
+/* Cut s to at most max columns keeping its start and its end, with "..."
+ * between them on character boundaries: what tells ids apart is often at
+ * the end (the random part of a generated one). */
+static void cut_middle(char *s, size_t max)
+{
+	size_t total = text_width(s);
+	if (total <= max || max < 4)
+		return;
+	size_t n = strlen(s), head = (max - 3) / 2, tail = max - 3 - head;
+	size_t at = 0, w = 0, len, end = n;
+	int cw;
+	while (at < n) {
+		cw = char_width((const unsigned char *)s + at, n - at, &len);
+		if (w + (size_t)cw > head)
+			break;
+		w += (size_t)cw;
+		at += len;
+	}
+	/* The tail: from the first character after which at most tail
+	 * columns are left. */
+	size_t before = 0;
+	for (size_t i = 0; i < n; i += len) {
+		if (total - before <= tail) {
+			end = i;
+			break;
+		}
+		before += (size_t)char_width((const unsigned char *)s + i, n - i, &len);
+	}
+	/* At least four columns, so at least four bytes, go: "..." fits. */
+	memcpy(s + at, "...", 3);
+	memmove(s + at + 3, s + end, n - end + 1);
+}
+
 /* One row. Padding is written only before a cell that has text, so that
  * no line ends in blanks. */
 static void print_row(FILE *f, const struct table *t,
@@ -192,21 +238,61 @@ static void print_row(FILE *f, const struct table *t,
 	fputc('\n', f);
 }
 
-/* On a terminal the last column is cut to what is left of the line. */
+/* Columns the line takes before the last column. */
+static size_t width_before_last(const struct table *t)
+{
+	size_t used = 0;
+	for (size_t c = 0; c + 1 < t->cols; c++)
+		used += t->width[c] + GAP;
+	return used;
+}
+
+/* The widest column that may still be cut, NO_COLUMN when none. */
+static size_t widest_cuttable(const struct table *t)
+{
+	size_t widest = NO_COLUMN;
+	for (size_t c = 0; c + 1 < t->cols; c++)
+		if (t->floor[c] > 0 && t->width[c] > t->floor[c] &&
+		    (widest == NO_COLUMN || t->width[c] > t->width[widest]))
+			widest = c;
+	return widest;
+}
+
+/* Lay a table out for a terminal `width` columns wide. A row that would
+ * not fit has its columns with a floor cut down to it, widest first; then
+ * the last column is cut to what is left. Returns the room of the last
+ * column. */
+static size_t table_fit(struct table *t, size_t width)
+{
+	size_t last = t->cols - 1;
+	size_t used = width_before_last(t);
+	while (used + t->width[last] > width) {
+		size_t c = widest_cuttable(t);
+		if (c == NO_COLUMN)
+			break;
+		t->width[c]--;
+		used--;
+	}
+	return width > used + MIN_ERROR_WIDTH ? width - used : MIN_ERROR_WIDTH;
+}
+
+/* On a terminal a row is made to fit the line (table_fit); a pipe gets
+ * every cell in full, for scripts. */
 static void table_print(FILE *f, struct table *t, const out_style *st)
 {
 	size_t last = t->cols - 1;
-	size_t used = 0;
+	size_t room = st->tty && st->width > 0 ? table_fit(t, (size_t)st->width) : 0;
 
-	for (size_t c = 0; c < last; c++)
-		used += t->width[c] + GAP;
-	size_t room = st->width > 0 && (size_t)st->width > used + MIN_ERROR_WIDTH
-	                  ? (size_t)st->width - used
-	                  : MIN_ERROR_WIDTH;
 	print_row(f, t, t->head);
 	for (size_t r = 0; r < t->rows; r++) {
 		char **row = &t->cells[r * t->cols];
-		if (st->tty)
+		for (size_t c = 0; room > 0 && c < last; c++) {
+			if (t->keep_ends[c])
+				cut_middle(row[c], t->width[c]);
+			else if (t->floor[c] > 0)
+				cut(row[c], t->width[c]);
+		}
+		if (room > 0)
 			cut(row[last], room);
 		print_row(f, t, (const char *const *)row);
 	}
@@ -234,17 +320,20 @@ static int64_t steps_done(const lr_task_status *s)
 	return s->state == LR_TASK_SUCCEEDED ? s->steps : s->next_step;
 }
 
-/* "2/3 analyse": the step the task is at, 1-based, as people count. */
-static void step_of(const lr_task_status *s, char *buf, size_t n)
+/* "2/3 analyse": the step the task is at, 1-based, as people count. A
+ * new string with the whole name (names go up to 1024 bytes), NULL when
+ * out of memory. */
+static char *step_of(const lr_task_status *s)
 {
-	if (s->steps <= 0) {
-		snprintf(buf, n, "-");
-		return;
-	}
+	char *text = NULL;
+	if (s->steps <= 0)
+		return strdup("-");
 	int64_t k = steps_done(s) < s->steps ? s->next_step + 1 : s->steps;
-	snprintf(buf, n, "%" PRId64 "/%" PRId64 "%s%s", k, s->steps,
-	         s->step_name != NULL ? " " : "",
-	         s->step_name != NULL ? s->step_name : "");
+	if (asprintf(&text, "%" PRId64 "/%" PRId64 "%s%s", k, s->steps,
+	             s->step_name != NULL ? " " : "",
+	             s->step_name != NULL ? s->step_name : "") < 0)
+		return NULL;
+	return text;
 }
 
 static void bar_of(const lr_task_status *s, char *buf, size_t n)
@@ -305,13 +394,20 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 		"RUNNER", "UPDATED", "ERROR" };
 	struct table t;
 
-	if (st->tty)
+	if (st->tty) {
 		table_init(&t, head_tty, 8);
-	else
+		/* On a narrow terminal long ids, step names and runner names
+		 * give way before the error. */
+		t.floor[0] = ID_FLOOR;
+		t.keep_ends[0] = true;
+		t.floor[2] = STEP_FLOOR;
+		t.floor[5] = RUNNER_FLOOR;
+	} else {
 		table_init(&t, head, 7);
+	}
 	for (size_t i = 0; i < n; i++) {
 		const lr_task_status *s = &v[i];
-		char step[256], bar[BAR_WIDTH + 3], attempt[48], age[48];
+		char bar[BAR_WIDTH + 3], attempt[48], age[48];
 		char *error = out_one_line(s->error);
 		if (s->waiting != NULL && error != NULL) {
 			/* what holds it back now, before an earlier attempt's error */
@@ -322,17 +418,19 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 			}
 			free(w);
 		}
-		step_of(s, step, sizeof(step));
+		char *step = step_of(s);
 		bar_of(s, bar, sizeof(bar));
 		attempt_of(s, attempt, sizeof(attempt));
 		age_of(s->updated_at, now_ms, age, sizeof(age));
 		char *cells[] = { (char *)s->id,
-			          (char *)lr_task_state_name(s->state), step, bar,
+			          (char *)lr_task_state_name(s->state),
+			          step != NULL ? step : "?", bar,
 			          attempt, s->runner != NULL ? s->runner : "-", age,
 			          error };
 		if (!st->tty) /* no bar column */
 			memmove(&cells[3], &cells[4], 4 * sizeof(char *));
 		table_add(&t, cells);
+		free(step);
 		free(error);
 	}
 	if (n == 0 && st->tty)
@@ -379,7 +477,8 @@ static json_t *status_fields(const lr_task_status *s)
 	                 "waiting", str_or_null(s->waiting));
 }
 
-/* Print doc (stolen) indented; -1 when it could not be built. */
+/* Print doc (stolen) indented: 0, OUT_ENOMEM when it could not be built
+ * or dumped, OUT_EWRITE when f refused it. */
 static int dump(FILE *f, json_t *doc)
 {
 	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2)) : -1;
@@ -387,7 +486,21 @@ static int dump(FILE *f, json_t *doc)
 	json_decref(doc);
 	if (rc == 0)
 		fputc('\n', f);
-	return rc;
+	else if (ferror(f))
+		return OUT_EWRITE; /* a full disk, a closed pipe */
+	return rc == 0 ? 0 : OUT_ENOMEM;
+}
+
+void out_status_reason(FILE *f, const lr_task_status *s)
+{
+	char *waiting = s->waiting != NULL ? out_one_line(s->waiting) : NULL;
+	char *error = s->error != NULL ? out_one_line(s->error) : NULL;
+	if (waiting != NULL)
+		fprintf(f, "waiting: %s\n", waiting);
+	if (error != NULL)
+		fprintf(f, "error: %s\n", error);
+	free(waiting);
+	free(error);
 }
 
 void out_status_history(FILE *f, const lr_task_status *s)

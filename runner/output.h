@@ -25,14 +25,22 @@ out_style out_style_stdout(void);
  * tasks out (the totals say so). */
 void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
                       const out_style *st, int64_t now_ms);
-/* single: one object (status ID), otherwise an array. 0, or -1 when out of
- * memory. */
+/* How printing JSON failed: the document could not be built (out of
+ * memory), or the stream refused it (ferror(f), errno says why). */
+enum { OUT_ENOMEM = -1, OUT_EWRITE = -2 };
+
+/* single: one object (status ID), otherwise an array. 0, OUT_ENOMEM or
+ * OUT_EWRITE. */
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
+/* What a task waits for and its error, each in full on a line of its own
+ * (nothing when it has neither): a terminal's table cuts them. */
+void out_status_reason(FILE *f, const lr_task_status *s);
 /* A retried task's earlier outcomes, one a line (nothing when none). */
 void out_status_history(FILE *f, const lr_task_status *s);
 
 void out_runners_table(FILE *f, const lr_runner_info *v, size_t n,
                        const out_style *st, int64_t now_ms);
+/* 0, OUT_ENOMEM or OUT_EWRITE. */
 int out_runners_json(FILE *f, const lr_runner_info *v, size_t n);
 
 /* Text for a terminal on one line, whatever etcd held: blanks for line

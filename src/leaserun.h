@@ -86,7 +86,9 @@ typedef struct lr_client_opts {
 	const char *endpoints;       /* "host:port[,host:port...]"; default
 	                                "127.0.0.1:2379" */
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
-	                                missing trailing '/' is added) */
+	                                missing trailing '/' is added); no
+	                                control characters, no blank at
+	                                either end (LR_EINVAL) */
 	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
 	                                is reported within it; 0.001..86400 */
 	double call_timeout_s;       /* default 5 (0): deadline of one etcd
@@ -215,8 +217,9 @@ typedef struct lr_submit_summary {
  * again makes another task); a spec whose id appears earlier in the input
  * is sent only after that one's create has finished, so the earlier one
  * wins and the later is an identical resubmit or LR_EEXIST; a spec with
- * "after" is sent once every create before it has finished, so it may name
- * tasks earlier in the input (LR_ENOTFOUND when one does not exist).
+ * "after" is sent alone, once every create before it has finished and
+ * before any after it is sent, so it may name tasks earlier in the input,
+ * and one named only later in the input is LR_ENOTFOUND, every time.
  * The first etcd error (any code but LR_EINVAL, LR_EEXIST, LR_ENOTFOUND,
  * LR_ETOOLARGE)
  * stops the submit: no more input is read, specs read but not yet sent get

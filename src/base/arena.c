@@ -3,6 +3,7 @@
  * newest so that its room stays in use. */
 #include "base/arena.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@ void lr_arena_init(lr_arena *a, size_t chunk_size)
 
 static struct lr_arena_chunk *new_chunk(size_t cap)
 {
+	if (cap > SIZE_MAX - sizeof(struct lr_arena_chunk))
+		return NULL;
 	struct lr_arena_chunk *c = malloc(sizeof(*c) + cap);
 	if (c != NULL) {
 		c->next = NULL;

@@ -2,11 +2,13 @@
  * prefix and the key layout under it. Immutable after open; any thread. */
 #include "client/client.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "records/spec.h"
 
 #define DEFAULT_ENDPOINTS "127.0.0.1:2379"
@@ -17,6 +19,23 @@ struct lr_client {
 	char prefix[LR_PREFIX_MAX + 2]; /* with its trailing '/' */
 	size_t prefix_len;
 };
+
+/* Why a prefix cannot be used, NULL when it can. A control character (a
+ * newline from an environment variable) or a blank at either end (from
+ * quoting) would silently make a namespace of its own that nobody sees
+ * when reading or typing the prefix. */
+static const char *prefix_flaw(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)p[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return "must not contain control characters";
+	}
+	/* Every other ASCII blank is a control character. */
+	if (p[0] == ' ' || p[n - 1] == ' ')
+		return "must not start or end with a blank";
+	return NULL;
+}
 
 /* The prefix as given, or the default, with a trailing '/' so that the tasks
  * of "/a" never mix with those of "/ab". */
@@ -32,6 +51,13 @@ static int normalise_prefix(const char *given, char *out, size_t *len,
 		return lr_err_set(err, LR_EINVAL,
 		                  "prefix: %zu characters, over the limit of %d", n,
 		                  LR_PREFIX_MAX);
+	const char *flaw = prefix_flaw(p, n);
+	if (flaw != NULL) {
+		char shown[LR_PREFIX_MAX + 1];
+		const char *cut = lr_utf8_escape(p, n, SIZE_MAX, shown, sizeof(shown)) < n
+		                  ? "..." : "";
+		return lr_err_set(err, LR_EINVAL, "prefix \"%s%s\": %s", shown, cut, flaw);
+	}
 	memcpy(out, p, n);
 	if (out[n - 1] != '/')
 		out[n++] = '/';

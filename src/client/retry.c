@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "client/client.h"
@@ -83,17 +84,24 @@ static int from_step(const json_t *spec, const lr_retry_opts *o, int64_t next, i
 }
 
 /* The history with the outcome being retried in front, at most
- * HISTORY_KEEP entries. New string. */
+ * HISTORY_KEEP entries; the entry names this retry by a random retry_id,
+ * so that a retry finding it there after its own txn failed knows it for
+ * its own write, not a concurrent retry's of the same outcome. New string. */
 static char *history_with(const lr_kv *old, const lr_done_rec *d, const char *runner)
 {
+	lr_rng rng;
+	lr_rng_init(&rng, NULL); /* seeded from the clock if need be */
+	char retry_id[17];
+	snprintf(retry_id, sizeof(retry_id), "%016llx", (unsigned long long)lr_rng_next(&rng));
 	json_t *h = old != NULL ? json_loadb(old->value, old->value_len, 0, NULL) : NULL;
 	if (!json_is_array(h)) {
 		json_decref(h);
 		h = json_array();
 	}
-	json_t *e = json_pack("{s:s, s:I, s:s?, s:s?, s:s?}", "status", d->status, "attempts",
-	                      (json_int_t)d->attempts, "error", d->error, "runner", runner,
-	                      "finished_at", d->finished_at[0] ? d->finished_at : NULL);
+	json_t *e = json_pack("{s:s, s:I, s:s?, s:s?, s:s?, s:s}", "status", d->status,
+	                      "attempts", (json_int_t)d->attempts, "error", d->error, "runner",
+	                      runner, "finished_at", d->finished_at[0] ? d->finished_at : NULL,
+	                      "retry_id", retry_id);
 	json_array_insert_new(h, 0, e);
 	while (json_array_size(h) > HISTORY_KEEP)
 		json_array_remove(h, json_array_size(h) - 1);
@@ -212,6 +220,12 @@ int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_a
 	lr_txn_get(t, LR_ELSE, rd.key[R_HISTORY], 0);
 	lr_txn_result r;
 	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+	if (rc == LR_EUNAVAILABLE || rc == LR_ETIMEDOUT) {
+		/* Sent again until the deadline; any of those may have applied. */
+		rc = lr_err_wrap(err, LR_EAMBIGUOUS, "retry %s: outcome unknown, see leaserun "
+		                 "status %s", id, id);
+		goto out;
+	}
 	if (rc != 0) {
 		lr_err_wrap(err, rc, "retry %s", id);
 		goto out;

@@ -20,7 +20,8 @@
 #define RUNNERS_PAGE 200
 /* Tasks whose records are read per txn: 4 gets each stays far below etcd's
  * default of 128 ops per txn, and a batch of large states (512 KiB per
- * checkpoint and per done record) stays well below the reply size limit. */
+ * checkpoint and per done record) stays well below the reply size limit.
+ * An etcd run with a lower --max-txn-ops gets smaller batches. */
 #define DETAIL_BATCH 8
 
 /* ---- reading the records of a task ----------------------------------------- */
@@ -469,6 +470,7 @@ struct listing {
 	struct id_set claimed, done; /* filled only when filtering */
 	lr_task_status *out;
 	size_t n, cap;
+	size_t batch; /* tasks read per txn: DETAIL_BATCH, or what etcd took */
 };
 
 /* Could the task be in the filter's state, judging by keys alone? Saves
@@ -510,6 +512,26 @@ static int keep_status(struct listing *l, const char *id,
 	return 0;
 }
 
+static int read_batch(struct listing *l, struct task_ref *const *ids,
+                      size_t n, lr_err *err);
+
+/* etcd refused n tasks' reads in one txn (its --max-txn-ops is lower):
+ * read them in halves, and every later batch of the listing as small. */
+static int read_halves(struct listing *l, struct task_ref *const *ids,
+                       size_t n, lr_err *err)
+{
+	int rc = 0;
+
+	l->batch = n / 2;
+	for (size_t i = 0; i < n && rc == 0;) {
+		/* a half may be refused too, and the batch halved again */
+		size_t k = n - i < l->batch ? n - i : l->batch;
+		rc = read_batch(l, ids + i, k, err);
+		i += k;
+	}
+	return rc;
+}
+
 /* Read the records of ids[0..n) in one txn and keep those that match. */
 static int read_batch(struct listing *l, struct task_ref *const *ids,
                       size_t n, lr_err *err)
@@ -525,6 +547,8 @@ static int read_batch(struct listing *l, struct task_ref *const *ids,
 		lr_task_records_ops(l->c, t, LR_THEN, ids[i]->id);
 	rc = lr_etcd_txn(lr_client_etcd(l->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
+	if (rc != 0 && n > 1 && lr_etcd_too_many_ops(rc, err))
+		return read_halves(l, ids, n, err);
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "list tasks");
 	for (size_t i = 0; i < n && rc == 0; i++) {
@@ -549,7 +573,7 @@ static int read_details(struct listing *l, const struct task_refs *tasks,
 		if (!may_match(l, tasks->v[i].id))
 			continue;
 		batch[nb++] = &tasks->v[i];
-		if (nb == DETAIL_BATCH) {
+		if (nb >= l->batch) {
 			rc = read_batch(l, batch, nb, err);
 			nb = 0;
 		}
@@ -562,7 +586,8 @@ static int read_details(struct listing *l, const struct task_refs *tasks,
 int lr_task_list(lr_client *c, int state_filter, size_t limit,
                  lr_task_status **out, size_t *n, lr_err *err)
 {
-	struct listing l = { .c = c, .filter = state_filter, .limit = limit };
+	struct listing l = { .c = c, .filter = state_filter, .limit = limit,
+	                     .batch = DETAIL_BATCH };
 	struct task_refs tasks = { 0 };
 	int rc;
 

@@ -35,8 +35,8 @@ struct slot {
 	uint64_t id_hash;
 	char *value;       /* the stored form; freed once the create is over */
 	bool start_added;  /* its not_before is the submit's (not_before_ms) */
-	bool after;        /* it names tasks to come after: every create
-	                      before it must have finished first */
+	bool after;        /* it names tasks to come after: sent alone, once
+	                      every create before it has finished */
 	size_t bytes;      /* its length, counted in the window until then */
 	int code, created;
 	lr_err err;
@@ -205,14 +205,20 @@ static void deliver(struct bulk *b)
 	}
 }
 
-/* Lock held. Whether a create of id is queued or running: a later spec of
- * the same id waits for it, so that the earlier one wins. */
-static bool id_busy(struct bulk *b, const struct slot *s)
+/* Lock held. Whether s must wait before it is sent: a later spec of an id
+ * waits for the create of that id under way, so that the earlier one wins;
+ * and a spec with "after" is a barrier both ways: it waits for every
+ * create before it (it may name them), and nothing after it is sent until
+ * it is done (it must never find a task that comes later in the input). */
+static bool must_wait(struct bulk *b, const struct slot *s)
 {
 	for (uint64_t i = b->head; i < b->tail; i++) {
 		const struct slot *o = slot_at(b, i);
-		if (o->state != SLOT_DONE && o->id_hash == s->id_hash &&
-		    strcmp(o->id, s->id) == 0)
+		if (o->state == SLOT_DONE)
+			continue;
+		if (s->after || o->after)
+			return true;
+		if (o->id_hash == s->id_hash && strcmp(o->id, s->id) == 0)
 			return true;
 	}
 	return false;
@@ -224,19 +230,8 @@ static bool has_room(const struct bulk *b, size_t bytes)
 	       (b->bytes == 0 || b->bytes + bytes <= WINDOW_BYTES);
 }
 
-/* Lock held. Whether any create is queued or running: a spec that comes
- * after other tasks waits for them, which may be earlier in the input. */
-static bool any_busy(struct bulk *b)
-{
-	for (uint64_t i = b->head; i < b->tail; i++)
-		if (slot_at(b, i)->state != SLOT_DONE)
-			return true;
-	return false;
-}
-
-/* Put a read slot at the tail of the window, once there is room and no
- * earlier create of its id (or, for a spec with "after", none at all) is
- * under way, reporting outcomes meanwhile. */
+/* Put a read slot at the tail of the window, once there is room and it
+ * need not wait (must_wait), reporting outcomes meanwhile. */
 static void place(struct bulk *b, const struct slot *s)
 {
 	bool to_send = s->state == SLOT_QUEUED;
@@ -244,8 +239,7 @@ static void place(struct bulk *b, const struct slot *s)
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		deliver(b);
-		if (has_room(b, s->bytes) &&
-		    !(to_send && (id_busy(b, s) || (s->after && any_busy(b)))))
+		if (has_room(b, s->bytes) && !(to_send && must_wait(b, s)))
 			break;
 		pthread_cond_wait(&b->done, &b->mu);
 	}

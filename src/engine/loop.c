@@ -92,9 +92,18 @@ static int register_name(lr_runner *r, int64_t lease, int64_t old_lease, lr_err 
 		} else {
 			char holder[sizeof(((lr_runner_rec *)NULL)->host) + 64];
 			describe_holder(kv, holder, sizeof(holder));
-			rc = lr_err_set(err, LR_EINUSE, "runner name %s is in use %s on %s",
+			/* A runner killed a moment ago holds it until its lease
+			 * expires: say when, so that a restart knows to wait. */
+			char left[128] = "";
+			int64_t ttl = -1, granted = 0;
+			if (lr_lease_ttl(lr_client_etcd(r->client), kv->lease, &ttl, &granted,
+			                 NULL) == 0 && ttl >= 0)
+				snprintf(left, sizeof(left), ": its lease has %llds left; if that "
+				         "runner has died, the name is free once the lease expires",
+				         (long long)ttl);
+			rc = lr_err_set(err, LR_EINUSE, "runner name %s is in use %s on %s%s",
 			                r->name, holder,
-			                lr_etcd_endpoints(lr_client_etcd(r->client)));
+			                lr_etcd_endpoints(lr_client_etcd(r->client)), left);
 		}
 	}
 	lr_txn_result_free(&res);

@@ -327,6 +327,8 @@ static size_t pop_pending(lr_taskset *s, size_t max, lr_entry **out)
 	return n;
 }
 
+#define LR_PASSED_OVER_MAX 2
+
 lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 {
 	lr_entry *cand[64];
@@ -337,11 +339,21 @@ lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng)
 	size_t n = pop_pending(s, spread, cand);
 	if (n == 0)
 		return NULL;
-	/* Spread over the oldest of the highest priority only. */
+	/* Spread over the oldest of the highest priority only, each older
+	 * one as likely as all younger ones together, so that runners racing
+	 * for the same few tasks mostly take different ones; but the oldest
+	 * is passed over at most LR_PASSED_OVER_MAX times (a uniform pick left
+	 * the oldest of ten last now and then). */
 	size_t same = 1;
 	while (same < n && cand[same]->priority == cand[0]->priority)
 		same++;
-	size_t pick = (size_t)lr_rng_below(rng, same);
+	size_t pick = 0;
+	if (cand[0]->passed_over < LR_PASSED_OVER_MAX)
+		while (pick + 1 < same && lr_rng_below(rng, 2) == 1)
+			pick++;
+	if (pick != 0)
+		cand[0]->passed_over++;
+	cand[pick]->passed_over = 0; /* should it come back pending */
 	for (size_t i = 0; i < n; i++)
 		if (i != pick)
 			heap_push(s, cand[i]);

@@ -34,6 +34,7 @@ typedef struct lr_entry {
 	bool done_seen;       /* done/<id> exists */
 	char *spec;           /* spec text from the watch or a prefetch, or NULL */
 	bool prefetched;      /* its spec was asked for in a prefetch once */
+	uint8_t passed_over;  /* picks that, with it the oldest, took another */
 	size_t spec_len;
 	int heap_refs;        /* times it sits in the heap (lazy deletion) */
 	bool removed;
@@ -115,8 +116,9 @@ void lr_taskset_clear_remote(lr_taskset *s);
 void lr_taskset_local_read(lr_taskset *s, int64_t rev);
 
 /* Pick a pending task among the `spread` first in dispatch order (highest
- * priority, then oldest) that share the first one's priority, at random,
- * so that idle runners do not all race for the same one. NULL when none is
+ * priority, then oldest) that share the first one's priority, at random
+ * with the older ones likelier, so that idle runners do not all race for
+ * the same one; the oldest is passed over twice at most. NULL when none is
  * pending. */
 lr_entry *lr_taskset_pick(lr_taskset *s, size_t spread, lr_rng *rng);
 

@@ -177,12 +177,28 @@ static void stray_deleted(void *user, const char *id, const char *key)
 	              "holder writes one), so it would never have expired", key);
 }
 
+static char *failure_text(const lr_claimed_task *h, const char *name, int64_t attempts,
+                          bool permanent, const char *error);
+
 /* The task's end was written (rc 0) or not, after its retries: report
- * and log. */
+ * and log. A success whose final state etcd refused as too large (its
+ * --max-request-bytes) ends failed instead, with the state of the last
+ * commit, as a commit refused so does: sending it again cannot help, and
+ * letting the task go would run its last step again. */
 static void report_end(struct hold *h, lr_task_state st, const char *error, int rc,
                   const lr_err *e, int64_t t0)
 {
 	lr_claimed_task *t = &h->t;
+	if (rc == LR_ETOOLARGE && st == LR_TASK_SUCCEEDED) {
+		char *why = failure_text(t, lr_spec_step_name(t->spec, (size_t)t->next_step),
+		                         t->attempt, true, e->msg);
+		lr_err again = {0};
+		rc = why != NULL ? lr_finish(&h->who, t, LR_TASK_FAILED, why, NULL, &again)
+		                 : lr_err_set(&again, LR_ENOMEM, "finish %s: out of memory", t->id);
+		report_end(h, LR_TASK_FAILED, why, rc, &again, t0);
+		free(why);
+		return;
+	}
 	if (rc != 0) {
 		write_failed(h, e);
 		return;
@@ -297,7 +313,8 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 			return;
 		}
 		lr_runner_log(h->r, LR_LOG_INFO, t->id, NULL, -1,
-		              "released at step %lld on shutdown", (long long)t->next_step);
+		              "released at step %lld/%lld on shutdown", (long long)t->next_step + 1,
+		              (long long)t->steps);
 		break;
 	case LR_STOP_LEASE:
 	case LR_STOP_NONE:
@@ -307,19 +324,21 @@ static void stopped(struct hold *h, enum lr_stop_reason why, bool interrupted)
 		 * gives the attempt back, as a graceful one does. */
 		if (!t->started && lr_release(&h->who, t, true, &e) == 0) {
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "released at step %lld before it started, its attempt given "
-			              "back: the lease deadline passed", (long long)t->next_step);
+			              "released at step %lld/%lld before it started, its attempt "
+			              "given back: the lease deadline passed",
+			              (long long)t->next_step + 1, (long long)t->steps);
 			break;
 		}
 		if (lr_runner_deadline(h->r, h->who.lease) > lr_mono_ms())
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "dropped at step %lld: its claim (fence %lld) is gone from etcd "
-			              "although the lease lives; nothing more is committed",
-			              (long long)t->next_step, (long long)t->fence);
+			              "dropped at step %lld/%lld: its claim (fence %lld) is gone from "
+			              "etcd although the lease lives; nothing more is committed",
+			              (long long)t->next_step + 1, (long long)t->steps,
+			              (long long)t->fence);
 		else
 			lr_runner_log(h->r, LR_LOG_WARN, t->id, NULL, -1,
-			              "dropped at step %lld: the lease is lost, nothing more is "
-			              "committed", (long long)t->next_step);
+			              "dropped at step %lld/%lld: the lease is lost, nothing more is "
+			              "committed", (long long)t->next_step + 1, (long long)t->steps);
 		break;
 	}
 	report(h, LR_REP_LET_GO, NULL);
@@ -634,7 +653,7 @@ static void run_job(struct lr_worker *w, struct lr_job *job, struct deferred *d)
 	lr_runner_log(r, LR_LOG_INFO, t->id, NULL, -1,
 	              "%s at step %lld/%lld, attempt %lld, fence %lld",
 	              t->adopted ? "taken up again (a claim of ours)" : "claimed",
-	              (long long)t->next_step, (long long)t->steps, (long long)t->attempt,
+	              (long long)t->next_step + 1, (long long)t->steps, (long long)t->attempt,
 	              (long long)t->fence);
 	struct report what = { .step = t->next_step, .attempt = t->attempt, .fence = t->fence };
 	report(&h, LR_REP_CLAIMED, &what);
@@ -723,6 +742,30 @@ static int start_hosts(lr_runner *r, lr_err *err)
 	return 0;
 }
 
+/* The first n workers stop once their jobs are done (none while
+ * starting), and their queue and stop fds go. */
+static void workers_end(lr_runner *r, int n)
+{
+	lr_jobq_close(&r->jobs);
+	if (r->hosts != NULL) {
+		for (int i = 0; i < r->threads; i++)
+			lr_host_join(r->hosts[i]);
+		free(r->hosts);
+		r->hosts = NULL;
+	} else if (r->threads == 0) { /* (hosts that failed to start: none) */
+		for (int i = 0; i < n; i++)
+			pthread_join(r->workers[i].thread, NULL);
+	}
+	pthread_mutex_lock(&r->workers_mu);
+	struct lr_worker *workers = r->workers;
+	r->workers = NULL; /* no renewal reaches them any more */
+	pthread_mutex_unlock(&r->workers_mu);
+	for (int i = 0; i < n; i++)
+		lr_stop_free(&workers[i].stop);
+	lr_jobq_free(&r->jobs);
+	free(workers);
+}
+
 int lr_workers_start(lr_runner *r, lr_err *err)
 {
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
@@ -746,8 +789,13 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 		if (lr_stop_init(&w->stop) != 0 ||
 		    (r->threads == 0 && pthread_create(&w->thread, NULL, worker_thread, w) != 0)) {
 			lr_stop_free(&w->stop);
-			r->concurrency = i; /* only those started are joined */
-			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d", i);
+			/* Those started end now; the runner can be run again
+			 * with its concurrency as it was. */
+			workers_end(r, i);
+			lr_batch_free(r->batch);
+			r->batch = NULL;
+			return lr_err_set(err, LR_ESYS, "runner: cannot start worker %d of %d "
+			                  "(its stop fds or thread)", i + 1, r->concurrency);
 		}
 	}
 	return r->threads > 0 ? start_hosts(r, err) : 0;
@@ -757,24 +805,7 @@ void lr_workers_join(lr_runner *r)
 {
 	if (r->workers == NULL)
 		return;
-	lr_jobq_close(&r->jobs);
-	if (r->hosts != NULL) {
-		for (int i = 0; i < r->threads; i++)
-			lr_host_join(r->hosts[i]);
-		free(r->hosts);
-		r->hosts = NULL;
-	} else if (r->threads == 0) { /* (hosts that failed to start: none) */
-		for (int i = 0; i < r->concurrency; i++)
-			pthread_join(r->workers[i].thread, NULL);
-	}
-	pthread_mutex_lock(&r->workers_mu);
-	struct lr_worker *workers = r->workers;
-	r->workers = NULL; /* no renewal reaches them any more */
-	pthread_mutex_unlock(&r->workers_mu);
-	for (int i = 0; i < r->concurrency; i++)
-		lr_stop_free(&workers[i].stop);
-	lr_jobq_free(&r->jobs);
-	free(workers);
+	workers_end(r, r->concurrency);
 	uint64_t requests, txns;
 	lr_batch_counts(r->batch, &requests, &txns);
 	lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1,

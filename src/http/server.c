@@ -30,6 +30,8 @@
 #define STOP_FLUSH_MS 1000
 /* Bytes a stream hands libmicrohttpd per call. */
 #define STREAM_BLOCK (16 * 1024)
+/* A stream's buffer beyond this is freed once it is drained. */
+#define STREAM_KEEP (64 * 1024)
 
 struct lr_http {
 	struct MHD_Daemon *d;
@@ -254,8 +256,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		size_t take = s->len - s->off < max ? s->len - s->off : max;
 		memcpy(buf, s->buf + s->off, take);
 		s->off += take;
-		if (s->off == s->len)
+		if (s->off == s->len) {
 			s->off = s->len = 0;
+			/* A snapshot taken in: its room goes back, so that open
+			 * pages keep small buffers. */
+			if (s->cap > STREAM_KEEP) {
+				free(s->buf);
+				s->buf = NULL;
+				s->cap = 0;
+			}
+		}
 		n = (ssize_t)take;
 	} else {
 		n = s->gone ? MHD_CONTENT_READER_END_WITH_ERROR
@@ -347,7 +357,9 @@ bool lr_http_stream_write(lr_http_stream *s, const void *data, size_t len,
 		s->off = 0;
 	}
 	if (s->len + len > s->cap) {
-		size_t cap = (s->len + len) * 2;
+		/* Doubled for small events, exact for a large one (a snapshot). */
+		size_t need = s->len + len;
+		size_t cap = s->cap * 2 > need ? s->cap * 2 : need;
 		char *nb = realloc(s->buf, cap);
 		if (nb == NULL)
 			goto out;

@@ -40,7 +40,7 @@ typedef struct lr_http_opts {
 	unsigned idle_timeout_s;   /* a connection silent this long is closed;
 	                              default 10 */
 	size_t request_bytes;      /* request line + headers; larger ones are
-	                              refused (431); default 16 KiB */
+	                              refused (431); default 32 KiB */
 	lr_http_handler handler;   /* required */
 	void *user;
 } lr_http_opts;
@@ -65,7 +65,7 @@ int lr_http_parse_address(const char *listen, struct sockaddr_storage *out,
 /* ---- requests ------------------------------------------------------------ */
 
 const char *lr_http_method(const lr_http_req *req);
-/* The path without the query string, as sent (not decoded). */
+/* The path without the query string, %-escapes decoded. */
 const char *lr_http_path(const lr_http_req *req);
 /* A header's value (case-insensitive name), or NULL. */
 const char *lr_http_header(const lr_http_req *req, const char *name);

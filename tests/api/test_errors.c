@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,56 @@ TEST(a_checkpoint_over_512_kib_is_too_large)
 	CHECK_INT(big_checkpoint_rc, ==, LR_ETOOLARGE);
 	CHECK_INT(big_checkpoint_code, ==, LR_ETOOLARGE);
 	lr_client_close(c);
+}
+
+static atomic_int wide_runs;
+
+/* Ends with a state of 30 KB, more than an etcd of 20,000-byte requests
+ * takes. */
+static lr_step_result wide_state(lr_step *s, void *user)
+{
+	atomic_fetch_add(&wide_runs, 1);
+	char text[30001];
+	memset(text, 'y', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	lr_step_set_state(s, json_pack("{s:s}", "blob", text));
+	return LR_STEP_OK;
+}
+
+/* A last step whose final state etcd refuses (--max-request-bytes) ends
+ * its task failed, naming the step, after one run: the step is not run
+ * again until its attempts are spent. Two tasks, so that one end also
+ * goes with the next claim. */
+TEST(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step)
+{
+	static const char *const extra[] = { "--max-request-bytes=20000", NULL };
+	etcdh_opts eo = { .members = 1, .extra_args = extra };
+	etcdh_cluster *tight;
+	CHECK(etcdh_start(&eo, &tight) == 0);
+	lr_client_opts co = { .endpoints = etcdh_endpoints(tight), .prefix = "/errors-wide/" };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&co, &c, &err), &err);
+	atomic_store(&wide_runs, 0);
+	struct hosted h;
+	hosted_new(&h, c, "wide", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, wide_state, NULL), &err);
+	hosted_submit(c, "{\"id\":\"wide1\",\"max_attempts\":3,"
+	                 "\"steps\":[{\"name\":\"last\",\"run\":\"-\"}]}");
+	hosted_submit(c, "{\"id\":\"wide2\",\"max_attempts\":3,"
+	                 "\"steps\":[{\"name\":\"last\",\"run\":\"-\"}]}");
+	hosted_start(&h);
+	CHECK_INT(hosted_wait_done(c, "wide1", 10000), ==, LR_TASK_FAILED);
+	CHECK_INT(hosted_wait_done(c, "wide2", 10000), ==, LR_TASK_FAILED);
+	hosted_end(&h);
+	CHECK_INT(atomic_load(&wide_runs), ==, 2);
+	lr_task_status st;
+	CHECK_OK(lr_task_get(c, "wide1", &st, &err), &err);
+	CHECK(st.error != NULL);
+	CHECK_HAS(st.error, "step last (0) failed");
+	CHECK_HAS(st.error, "too large");
+	lr_task_status_clear(&st);
+	lr_client_close(c);
+	etcdh_destroy(tight);
 }
 
 /* Timeouts that would not fit the clocks' milliseconds are refused. */
@@ -305,6 +356,58 @@ TEST(a_runner_stopped_before_it_runs_returns_0_with_no_error)
 	lr_client_close(c);
 }
 
+/* The fd limit that leaves this process `room` more fds than it has. */
+static rlim_t fds_with_room(int room)
+{
+	int fd = 0;
+	for (; room > 0; fd++)
+		if (fcntl(fd, F_GETFD) == -1)
+			room--;
+	return (rlim_t)fd;
+}
+
+/* A runner whose workers cannot all start (out of fds: each worker's stop
+ * takes four) fails with LR_ESYS, and runs again later with all of its
+ * workers, not only those that had started. */
+TEST(a_runner_whose_workers_cannot_start_runs_again_with_all_of_them)
+{
+	lr_client *c = hosted_client("/errors-fds/");
+	for (int threads = 0; threads <= 4; threads += 4) { /* a thread each; fibers */
+		lr_runner_opts o = { .name = "fdless", .ttl_s = 2, .concurrency = 64,
+		                     .threads = threads, .exit_when_idle = 1,
+		                     .log = hosted_quiet };
+		lr_runner *r;
+		lr_err e;
+		CHECK_OK(lr_runner_new(c, &o, &r, &e), &e);
+		CHECK_OK(lr_runner_handle(r, NULL, never_runs, NULL), &e);
+		struct rlimit was;
+		CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+		/* Room for the runner's streams and a few workers, not for 64. */
+		struct rlimit low = { .rlim_cur = fds_with_room(48), .rlim_max = was.rlim_max };
+		CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+		int rc = lr_runner_run(r, &e);
+		CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+		CHECK_INT(rc, ==, LR_ESYS);
+		CHECK_HAS(e.msg, "cannot start worker");
+		CHECK_HAS(e.msg, "of 64");
+
+		lr_runner_stats st;
+		lr_runner_get_stats(r, &st);
+		CHECK_INT((int64_t)st.slots, ==, 64);
+		char spec[128], id[16];
+		snprintf(id, sizeof(id), "later-%d", threads);
+		snprintf(spec, sizeof(spec),
+		         "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"}]}", id);
+		hosted_submit(c, spec);
+		CHECK_OK(lr_runner_run(r, &e), &e);
+		CHECK_INT(hosted_wait_done(c, id, 1000), ==, LR_TASK_SUCCEEDED);
+		lr_runner_get_stats(r, &st);
+		CHECK_INT((int64_t)st.slots, ==, 64);
+		lr_runner_free(r);
+	}
+	lr_client_close(c);
+}
+
 #define FREE_CHILD "LR_TEST_FREE_WHILE_RUNNING"
 
 /* In the child: free a runner that runs. Does not return when refused. */
@@ -373,9 +476,11 @@ TEST_LIST(
 	TEST_CASE(client_calls_without_an_lr_err_return_the_real_code),
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
+	TEST_CASE(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step),
 	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
 	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
+	TEST_CASE(a_runner_whose_workers_cannot_start_runs_again_with_all_of_them),
 	TEST_CASE(freeing_a_running_runner_aborts_with_a_message),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)

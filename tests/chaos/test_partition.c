@@ -90,6 +90,7 @@ struct proxy {
 	int delay_ms;           /* each way; 0: none */
 	int lose_reply;         /* under mu: the n-th reply from now is lost;
 	                           0: none */
+	bool lose_rest;         /* under mu: and every reply after it */
 	uint32_t last_stream;   /* the last reply's HTTP/2 stream, counted */
 	struct link links[PROXY_LINKS];
 	int held[PROXY_LINKS];
@@ -242,14 +243,17 @@ static bool reply_lost(struct proxy *p, const unsigned char *b, size_t n)
 {
 	pthread_mutex_lock(&p->mu);
 	bool lost = false;
-	for (size_t off = 0; p->lose_reply > 0 && off + 9 <= n;) {
+	for (size_t off = 0; (p->lose_reply > 0 || p->lose_rest) && off + 9 <= n;) {
 		size_t len = (size_t)b[off] << 16 | (size_t)b[off + 1] << 8 | b[off + 2];
 		uint32_t stream = ((uint32_t)b[off + 5] << 24 | (uint32_t)b[off + 6] << 16 |
 		                   (uint32_t)b[off + 7] << 8 | b[off + 8]) & 0x7fffffffu;
 		if (b[off + 3] == 1 && stream != 0 && stream != p->last_stream) {
 			p->last_stream = stream;
-			if (--p->lose_reply == 0)
+			if (p->lose_reply == 0 || --p->lose_reply == 0) {
 				lost = true;
+				p->last_stream = 0; /* the next link numbers from 1 */
+				break;
+			}
 		}
 		off += 9 + len;
 	}
@@ -759,10 +763,42 @@ TEST(a_retry_whose_reply_is_lost_knows_its_own_write_when_sent_again)
 	proxy_stop(&px);
 }
 
+/* A retry applied whose every reply, and every resend's, is lost: it
+ * cannot tell, and says that its outcome is unknown (it did apply). */
+TEST(a_retry_that_hears_no_reply_in_time_says_its_outcome_is_unknown)
+{
+	static struct proxy px;
+	proxy_start(&px, etcdh_endpoint(cluster, 0), 0);
+	fleet f;
+	fleet_init(&f, etcdh_endpoint(cluster, 0), "unheard-retry");
+	fleet_submit(&f, "again", "{\"id\":\"%s\",\"steps\":[" STEP("s", "true") "]}");
+	int already = -1;
+	CHECK_OK(lr_cancel(f.client, "again", &already, &err), &err);
+	lr_client_opts o = { .endpoints = px.endpoint, .prefix = f.prefix, .call_timeout_s = 1 };
+	lr_client *c;
+	CHECK_OK(lr_client_open(&o, &c, &err), &err);
+	pthread_mutex_lock(&px.mu);
+	px.lose_reply = 2; /* the read is answered; the write and the rest are not */
+	px.lose_rest = true;
+	px.last_stream = 0;
+	pthread_mutex_unlock(&px.mu);
+	lr_err e = { 0 };
+	CHECK_INT(lr_retry(c, "again", NULL, NULL, &e), ==, LR_EAMBIGUOUS);
+	CHECK_HAS(e.msg, "retry again: outcome unknown, see leaserun status again");
+	lr_client_close(c);
+	lr_task_status s;
+	CHECK_OK(lr_task_get(f.client, "again", &s, &err), &err);
+	CHECK_INT(s.state, ==, LR_TASK_PENDING);
+	lr_task_status_clear(&s);
+	fleet_destroy(&f);
+	proxy_stop(&px);
+}
+
 TEST_LIST(
 	TEST_CASE(a_runner_cut_off_stops_its_step_by_its_lease_deadline_and_rejoins_with_a_new_lease),
 	TEST_CASE(a_runner_whose_round_trip_to_etcd_is_over_a_third_of_its_ttl_keeps_its_lease),
 	TEST_CASE(a_runner_cut_off_past_its_lease_deadline_acts_on_sigterm_after_one_call),
 	TEST_CASE(a_retry_whose_reply_is_lost_knows_its_own_write_when_sent_again),
+	TEST_CASE(a_retry_that_hears_no_reply_in_time_says_its_outcome_is_unknown),
 );
 TEST_MAIN(setup, teardown)

@@ -120,6 +120,11 @@ void cli_start(proc_bg *p, const char *log_path, const char *const *args)
 
 proc_result cli_run_tty(const char *const *args)
 {
+	return cli_run_tty_cols(args, 200);
+}
+
+proc_result cli_run_tty_cols(const char *const *args, int cols)
+{
 	struct run_env e;
 	char *argv[34];
 	proc_cli_argv(argv, 34, args);
@@ -129,7 +134,7 @@ proc_result cli_run_tty(const char *const *args)
 	r.out = calloc(1, cap);
 	r.err = calloc(1, 1);
 	CHECK(r.out != NULL && r.err != NULL);
-	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
+	struct winsize ws = { .ws_row = 50, .ws_col = (unsigned short)cols };
 	int fd = -1;
 	int64_t t0 = lr_mono_ms();
 	pid_t pid = forkpty(&fd, NULL, NULL, &ws);

@@ -33,6 +33,8 @@ proc_result cli_run_stdin_closed(const char *const *args);
 /* The same on a terminal of 200 columns (a pseudo-terminal): what it
  * wrote there is `out`, with the terminal's line ends (\r\n). */
 proc_result cli_run_tty(const char *const *args);
+/* The same on a terminal `cols` columns wide. */
+proc_result cli_run_tty_cols(const char *const *args, int cols);
 
 /* Start leaserun with the arguments (NULL-terminated array) in the
  * background, its output into log_path. */

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/utf8.h"
 #include "cli_run.h"
 #include "records/record.h"
 #include "test.h"
@@ -375,13 +376,13 @@ TEST(status_shows_no_control_characters_of_a_spec)
 	lr_client *c = fixture_client("cli_ctl");
 	cli_use_client(c);
 	proc_result r = RUN_STDIN("{\"id\":\"ctl\",\"steps\":[{\"name\":"
-	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\\u202ec\",\"run\":\"true\"}]}",
+	                          "\"a\\u001b[2J\\u001b]0;owned\\u0007\\u009bb\\u202ec\\u2028d\",\"run\":\"true\"}]}",
 	                          "submit");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
-	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b?c");
+	CHECK_HAS(r.out, "1/1 a?[2J?]0;owned??b?c?d");
 	CHECK(strchr(r.out, '\033') == NULL && strchr(r.out, '\007') == NULL);
 	proc_result_free(&r);
 	lr_client_close(c);
@@ -473,6 +474,133 @@ TEST(status_on_a_terminal_adds_progress_bars_and_totals)
 	r = RUN("status");
 	CHECK_INT(r.status, ==, 0);
 	CHECK(strstr(r.out, "tasks:") == NULL);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* The widest line of terminal output (\r\n line ends), in columns; every
+ * character here takes one. */
+static size_t widest_line(const char *out)
+{
+	size_t widest = 0, w = 0;
+	for (const unsigned char *p = (const unsigned char *)out; *p != '\0'; p++) {
+		if (*p == '\r' || *p == '\n') {
+			w = 0;
+			continue;
+		}
+		if ((*p & 0xC0) != 0x80 && ++w > widest)
+			widest = w;
+	}
+	return widest;
+}
+
+/* On a 100- or 120-column terminal a row fits its line, progress bar
+ * included, even with a generated id, a failed step's long error, an id
+ * of 200 characters and a long step name: those are cut ("...") before
+ * the error is, and the error is cut last. `status ID` shows the error in
+ * full on a line of its own; a pipe keeps every row whole. */
+TEST(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error)
+{
+	lr_client *c = fixture_client("cli_narrow");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"steps\":[{\"name\":\"ingest\",\"run\":\"echo disk quota "
+	                          "exceeded >&2; exit 1\"}],\"max_attempts\":1}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	char id[64];
+	snprintf(id, sizeof(id), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	proc_result_free(&r);
+	r = RUN("worker", "--exit-when-idle", "--ttl", "2");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	char long_id[201], spec[2048], step[121];
+	memset(long_id, 'i', 200);
+	long_id[200] = '\0';
+	memset(step, 's', 120);
+	step[120] = '\0';
+	snprintf(spec, sizeof(spec), "{\"id\":\"%s\",\"steps\":[{\"name\":\"%s\",\"run\":\"true\"}]}",
+	         long_id, step);
+	r = RUN_STDIN(spec, "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	const char *const list[] = { "status", NULL };
+	for (int cols = 100; cols <= 120; cols += 20) {
+		r = cli_run_tty_cols(list, cols);
+		CHECK_INT(r.status, ==, 0);
+		CHECK_INT(widest_line(r.out), <=, cols);
+		CHECK_HAS(r.out, "failed");
+		CHECK_HAS(r.out, "[----------]"); /* the bar stays */
+		CHECK_HAS(r.out, cols == 100 ? "  step ing" : "  step ingest (0) failed");
+		/* the start and the end of an id, which tell generated ones apart */
+		char ends[32];
+		snprintf(ends, sizeof(ends), "%.6s...%s", id, id + strlen(id) - 7);
+		CHECK_HAS(r.out, ends);
+		CHECK_HAS(r.out, "\r\n2 tasks: 1 pending, 1 failed\r\n");
+		proc_result_free(&r);
+	}
+
+	const char *const one[] = { "status", id, NULL };
+	r = cli_run_tty_cols(one, 80);
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, "\r\nerror: step ingest (0) failed after 1 attempt: exit status 1; "
+	                 "stderr: disk quota exceeded\r\n");
+	proc_result_free(&r);
+
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_HAS(r.out, long_id);
+	CHECK_HAS(r.out, step);
+	CHECK_HAS(r.out, "stderr: disk quota exceeded\n");
+	CHECK(strstr(r.out, "...") == NULL);
+	proc_result_free(&r);
+	r = RUN("status", id);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(strstr(r.out, "error: ") == NULL); /* the row has it whole */
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* Whether s is valid UTF-8 through and through. */
+static bool valid_utf8(const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0, len; i < n; i += len) {
+		len = lr_utf8_char_len((const unsigned char *)s + i, n - i);
+		if (len == 0)
+			return false;
+	}
+	return true;
+}
+
+/* A step name may take up to 1024 bytes: a pipe shows it whole, a
+ * terminal cuts it between characters, never inside one. */
+TEST(status_shows_a_long_step_name_whole_or_cut_between_characters)
+{
+	lr_client *c = fixture_client("cli_long_step");
+	cli_use_client(c);
+	char spec[4096], name[601];
+	size_t o = (size_t)snprintf(spec, sizeof(spec), "{\"id\":\"accents\",\"steps\":[{\"name\":\"");
+	for (int i = 0; i < 300; i++) {
+		o += (size_t)snprintf(spec + o, sizeof(spec) - o, "\\u00e9");
+		memcpy(name + 2 * i, "\xc3\xa9", 2);
+	}
+	name[600] = '\0';
+	snprintf(spec + o, sizeof(spec) - o, "\",\"run\":\"true\"}]}");
+	proc_result r = RUN_STDIN(spec, "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	r = RUN("status");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, name);
+	proc_result_free(&r);
+	const char *const list[] = { "status", NULL };
+	r = cli_run_tty_cols(list, 100);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, "1/1 \xc3\xa9\xc3\xa9");
+	CHECK_HAS(r.out, "\xc3\xa9...");
 	proc_result_free(&r);
 	lr_client_close(c);
 }
@@ -618,6 +746,34 @@ TEST(output_that_cannot_be_written_exits_1)
 	CHECK_INT(r.status, ==, 1);
 	CHECK_HAS(r.err, "leaserun: writing the output: Bad file descriptor");
 	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* A listing too long for stdout's buffer fails while it is written, not
+ * only when it is flushed at the end: still a write error, with its
+ * reason, not "out of memory". */
+TEST(status_json_of_many_tasks_that_cannot_be_written_says_why)
+{
+	lr_client *c = fixture_client("cli_full_many");
+	cli_use_client(c);
+	size_t cap = 300 * 80, o = 0;
+	char *lines = malloc(cap);
+	CHECK(lines != NULL);
+	for (int i = 0; i < 300; i++)
+		o += (size_t)snprintf(lines + o, cap - o, "{\"id\":\"t-%03d\",\"steps\":[{\"name\":"
+		                      "\"s\",\"run\":\"true\"}]}\n", i);
+	proc_result r = RUN("submit", "--jsonl", cli_write_file("many.jsonl", lines));
+	free(lines);
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	const char *const cmds[][4] = { { "status", "--json" }, { "status" } };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		r = cli_run_stdout_to("/dev/full", cmds[i]);
+		CHECK_INT(r.status, ==, 1);
+		CHECK_HAS(r.err, "leaserun: writing the output: No space left on device");
+		CHECK(strstr(r.err, "out of memory") == NULL);
+		proc_result_free(&r);
+	}
 	lr_client_close(c);
 }
 
@@ -944,6 +1100,56 @@ TEST(credentials_come_from_the_flag_or_the_environment_and_never_show)
 	etcdh_destroy(sc);
 }
 
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s != '\0'; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* An etcd run with --max-txn-ops below what one read of the list asks
+ * (8 tasks of 4 records): the listing reads fewer tasks a txn, down to
+ * one, instead of failing with "too many operations in txn request". */
+TEST(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops)
+{
+	static const char *const low[] = { "--max-txn-ops=6", NULL };
+	etcdh_opts opts = { .members = 1, .extra_args = low };
+	etcdh_cluster *small = NULL;
+	CHECK(etcdh_start(&opts, &small) == 0);
+	snprintf(cli_env_endpoints, sizeof(cli_env_endpoints), "%s", etcdh_endpoint(small, 0));
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "/leaserun/");
+	char lines[20 * 80];
+	size_t o = 0;
+	for (int i = 0; i < 20; i++)
+		o += (size_t)snprintf(lines + o, sizeof(lines) - o, "{\"id\":\"t-%02d\",\"steps\":"
+		                      "[{\"name\":\"s\",\"run\":\"true\"}]}\n", i);
+	proc_result r = RUN("submit", "--jsonl", cli_write_file("twenty.jsonl", lines));
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+
+	r = RUN("status", "--json");
+	CHECK_INT(r.status, ==, 0);
+	json_t *all = json_loads(r.out, 0, NULL);
+	CHECK_INT(json_array_size(all), ==, 20);
+	json_decref(all);
+	for (int i = 0; i < 20; i++) {
+		char row[16];
+		snprintf(row, sizeof(row), "\"t-%02d\"", i);
+		CHECK_HAS(r.out, row);
+	}
+	proc_result_free(&r);
+	r = RUN("status", "--limit", "10");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_INT(count_lines(r.out), ==, 1 + 10);
+	proc_result_free(&r);
+	r = RUN("status", "--state", "pending");
+	CHECK_INT(r.status, ==, 0);
+	CHECK_INT(count_lines(r.out), ==, 1 + 20);
+	proc_result_free(&r);
+	etcdh_destroy(small);
+}
+
 TEST_LIST(
 	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
 	TEST_CASE(bench_prints_its_figures_and_leaves_no_key_behind),
@@ -960,10 +1166,13 @@ TEST_LIST(
 	TEST_CASE(status_shows_no_control_characters_of_a_spec),
 	TEST_CASE(status_columns_line_up_with_wide_characters),
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
+	TEST_CASE(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error),
+	TEST_CASE(status_shows_a_long_step_name_whole_or_cut_between_characters),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
+	TEST_CASE(status_json_of_many_tasks_that_cannot_be_written_says_why),
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
@@ -972,6 +1181,7 @@ TEST_LIST(
 	TEST_CASE(a_very_long_value_is_cut_short_in_messages),
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
+	TEST_CASE(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops),
 );
 
 TEST_MAIN(cli_setup, cli_teardown)

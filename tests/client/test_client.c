@@ -87,6 +87,42 @@ TEST(open_adds_a_slash_to_the_prefix_and_refuses_an_empty_one)
 	CHECK_INT(lr_client_open(&o, &c, &err), ==, LR_EINVAL);
 }
 
+/* A control character or a blank at either end would make a namespace of
+ * its own that nobody sees: refused, the prefix shown escaped. A blank
+ * inside is a character like any other. */
+TEST(open_refuses_a_prefix_with_control_characters_or_blanks_at_its_ends)
+{
+	static const struct {
+		const char *prefix, *shown, *why;
+	} bad[] = {
+		{ "/p ", "\"/p \"", "start or end with a blank" },
+		{ " /p/", "\" /p/\"", "start or end with a blank" },
+		{ "/p/ ", "\"/p/ \"", "start or end with a blank" },
+		{ "/p\n", "\"/p\\x0a\"", "control characters" },
+		{ "/a\tb/", "\"/a\\x09b/\"", "control characters" },
+		{ "/p\r/", "\"/p\\x0d/\"", "control characters" },
+		{ "\x01/p/", "\"\\x01/p/\"", "control characters" },
+		{ "/p\x7f/", "\"/p\\x7f/\"", "control characters" },
+		{ "/p\x1f", "\"/p\\x1f\"", "control characters" },
+	};
+	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster) };
+	lr_client *c = NULL;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o.prefix = bad[i].prefix;
+		memset(&err, 0, sizeof(err));
+		CHECK_INT(lr_client_open(&o, &c, &err), ==, LR_EINVAL);
+		CHECK(c == NULL);
+		CHECK_INT(err.code, ==, LR_EINVAL);
+		CHECK_HAS(err.msg, "prefix ");
+		CHECK_HAS(err.msg, bad[i].shown);
+		CHECK_HAS(err.msg, bad[i].why);
+	}
+	o.prefix = "/a b/\xc3\xa9t\xc3\xa9/";
+	CHECK_OK(lr_client_open(&o, &c, &err), &err);
+	CHECK_STR(lr_client_prefix(c), "/a b/\xc3\xa9t\xc3\xa9/");
+	lr_client_close(c);
+}
+
 TEST(open_without_options_uses_the_default_prefix)
 {
 	lr_client_opts o = { .endpoints = etcdh_endpoints(cluster) };
@@ -655,6 +691,7 @@ TEST(runners_list_shows_each_live_runner_with_its_ttl_left)
 
 TEST_LIST(
 	TEST_CASE(open_adds_a_slash_to_the_prefix_and_refuses_an_empty_one),
+	TEST_CASE(open_refuses_a_prefix_with_control_characters_or_blanks_at_its_ends),
 	TEST_CASE(open_without_options_uses_the_default_prefix),
 	TEST_CASE(state_names_parse_back),
 	TEST_CASE(submit_stores_the_normalised_spec_and_returns_its_id),

@@ -1,7 +1,8 @@
 /* test_submit_many.c - submitting many tasks at once against a real etcd:
  * `leaserun submit` with several files and JSON Lines (ids in input order,
  * each spec its own outcome, the worst one as exit status, bounded memory,
- * a killed submit run again) and lr_submit_many in the C API. */
+ * a killed submit run again, a prefix it cannot use refused) and
+ * lr_submit_many in the C API. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +245,81 @@ TEST(submit_refuses_an_id_for_several_specs_and_a_bad_in_flight)
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "u\nu\n");
 	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* A spec with "after" is a barrier both ways: it waits for every create
+ * before it and nothing after it is sent until it is done. So a name that
+ * comes later in the input is never found (exit 4 for that spec alone),
+ * and one that came earlier always is, however many creates are in
+ * flight. Many rounds in one input, as each is a race without it. */
+TEST(submit_after_finds_earlier_specs_and_never_later_ones)
+{
+	lr_client *c = fixture_client("many_after");
+	cli_use_client(c);
+	enum { ROUNDS = 60 };
+	size_t cap = ROUNDS * 4 * 160;
+	char *input = malloc(cap);
+	size_t len = 0;
+	CHECK(input != NULL);
+	for (int i = 0; i < ROUNDS; i++)
+		len += (size_t)snprintf(input + len, cap - len,
+		    "{\"id\":\"fc%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],"
+		    "\"after\":[\"fd%d\"]}\n"
+		    "{\"id\":\"fd%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}\n"
+		    "{\"id\":\"bd%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}\n"
+		    "{\"id\":\"bc%d\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],"
+		    "\"after\":[\"bd%d\"]}\n", i, i, i, i, i, i);
+	CHECK(len < cap);
+	proc_result r = RUN_STDIN(input, "submit", "--jsonl", "--in-flight", "32");
+	CHECK_INT(r.status, ==, 4);
+	CHECK_INT(count_lines(r.out), ==, 3 * ROUNDS);
+	CHECK_INT(count_lines(r.err), ==, ROUNDS);
+	char line[256], want[256];
+	for (int i = 0; i < ROUNDS; i++) {
+		snprintf(want, sizeof(want), "fd%d", i);
+		CHECK_STR(line_of(r.out, 3 * i, line, sizeof(line)), want);
+		snprintf(want, sizeof(want), "bc%d", i);
+		CHECK_STR(line_of(r.out, 3 * i + 2, line, sizeof(line)), want);
+		snprintf(want, sizeof(want), "leaserun: <stdin>:%d: submit fc%d: "
+		         "after: no such task fd%d\n", 4 * i + 1, i, i);
+		CHECK_HAS(r.err, want);
+	}
+	proc_result_free(&r);
+	CHECK_INT(fixture_count(c, LR_K_TASKS), ==, 3 * ROUNDS);
+	CHECK(fixture_get(c, LR_K_TASKS, "fc0") == NULL);
+	free(input);
+	lr_client_close(c);
+}
+
+/* A prefix with a control character or a blank at either end, from the
+ * flag or the environment, is refused before anything is sent: exit 2,
+ * the prefix shown escaped, and the store's revision unchanged. */
+TEST(submit_refuses_a_prefix_with_control_characters_or_outer_blanks)
+{
+	lr_client *c = fixture_client("many_bad_prefix");
+	cli_use_client(c);
+	char x[128], bad[320];
+	snprintf(x, sizeof(x), SPEC_X, "bp");
+	const char *path = cli_write_file("bp.json", x);
+	int64_t rev = fixture_revision(c);
+
+	snprintf(bad, sizeof(bad), "%s ", lr_client_prefix(c));
+	proc_result r = RUN("submit", "--prefix", bad, path, path);
+	CHECK_INT(r.status, ==, 2);
+	CHECK_STR(r.out, "");
+	CHECK_HAS(r.err, "must not start or end with a blank");
+	proc_result_free(&r);
+
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "%s\n", lr_client_prefix(c));
+	r = RUN_STDIN(x, "submit", "--jsonl");
+	CHECK_INT(r.status, ==, 2);
+	CHECK_STR(r.out, "");
+	CHECK_HAS(r.err, "\\x0a\": must not contain control characters");
+	proc_result_free(&r);
+	cli_use_client(c);
+
+	CHECK_INT(fixture_revision(c), ==, rev);
 	lr_client_close(c);
 }
 
@@ -554,6 +630,8 @@ TEST_LIST(
 	TEST_CASE(submit_jsonl_duplicates_behave_like_resubmits_in_input_order),
 	TEST_CASE(submit_exit_status_is_the_worst_outcome),
 	TEST_CASE(submit_refuses_an_id_for_several_specs_and_a_bad_in_flight),
+	TEST_CASE(submit_after_finds_earlier_specs_and_never_later_ones),
+	TEST_CASE(submit_refuses_a_prefix_with_control_characters_or_outer_blanks),
 	TEST_CASE(submit_jsonl_rejects_a_line_over_1_mib_and_stores_the_rest),
 	TEST_CASE(submit_of_20_mb_of_lines_stores_them_all_in_bounded_memory),
 	TEST_CASE(submit_killed_midway_and_run_again_stores_every_task_once),

@@ -596,6 +596,70 @@ TEST(a_retry_racing_a_purge_leaves_either_a_pending_task_or_nothing)
 	fleet_destroy(&f);
 }
 
+struct retrier {
+	lr_client *c;
+	const char *from;
+	pthread_barrier_t *go;
+	int rc;
+	int64_t step;
+	lr_err err;
+};
+
+static void *retry_from(void *p)
+{
+	struct retrier *r = p;
+	lr_retry_opts o = { .from_step = r->from };
+	pthread_barrier_wait(r->go);
+	r->rc = lr_retry(r->c, "twice", &o, &r->step, &r->err);
+	return NULL;
+}
+
+/* Two retries of one outcome at once, to different steps: one applies and
+ * says where the task resumes; the other, finding the first one's history
+ * entry (the same outcome), does not take it for its own. */
+TEST(of_two_racing_retries_of_one_outcome_only_the_one_applied_succeeds)
+{
+	fleet f;
+	fleet_init(&f, etcdh_endpoints(cluster), "q-twice");
+	int raced = 0;
+	for (int round = 0; round < 20; round++) {
+		fleet_submit(&f, "twice", "{\"id\":\"%s\",\"steps\":[" STEP("a", "-") ","
+		             STEP("b", "-") "," STEP("c", "-") "]}");
+		int already;
+		CHECK_OK(lr_cancel(f.client, "twice", &already, &err), &err);
+		pthread_barrier_t go;
+		pthread_barrier_init(&go, NULL, 2);
+		struct retrier r[2] = { { .c = f.client, .from = "b", .go = &go },
+			                { .c = f.client, .from = "c", .go = &go } };
+		pthread_t t[2];
+		for (int i = 0; i < 2; i++)
+			CHECK(pthread_create(&t[i], NULL, retry_from, &r[i]) == 0);
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&go);
+		int won = r[0].rc == 0 ? 0 : 1;
+		if (r[0].rc == 0 && r[1].rc == 0)
+			TEST_FAIL("round %d: both retries succeeded, at steps %lld and %lld", round,
+			          (long long)r[0].step, (long long)r[1].step);
+		CHECK_OK(r[won].rc, &r[won].err);
+		/* The other raced (conflict) or came after (the task was pending). */
+		const struct retrier *lost = &r[1 - won];
+		CHECK(lost->rc == LR_ECONFLICT || lost->rc == LR_EINVAL);
+		raced += lost->rc == LR_ECONFLICT;
+		lr_task_status s;
+		CHECK_OK(lr_task_get(f.client, "twice", &s, &err), &err);
+		CHECK_INT(s.state, ==, LR_TASK_PENDING);
+		CHECK_INT(s.next_step, ==, r[won].step);
+		lr_task_status_clear(&s);
+		char key[LR_KEY_SIZE];
+		lr_key(f.client, "", "", key);
+		CHECK_OK(lr_kv_delete(lr_client_etcd(f.client), key, LR_KEY_PREFIX, NULL, NULL, &err),
+		         &err);
+	}
+	printf("# 20 rounds of two retries: %d raced to the txn\n", raced);
+	fleet_destroy(&f);
+}
+
 /* ---- a runner killed ------------------------------------------------------------ */
 
 TEST(a_runner_killed_while_tasks_wait_loses_nothing)
@@ -650,6 +714,7 @@ TEST_LIST(
 	TEST_CASE(retry_resumes_at_the_failed_step_with_its_state_and_keeps_the_history),
 	TEST_CASE(retry_from_step_0_with_the_specs_state),
 	TEST_CASE(a_retry_racing_a_purge_leaves_either_a_pending_task_or_nothing),
+	TEST_CASE(of_two_racing_retries_of_one_outcome_only_the_one_applied_succeeds),
 	TEST_CASE(a_runner_killed_while_tasks_wait_loses_nothing),
 );
 TEST_MAIN(setup, teardown)

@@ -281,6 +281,8 @@ TEST(a_runner_name_held_by_a_live_runner_cannot_be_taken)
 	fclose(fp);
 	CHECK_HAS(msg, "runner name r0 is in use");
 	CHECK_HAS(msg, f.endpoints);
+	/* When it frees, should that runner have died. */
+	CHECK_HAS(msg, "s left; if that runner has died, the name is free once the lease expires");
 	/* The first runner is unharmed. */
 	fleet_submit(&f, "n1", "{\"id\":\"%s\",\"steps\":[" STEP("a", MARK) "]}");
 	CHECK(fleet_wait_state(&f, "n1", LR_TASK_SUCCEEDED, 10000) >= 0);

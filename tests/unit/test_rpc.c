@@ -127,6 +127,7 @@ TEST(an_arena_aligns_zeroes_and_gives_big_pieces_their_own_chunk)
 		CHECK_INT(big[0], ==, 0xab);
 		CHECK_INT(big[3999], ==, 0xab);
 		CHECK(lr_arena_alloc(&a, SIZE_MAX - 4, 0) == NULL);
+		CHECK(lr_arena_alloc(&a, SIZE_MAX - 20, 0) == NULL); /* its chunk's size */
 		lr_arena_clear(&a);
 		CHECK(a.chunks == NULL);
 	}

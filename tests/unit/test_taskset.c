@@ -76,7 +76,37 @@ TEST(a_pick_with_spread_stays_among_the_oldest)
 	}
 	for (int i = 0; i < 4; i++)
 		CHECK_INT(seen[i], >, 0); /* spread over all four */
+	/* The oldest first at least half the time (it is passed over twice
+	 * at most), and each one more often than the next younger. */
+	CHECK_INT(seen[0], >, 80);
+	CHECK_INT(seen[0], >, seen[1]);
+	CHECK_INT(seen[1], >, seen[2] / 2 + seen[3] / 2);
 	CHECK_INT(set.pending, ==, 100);
+}
+
+/* Ten tasks taken one at a time, as by a runner of one worker: each
+ * starts within a few places of its turn, over many seeds. */
+TEST(tasks_taken_one_by_one_keep_close_to_their_turn)
+{
+	int worst = 0;
+	for (uint64_t seed = 1; seed <= 200; seed++) {
+		fresh_set();
+		lr_rng_seed(&rng, seed);
+		for (int i = 0; i < 10; i++) {
+			char id[8];
+			snprintf(id, sizeof(id), "t%d", i);
+			add(id, i + 1);
+		}
+		for (int turn = 0; turn < 10; turn++) {
+			lr_entry *e = lr_taskset_pick(&set, 4, &rng);
+			CHECK(e != NULL);
+			int late = turn - atoi(e->id + 1);
+			worst = late > worst ? late : worst;
+			lr_taskset_set_state(&set, e, LR_ENTRY_LOCAL);
+		}
+	}
+	printf("# 200 seeds: a task started at most %d places after its turn\n", worst);
+	CHECK_INT(worst, <=, 5); /* a uniform pick: 9 */
 }
 
 TEST(claimed_and_removed_tasks_are_never_picked)
@@ -300,6 +330,7 @@ static void cleanup(void)
 TEST_LIST(
 	TEST_CASE(pending_tasks_are_taken_oldest_first),
 	TEST_CASE(a_pick_with_spread_stays_among_the_oldest),
+	TEST_CASE(tasks_taken_one_by_one_keep_close_to_their_turn),
 	TEST_CASE(claimed_and_removed_tasks_are_never_picked),
 	TEST_CASE(a_task_pending_again_is_picked_once),
 	TEST_CASE(oldest_lists_without_taking),
