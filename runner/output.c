@@ -281,18 +281,19 @@ static size_t table_fit(struct table *t, size_t width)
 static void table_print(FILE *f, struct table *t, const out_style *st)
 {
 	size_t last = t->cols - 1;
-	size_t room = st->tty && st->width > 0 ? table_fit(t, (size_t)st->width) : 0;
+	bool fit = st->tty && st->width > 0;
+	size_t room = fit ? table_fit(t, (size_t)st->width) : 0;
 
 	print_row(f, t, t->head);
 	for (size_t r = 0; r < t->rows; r++) {
 		char **row = &t->cells[r * t->cols];
-		for (size_t c = 0; room > 0 && c < last; c++) {
+		for (size_t c = 0; fit && c < last; c++) {
 			if (t->keep_ends[c])
 				cut_middle(row[c], t->width[c]);
 			else if (t->floor[c] > 0)
 				cut(row[c], t->width[c]);
 		}
-		if (room > 0)
+		if (fit)
 			cut(row[last], room);
 		print_row(f, t, (const char *const *)row);
 	}

@@ -512,26 +512,6 @@ static int keep_status(struct listing *l, const char *id,
 	return 0;
 }
 
-static int read_batch(struct listing *l, struct task_ref *const *ids,
-                      size_t n, lr_err *err);
-
-/* etcd refused n tasks' reads in one txn (its --max-txn-ops is lower):
- * read them in halves, and every later batch of the listing as small. */
-static int read_halves(struct listing *l, struct task_ref *const *ids,
-                       size_t n, lr_err *err)
-{
-	int rc = 0;
-
-	l->batch = n / 2;
-	for (size_t i = 0; i < n && rc == 0;) {
-		/* a half may be refused too, and the batch halved again */
-		size_t k = n - i < l->batch ? n - i : l->batch;
-		rc = read_batch(l, ids + i, k, err);
-		i += k;
-	}
-	return rc;
-}
-
 /* Read the records of ids[0..n) in one txn and keep those that match. */
 static int read_batch(struct listing *l, struct task_ref *const *ids,
                       size_t n, lr_err *err)
@@ -547,8 +527,13 @@ static int read_batch(struct listing *l, struct task_ref *const *ids,
 		lr_task_records_ops(l->c, t, LR_THEN, ids[i]->id);
 	rc = lr_etcd_txn(lr_client_etcd(l->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
-	if (rc != 0 && n > 1 && lr_etcd_too_many_ops(rc, err))
-		return read_halves(l, ids, n, err);
+	if (rc != 0 && n > 1 && lr_etcd_too_many_ops(rc, err)) {
+		/* etcd's --max-txn-ops is lower: in halves (each halved again
+		 * if need be), and every later batch of the listing as small. */
+		l->batch = n / 2;
+		rc = read_batch(l, ids, n / 2, err);
+		return rc != 0 ? rc : read_batch(l, ids + n / 2, n - n / 2, err);
+	}
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "list tasks");
 	for (size_t i = 0; i < n && rc == 0; i++) {
