@@ -117,31 +117,6 @@ static int take_request(int *argc, char **argv, json_t *locks, json_t *limits)
 	return CLI_CONTINUE;
 }
 
-/* The library says "hold: ..." of its holds; here the user ran `run`.
- * The message may name a holder as its key in etcd has it, which anyone
- * with write access could have filled with escape sequences: shown on one
- * line, as `locks` and `status` show holders. */
-/* The holders this run is made within, from the environment a step or
- * another run's command gives: the task (LEASERUN_TASK_ID) and the run
- * (LEASERUN_HOLD). An older request waiting for either must not hold
- * this one back. Values that are no holder's are left out. */
-static void made_within(char task[LR_HOLDER_SIZE], char run[LR_HOLDER_SIZE],
-                        const char *within[3])
-{
-	size_t n = 0;
-	const char *id = getenv("LEASERUN_TASK_ID");
-	if (id != NULL && lr_id_valid(id)) {
-		snprintf(task, LR_HOLDER_SIZE, "task:%s", id);
-		within[n++] = task;
-	}
-	id = getenv("LEASERUN_HOLD");
-	if (id != NULL && lr_id_valid(id)) {
-		snprintf(run, LR_HOLDER_SIZE, "run:%s", id);
-		within[n++] = run;
-	}
-	within[n] = NULL;
-}
-
 /* lr_hold_opts.log: a warning while waiting, on one line. */
 static void warn_line(void *user, const lr_log_record *rec)
 {
@@ -151,6 +126,10 @@ static void warn_line(void *user, const lr_log_record *rec)
 	free(shown);
 }
 
+/* The library says "hold: ..." of its holds; here the user ran `run`.
+ * The message may name a holder as its key in etcd has it, which anyone
+ * with write access could have filled with escape sequences: shown on one
+ * line, as `locks` and `status` show holders. */
 static int acquire_failed(lr_err *err)
 {
 	static const char lib[] = "hold: ";
@@ -196,13 +175,12 @@ int cmd_run(int argc, char **argv)
 		rc = cli_int("--grace", grace_s, 0, 3600, &grace);
 	if (rc == CLI_CONTINUE && wait_s != NULL)
 		rc = cli_seconds("--wait", wait_s, 0, MAX_WAIT_S, &wait);
-	char within_task[LR_HOLDER_SIZE], within_run[LR_HOLDER_SIZE];
-	const char *within[3];
-	made_within(within_task, within_run, within);
+	cli_within within;
+	cli_made_within(&within);
 	lr_hold_opts o = { .locks = json_object_size(locks) ? locks : NULL,
 	                   .limits = json_object_size(limits) ? limits : NULL,
 	                   .ttl_s = ttl, .wait_ms = wait < 0 ? -1 : (int64_t)(wait * 1000),
-	                   .cancel_fd = -1, .log = warn_line, .within = within };
+	                   .cancel_fd = -1, .log = warn_line, .within = within.holders };
 	/* Bad input is exit 2 whether etcd answers or not. */
 	if (rc == CLI_CONTINUE && lr_hold_check(&o, &err) != 0)
 		rc = cli_usage_error("run: %s", err.msg);

@@ -117,7 +117,9 @@ static int submit_one(const cli_common *common, const char *path,
 		rc = cli_open(common, &c);
 	if (rc != CLI_CONTINUE)
 		goto cleanup;
-	if (lr_submit_store(c, out_id, value, start_added, &created, &err) != 0) {
+	cli_within within;
+	cli_made_within(&within);
+	if (lr_submit_store(c, out_id, value, start_added, within.holders, &created, &err) != 0) {
 		rc = cli_fail(&err);
 		goto cleanup;
 	}
@@ -229,7 +231,10 @@ static int submit_many(const cli_common *common, const char *const *paths,
 		.format = format,
 		.fd = -1,
 	};
-	lr_submit_opts opts = { .in_flight = (int)in_flight, .not_before_ms = not_before_ms };
+	cli_within within;
+	cli_made_within(&within);
+	lr_submit_opts opts = { .in_flight = (int)in_flight, .not_before_ms = not_before_ms,
+		                .within = within.holders };
 	lr_submit_summary sum;
 	lr_client *c = NULL;
 	lr_err err = { 0 };

@@ -474,3 +474,19 @@ int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char 
 	*id = args[0];
 	return cli_open(&common, out);
 }
+
+void cli_made_within(cli_within *w)
+{
+	size_t n = 0;
+	const char *id = getenv("LEASERUN_TASK_ID");
+	if (id != NULL && lr_id_valid(id)) {
+		snprintf(w->task, sizeof(w->task), "task:%s", id);
+		w->holders[n++] = w->task;
+	}
+	id = getenv("LEASERUN_HOLD");
+	if (id != NULL && lr_id_valid(id)) {
+		snprintf(w->run, sizeof(w->run), "run:%s", id);
+		w->holders[n++] = w->run;
+	}
+	w->holders[n] = NULL;
+}

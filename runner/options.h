@@ -74,4 +74,15 @@ int cli_parse_id_and_open(const cli_cmd *cmd, int argc, char **argv, const char 
  * an exit status after printing the reason. */
 int cli_open(const cli_common *o, lr_client **out);
 
+/* The holders a command is made within, from the environment a step or a
+ * run's command gives it: the task (LEASERUN_TASK_ID, "task:<id>") and the
+ * run (LEASERUN_HOLD, "run:<id>"). An older request waiting for either
+ * must not hold back a request this command makes (`run`), nor one of a
+ * task it submits (`submit`). Values that are no holder's are left out. */
+typedef struct cli_within {
+	char task[LR_ID_SIZE + 8], run[LR_ID_SIZE + 8];
+	const char *holders[3]; /* NULL-terminated */
+} cli_within;
+void cli_made_within(cli_within *w);
+
 #endif

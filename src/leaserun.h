@@ -193,6 +193,14 @@ typedef struct lr_submit_opts {
 	                       its own; default 16, at most 256 */
 	int64_t not_before_ms; /* unix ms given as "not_before" to specs that
 	                          give none (`submit --in`); 0: none */
+	/* The holders this submit is made within, NULL-terminated (borrowed;
+	 * NULL: none), as lr_hold_opts.within: "task:<id>" when a step of task
+	 * id submits tasks it will wait for. A submitted task that takes
+	 * locks or slots is not held back behind an older waiter that waits
+	 * for one of them (it could not be granted before the sub-task ends).
+	 * `leaserun submit` gives LEASERUN_TASK_ID's task and LEASERUN_HOLD's
+	 * run. */
+	const char *const *within;
 } lr_submit_opts;
 
 /* Counts of one lr_submit_many. worst is the worst code met, in this

@@ -129,9 +129,10 @@ void lr_wants_key(const lr_client *c, const char *holder, char key[LR_LOCK_KEY_S
 
 /* The wants/ value; not_before (a JSON string, may be NULL) and after (an
  * array of ids, may be NULL) for a task that waits for its start time or
- * for other tasks. */
+ * for other tasks; within (NULL-terminated, may be NULL) the holders the
+ * request is made within. */
 static char *wants_value(const json_t *locks, const json_t *limits, const json_t *not_before,
-                         const json_t *after)
+                         const json_t *after, const char *const *within)
 {
 	if (locks == NULL && limits == NULL)
 		return NULL;
@@ -149,6 +150,14 @@ static char *wants_value(const json_t *locks, const json_t *limits, const json_t
 	if (v != NULL && json_array_size(after) > 0 &&
 	    json_object_set(v, "after", (json_t *)after) != 0)
 		json_decref(v), v = NULL;
+	if (v != NULL && within != NULL && within[0] != NULL) {
+		json_t *holders = json_array();
+		for (const char *const *h = within; holders != NULL && *h != NULL; h++)
+			if (json_array_append_new(holders, json_string(*h)) != 0)
+				json_decref(holders), holders = NULL;
+		if (json_object_set_new(v, "within", holders) != 0) /* fails on NULL */
+			json_decref(v), v = NULL;
+	}
 	char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(v);
 	return text;
@@ -156,17 +165,18 @@ static char *wants_value(const json_t *locks, const json_t *limits, const json_t
 
 char *lr_wants_value(const json_t *locks, const json_t *limits)
 {
-	return wants_value(locks, limits, NULL, NULL);
+	return wants_value(locks, limits, NULL, NULL, NULL);
 }
 
-char *lr_wants_of_spec(const char *spec, size_t len)
+char *lr_wants_of_spec(const char *spec, size_t len, const char *const *within)
 {
 	/* Most specs ask for nothing: no parse for them. */
 	if (memmem(spec, len, "\"locks\"", 7) == NULL && memmem(spec, len, "\"limits\"", 8) == NULL)
 		return NULL;
 	json_t *s = json_loadb(spec, len, 0, NULL);
 	char *text = wants_value(json_object_get(s, "locks"), json_object_get(s, "limits"),
-	                         json_object_get(s, "not_before"), json_object_get(s, "after"));
+	                         json_object_get(s, "not_before"), json_object_get(s, "after"),
+	                         within);
 	json_decref(s);
 	return text;
 }

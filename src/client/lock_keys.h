@@ -59,8 +59,10 @@ void lr_wants_key(const lr_client *c, const char *holder, char key[LR_LOCK_KEY_S
 char *lr_wants_value(const json_t *locks, const json_t *limits);
 /* The same for a stored spec's text, with its "not_before" and "after"
  * when it has them (a request that holds back nobody before then, nor
- * while a task it waits for is unfinished); NULL when it asks for
- * nothing. */
-char *lr_wants_of_spec(const char *spec, size_t len);
+ * while a task it waits for is unfinished), and "within": the holders
+ * ("task:<id>", "run:<id>"; NULL-terminated, may be NULL) whose step or
+ * command submits it, which an older waiter waiting for them does not
+ * hold it back behind. NULL when it asks for nothing. */
+char *lr_wants_of_spec(const char *spec, size_t len, const char *const *within);
 
 #endif

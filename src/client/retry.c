@@ -183,7 +183,7 @@ int lr_retry_to(lr_client *c, const char *id, const lr_retry_opts *o, lr_retry_a
 	json_t *extra = json_pack("{s:I}", "task_rev", (json_int_t)rd.kv[R_TASK]->create_rev);
 	vals[2] = lr_sched_record(spec, extra);
 	json_decref(extra);
-	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len);
+	vals[3] = lr_wants_of_spec(rd.kv[R_TASK]->value, rd.kv[R_TASK]->value_len, NULL);
 	t = lr_txn_new();
 	if ((vals[0] == NULL && !as_never_run) || vals[1] == NULL || vals[2] == NULL ||
 	    t == NULL) {

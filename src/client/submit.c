@@ -38,7 +38,7 @@ static bool same_but_start(const char *stored, size_t slen, const char *value, s
  * reply is lost. A start time given with the submit differs at each
  * retry, so then only the rest of the spec is compared. */
 int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_added,
-                    int *created, lr_err *err)
+                    const char *const *within, int *created, lr_err *err)
 {
 	char key[LR_KEY_SIZE];
 	size_t len = strlen(value);
@@ -70,7 +70,7 @@ int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_
 		free(queued);
 	}
 	/* A task that takes locks or slots queues for them from now on. */
-	char *wants = lr_wants_of_spec(value, len);
+	char *wants = lr_wants_of_spec(value, len, within);
 	if (wants != NULL) {
 		char holder[LR_HOLDER_SIZE], wkey[LR_LOCK_KEY_SIZE];
 		lr_holder_of_task(id, holder);
@@ -167,7 +167,7 @@ static int store_prepared(lr_client *c, const char *id, char *value,
                           char id_out[LR_ID_SIZE], int *created, lr_err *err)
 {
 	int was_created = 0;
-	int rc = lr_submit_store(c, id, value, false, &was_created, err);
+	int rc = lr_submit_store(c, id, value, false, NULL, &was_created, err);
 
 	free(value);
 	if (rc != 0)

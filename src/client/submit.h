@@ -26,11 +26,13 @@ int lr_submit_prepare_at(const char *text, size_t len, const char *id_override,
 /* Create tasks/<id> holding value, guarded by version == 0; see submit.c.
  * start_added: value's not_before was given by the submit (`--in`), so a
  * stored spec that differs from it only in an earlier not_before is this
- * submit retried (an earlier run computed an earlier time). *created: 1 new, 0
+ * submit retried (an earlier run computed an earlier time). within: the
+ * holders the submit is made within (lr_submit_opts.within; may be NULL),
+ * recorded with the task's request for locks or slots. *created: 1 new, 0
  * an identical value was already stored. Errors: LR_EEXIST (a different
  * value is stored), etcd errors. */
 int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_added,
-                    int *created, lr_err *err);
+                    const char *const *within, int *created, lr_err *err);
 
 /* The worse of two outcome codes (0 or LR_E*), by the order documented at
  * lr_submit_summary in leaserun.h: any other error > LR_EINVAL > LR_EEXIST

@@ -64,6 +64,7 @@ struct bulk {
 	void *user;
 	lr_submit_summary *sum;
 	int64_t not_before_ms; /* given to specs without not_before */
+	const char *const *within; /* lr_submit_opts.within */
 };
 
 static int rank(int code)
@@ -150,8 +151,8 @@ static void *pool_thread(void *arg)
 		}
 		s->state = SLOT_RUNNING;
 		pthread_mutex_unlock(&b->mu);
-		s->code = lr_submit_store(b->c, s->id, s->value, s->start_added, &s->created,
-		                          &s->err);
+		s->code = lr_submit_store(b->c, s->id, s->value, s->start_added, b->within,
+		                          &s->created, &s->err);
 		pthread_mutex_lock(&b->mu);
 		finish(b, s);
 	}
@@ -384,6 +385,7 @@ int lr_submit_many(lr_client *c, const lr_submit_opts *opts,
 	b.user = user;
 	b.sum = summary;
 	b.not_before_ms = opts != NULL ? opts->not_before_ms : 0;
+	b.within = opts != NULL ? opts->within : NULL;
 	b.cap = (size_t)in_flight * SLOTS_PER_CREATE;
 	pthread_mutex_init(&b.mu, NULL);
 	pthread_cond_init(&b.queued, NULL);

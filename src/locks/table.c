@@ -47,6 +47,7 @@ struct want {
 	char (*after)[LR_ID_SIZE]; /* the tasks a task waits for */
 	size_t n_after;
 	lr_lockset *set;
+	char **within;  /* NULL-terminated: the holders it is made within */
 	char *value;
 };
 
@@ -98,6 +99,9 @@ static void drop_want(struct want *w)
 	free(w->key);
 	free(w->set);
 	free(w->after);
+	for (char **h = w->within; h != NULL && *h != NULL; h++)
+		free(*h);
+	free(w->within);
 	free(w->value);
 }
 
@@ -225,6 +229,29 @@ static bool put_slot(lr_lock_table *t, const lr_kv *kv)
 	return true;
 }
 
+/* A request's "within": at most this many holders, each "task:<id>" or
+ * "run:<id>"; anything else in it is left out. */
+#define LR_WITHIN_MAX 4
+
+static char **within_of(const json_t *v)
+{
+	char **out = calloc(LR_WITHIN_MAX + 1, sizeof(*out));
+	size_t i, n = 0;
+	const json_t *h;
+	json_array_foreach(json_object_get(v, "within"), i, h) {
+		const char *s = json_string_value(h);
+		const char *id = s == NULL                  ? NULL
+		                 : strncmp(s, "task:", 5) == 0 ? s + 5
+		                 : strncmp(s, "run:", 4) == 0  ? s + 4
+		                                               : NULL;
+		if (out == NULL || n == LR_WITHIN_MAX)
+			break;
+		if (id != NULL && lr_id_valid(id) && (out[n] = strdup(s)) != NULL)
+			n++;
+	}
+	return out;
+}
+
 static bool put_want(lr_lock_table *t, const lr_kv *kv)
 {
 	const char *holder = lr_key_id(t->c, LR_K_WANTS, kv->key);
@@ -249,8 +276,9 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 		sc.after = NULL;
 	}
 	lr_sched_clear(&sc);
+	w.within = within_of(v);
 	json_decref(v);
-	if (rc != 0 || w.set == NULL) {
+	if (rc != 0 || w.set == NULL || w.within == NULL) {
 		drop_want(&w);
 		return false; /* not a request: nothing to wait for */
 	}
@@ -373,16 +401,21 @@ bool lr_lock_table_holds(const lr_lock_table *t, const char *holder)
 	return false;
 }
 
+static const struct want *find_want(const lr_lock_table *t, const char *holder)
+{
+	for (size_t i = 0; i < t->n_wants; i++)
+		if (strcmp(t->wants[i].holder, holder) == 0)
+			return &t->wants[i];
+	return NULL;
+}
+
 const lr_lockset *lr_lock_table_wants(const lr_lock_table *t, const char *holder,
                                       int64_t *rev)
 {
-	for (size_t i = 0; i < t->n_wants; i++)
-		if (strcmp(t->wants[i].holder, holder) == 0) {
-			if (rev != NULL)
-				*rev = t->wants[i].rev;
-			return t->wants[i].set;
-		}
-	return NULL;
+	const struct want *w = find_want(t, holder);
+	if (w != NULL && rev != NULL)
+		*rev = w->rev;
+	return w != NULL ? w->set : NULL;
 }
 
 /* w is a task's request and its task is known to be gone (tasks/<id>
@@ -592,12 +625,21 @@ void lr_lock_table_within(lr_lock_table *t, const char *const *holders)
 	t->within = holders;
 }
 
-static bool is_within(const lr_lock_table *t, const char *holder)
+static bool listed(const char *const *holders, const char *holder)
 {
-	for (const char *const *w = t->within; w != NULL && *w != NULL; w++)
-		if (strcmp(*w, holder) == 0)
+	for (const char *const *h = holders; h != NULL && *h != NULL; h++)
+		if (strcmp(*h, holder) == 0)
 			return true;
 	return false;
+}
+
+/* Whether the request (own: its wants/ entry, NULL when none is known) is
+ * made within holder: the owner's (lr_lock_table_within) or, for a
+ * task's, the holders its submit named. */
+static bool is_within(const lr_lock_table *t, const struct want *own, const char *holder)
+{
+	return listed(t->within, holder) ||
+	       (own != NULL && listed((const char *const *)own->within, holder));
 }
 
 /* What the holders in waiter w's way mean for a request, the strongest
@@ -609,24 +651,28 @@ static bool is_within(const lr_lock_table *t, const char *holder)
 enum blocker { NONE, APART, BEHIND, PASS };
 
 /* so far, with one more holder (taken at rev) weighed in. */
-static enum blocker judge(const lr_lock_table *t, const struct want *w, enum blocker so_far,
-                          const char *holder, int64_t rev, bool touched)
+static enum blocker judge(const lr_lock_table *t, const struct want *own, const struct want *w,
+                          enum blocker so_far, const char *holder, int64_t rev, bool touched)
 {
-	enum blocker b = is_within(t, holder) ? PASS : !touched && rev < w->rev ? APART : BEHIND;
+	enum blocker b = is_within(t, own, holder)    ? PASS
+	                 : !touched && rev < w->rev ? APART
+	                                            : BEHIND;
 	return b > so_far ? b : so_far;
 }
 
 /* Whether waiter w cannot be granted now, and the request for set may go
  * first all the same:
  * - w waits for a holder the request is made within (lr_lock_table_within:
- *   the task whose step makes it, with `leaserun run`): holding the
- *   request back would be waiting for ever;
+ *   the task whose step makes it, with `leaserun run`; or the "within" of
+ *   own, the request's wants/ entry: the task whose step submitted it):
+ *   holding the request back would be waiting for ever;
  * - or only holds taken before w asked keep w out, of locks at paths set
  *   does not name and pools set does not use. The request may then hold
  *   w up in turn, but a hold taken after w asked lets nobody else pass:
  *   otherwise newcomers, each going ahead of w while another holds it
  *   up, would keep w waiting as long as they come. */
-static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_lockset *set)
+static bool may_go_first(const lr_lock_table *t, const struct want *own, const struct want *w,
+                         const lr_lockset *set)
 {
 	enum blocker v = NONE;
 	for (size_t i = 0; i < w->set->n_nodes && v != PASS; i++) {
@@ -637,7 +683,7 @@ static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_
 			if (strcmp(h->path, n->path) != 0 || strcmp(h->holder, w->holder) == 0 ||
 			    lr_lock_compatible(n->mode, h->mode))
 				continue;
-			v = judge(t, w, v, h->holder, h->rev, touched);
+			v = judge(t, own, w, v, h->holder, h->rev, touched);
 		}
 	}
 	for (size_t i = 0; i < w->set->n_limits && v != PASS; i++) {
@@ -649,7 +695,7 @@ static bool may_go_first(const lr_lock_table *t, const struct want *w, const lr_
 			const struct slot *s = &t->slots[j];
 			if (strcmp(s->pool, l->key) != 0 || strcmp(s->holder, w->holder) == 0)
 				continue;
-			v = judge(t, w, v, s->holder, s->rev, touched);
+			v = judge(t, own, w, v, s->holder, s->rev, touched);
 		}
 	}
 	return v == APART || v == PASS;
@@ -670,6 +716,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 	 * finished, or for locks and pools this request does not touch,
 	 * holds back nobody meanwhile. */
 	int64_t now = lr_wall_ms();
+	const struct want *own = find_want(t, holder);
 	for (size_t i = 0; i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
 		if (request_rev != 0 && w->rev >= request_rev)
@@ -677,7 +724,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (strcmp(w->holder, holder) == 0 || !lr_locksets_conflict(w->set, set) ||
 		    left_over(t, w) || w->not_before_ms > now || unfinished_dep(t, w) != NULL ||
 		    lr_lock_table_holds(t, w->holder) ||
-		    (alive != NULL && !alive(user, w->holder)) || may_go_first(t, w, set))
+		    (alive != NULL && !alive(user, w->holder)) || may_go_first(t, own, w, set))
 			continue;
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];

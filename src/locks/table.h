@@ -87,7 +87,8 @@ typedef bool (*lr_waiter_alive_fn)(void *user, const char *holder);
  * whose start time is still to come, or with a task of its "after" known
  * to be unfinished, waits for nothing yet; nor does one whose way only
  * holds taken before it asked block, of what set does not touch, or a
- * holder the request is made within: lr_lock_table_within). On true,
+ * holder the request is made within: lr_lock_table_within, or the
+ * "within" its wants/ entry names). On true,
  * slots[i] is the slot to take in pool i. On false, why (size bytes, may
  * be NULL) names what it waits for: "X org/a held by task t-12 on box-1". */
 bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,

@@ -344,6 +344,38 @@ TEST(newcomers_cannot_keep_an_older_waiter_waiting_by_taking_turns)
 	               everyone_alive));
 }
 
+/* A task submitted by a step of p (its request says "within") does not
+ * wait behind an older waiter that waits for p: p waits for it. Entries
+ * of "within" that name no holder are left out. */
+TEST(a_request_made_within_a_holder_passes_a_waiter_that_waits_for_it)
+{
+	setup_table();
+	hold("run:q", "{\"c\":\"X\"}");
+	CHECK(want("task:w", "{\"locks\":{\"a\":\"X\",\"b\":\"X\",\"c\":\"X\"}}", next_rev++));
+	hold("task:p", "{\"a\":\"X\"}"); /* taken after w asked */
+	/* Without "within", s waits behind w, which waits for p. */
+	CHECK(want("task:s", "{\"locks\":{\"b\":\"X\"}}", next_rev++));
+	char why[400];
+	CHECK(!can_take("task:s", "{\"b\":\"X\"}", NULL, next_rev - 1, NULL, why, sizeof(why),
+	                everyone_alive));
+	CHECK_STR(why, "behind task w, which asked first");
+	/* Made within holders that are not w's way, or within junk: the same. */
+	CHECK(want("task:s", "{\"locks\":{\"b\":\"X\"},\"within\":[\"task:q\",\"p\",\"task:\","
+	      "\"task:p/x\",7,null,\"run:\",\"task:p \"]}", next_rev++));
+	CHECK(!can_take("task:s", "{\"b\":\"X\"}", NULL, next_rev - 1, NULL, NULL, 0,
+	                everyone_alive));
+	CHECK(want("task:s", "{\"locks\":{\"b\":\"X\"},\"within\":\"task:p\"}", next_rev++));
+	CHECK(!can_take("task:s", "{\"b\":\"X\"}", NULL, next_rev - 1, NULL, NULL, 0,
+	                everyone_alive));
+	/* Made within p: it goes. */
+	CHECK(want("task:s", "{\"locks\":{\"b\":\"X\"},\"within\":[\"run:h\",\"task:p\"]}",
+	           next_rev++));
+	CHECK(can_take("task:s", "{\"b\":\"X\"}", NULL, next_rev - 1, NULL, NULL, 0,
+	               everyone_alive));
+	/* A newcomer made within nothing still waits behind w. */
+	CHECK(!can_take("task:n", "{\"b\":\"X\"}", NULL, 0, NULL, NULL, 0, everyone_alive));
+}
+
 TEST(a_waiter_whose_start_time_is_to_come_holds_back_nobody)
 {
 	setup_table();
@@ -603,6 +635,7 @@ TEST_LIST(TEST_CASE(a_held_lock_keeps_out_exactly_the_modes_it_conflicts_with),
           TEST_CASE(a_waiter_for_the_same_pool_goes_first),
           TEST_CASE(a_waiter_blocked_by_what_the_request_does_not_touch_holds_it_not_back),
           TEST_CASE(newcomers_cannot_keep_an_older_waiter_waiting_by_taking_turns),
+          TEST_CASE(a_request_made_within_a_holder_passes_a_waiter_that_waits_for_it),
           TEST_CASE(a_waiter_whose_start_time_is_to_come_holds_back_nobody),
           TEST_CASE(a_waiter_whose_dependency_is_unfinished_holds_back_nobody),
           TEST_CASE(the_dependencies_read_are_those_of_older_conflicting_waiters),

@@ -1047,6 +1047,45 @@ TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
 	lr_client_close(c);
 }
 
+/* The same with a sub-task: a step of T submits S, which asks for a lock
+ * the older waiter W also asks for, and waits for S to finish. W waits for
+ * T, so S, submitted within T (LEASERUN_TASK_ID), does not wait behind W:
+ * otherwise S would wait for W, W for T and T for S, for ever. */
+TEST(a_sub_task_awaited_by_its_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
+{
+	lr_client *c = fixture_client("submit_within");
+	cli_use_client(c);
+	proc_bg holder;
+	hold_in_background(&holder, "res/c", "2");
+	char sub[600], step[2000], specs[3000];
+	snprintf(sub, sizeof(sub), "%s",
+	         cli_write_file("sub.json", "{\"id\":\"S\",\"steps\":[{\"name\":\"s\","
+	                                    "\"run\":\"true\"}],\"locks\":{\"res/b\":\"X\"}}"));
+	/* Submit S, then wait up to 8 s for its result. */
+	snprintf(step, sizeof(step),
+	         "export LEASERUN_ENDPOINTS=%s LEASERUN_PREFIX=%s; %s submit %s && "
+	         "for i in $(seq 80); do %s status S --json | grep -q succeeded && exit 0; "
+	         "sleep 0.1; done; exit 1",
+	         cli_env_endpoints, cli_env_prefix, proc_leaserun(), sub, proc_leaserun());
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}],"
+	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
+	         step);
+	proc_bg worker;
+	submit_to_a_worker(specs, &worker, "w4");
+	check_succeeded(c, "S", 20000);
+	check_succeeded(c, "T", 20000);
+	char *done = fixture_get(c, "done/", "W");
+	CHECK(done == NULL); /* held up by res/c all along */
+	free(done);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
+	check_succeeded(c, "W", 20000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	lr_client_close(c);
+}
+
 /* The same with a command that ignores SIGTERM and a long --grace: the
  * locks may be the next holder's at once, so no grace is given. Renewals
  * come every 2 s (TTL 6), so the loss is seen within 2 s of the revoke; a
@@ -1101,6 +1140,7 @@ TEST_LIST(TEST_CASE(the_compatibility_matrix_holds_pair_by_pair),
           TEST_CASE(a_task_waiting_for_a_dependency_does_not_hold_back_a_run),
           TEST_CASE(a_run_in_a_dependency_is_not_held_back_by_its_dependent),
           TEST_CASE(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task),
+          TEST_CASE(a_sub_task_awaited_by_its_step_is_not_held_back_by_a_waiter_that_waits_for_its_task),
           TEST_CASE(it_exits_with_its_commands_status_and_the_command_sees_what_it_holds),
           TEST_CASE(invalid_locks_and_limits_exit_2_naming_them_and_store_nothing),
           TEST_CASE(a_signal_while_waiting_exits_128_plus_it_and_withdraws_the_request),
