@@ -361,6 +361,18 @@ static void attempt_of(const lr_task_status *s, char *buf, size_t n)
 		snprintf(buf, n, "%" PRId64, s->attempt);
 }
 
+/* "pending (cancel requested)": a cancel request outlives the claim it
+ * was made under, and a task whose holder died stays pending with it
+ * until a runner claims it and ends it; without the note, it would look
+ * as if the cancel had been lost. */
+static const char *state_of(const lr_task_status *s)
+{
+	if (s->cancel_requested_at == NULL)
+		return lr_task_state_name(s->state);
+	return s->state == LR_TASK_RUNNING ? "running (cancel requested)"
+	                                   : "pending (cancel requested)";
+}
+
 /* "1042 tasks: 4 running, 30 pending, 1 failed, 1007 succeeded", for a
  * person on a terminal: the states in the order a person acts on them,
  * those without a task left out. limited: a limit may have left tasks
@@ -424,7 +436,7 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 		attempt_of(s, attempt, sizeof(attempt));
 		age_of(s->updated_at, now_ms, age, sizeof(age));
 		char *cells[] = { (char *)s->id,
-			          (char *)lr_task_state_name(s->state),
+			          (char *)state_of(s),
 			          step != NULL ? step : "?", bar,
 			          attempt, s->runner != NULL ? s->runner : "-", age,
 			          error };
@@ -455,6 +467,17 @@ static json_t *status_json(const lr_task_status *s)
 {
 	json_t *o = status_fields(s);
 	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	if (o != NULL &&
+	    (json_object_set_new(o, "cancel_requested",
+	                         json_boolean(s->cancel_requested_at != NULL)) != 0 ||
+	     json_object_set_new(o, "cancel_requested_at",
+	                         s->cancel_requested_at != NULL &&
+	                                 s->cancel_requested_at[0] != '\0'
+	                             ? lr_json_string_lossy(s->cancel_requested_at)
+	                             : json_null()) != 0)) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (o != NULL && h != NULL)
 		json_object_set_new(o, "history", h);
 	else

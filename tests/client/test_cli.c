@@ -650,6 +650,67 @@ TEST(cancel_says_what_it_did)
 	lr_client_close(c);
 }
 
+/* A cancel request outlives a holder that died: once its claim is gone
+ * the task is pending again, and status says that a cancel is asked for
+ * (in the table's STATE and in --json) until the task ends. */
+TEST(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task)
+{
+	lr_client *c = fixture_client("cli_cancel_req");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
+	                          "submit");
+	proc_result_free(&r);
+	r = RUN("status", "b", "--json");
+	json_t *o = json_loads(r.out, 0, NULL);
+	CHECK(json_is_false(json_object_get(o, "cancel_requested")));
+	CHECK(json_is_null(json_object_get(o, "cancel_requested_at")));
+	json_decref(o);
+	proc_result_free(&r);
+	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
+	lr_rfc3339_now(cl.claimed_at);
+	char *v = lr_claim_encode(&cl);
+	fixture_put(c, LR_K_CLAIMS, "b", v, cl.lease);
+	free(v);
+	r = RUN("cancel", "b");
+	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
+	proc_result_free(&r);
+	r = RUN("status", "b");
+	CHECK_HAS(r.out, "  running (cancel requested)  ");
+	proc_result_free(&r);
+
+	lr_err e = { 0 }; /* the holder died: its lease is gone */
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), cl.lease, &e), &e);
+	const char *const views[][3] = { { "status", "b" }, { "status" } };
+	for (size_t i = 0; i < 2; i++) {
+		r = cli_run(NULL, views[i][0], views[i][1], (char *)NULL);
+		CHECK_INT(r.status, ==, 0);
+		CHECK_HAS(r.out, "  pending (cancel requested)  ");
+		proc_result_free(&r);
+	}
+	r = RUN("status", "--json");
+	o = json_loads(r.out, 0, NULL);
+	json_t *b = json_array_get(o, 0);
+	CHECK_STR(json_string_value(json_object_get(b, "state")), "pending");
+	CHECK(json_is_true(json_object_get(b, "cancel_requested")));
+	CHECK(json_string_value(json_object_get(b, "cancel_requested_at")) != NULL);
+	json_decref(o);
+	proc_result_free(&r);
+	r = RUN("status", "--state", "pending"); /* still a pending task */
+	CHECK_HAS(r.out, "pending (cancel requested)");
+	proc_result_free(&r);
+
+	r = RUN("cancel", "b"); /* not claimed now: it ends at once */
+	CHECK_STR(r.out, "cancelled b\n");
+	proc_result_free(&r);
+	r = RUN("status", "b", "--json");
+	o = json_loads(r.out, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(o, "state")), "cancelled");
+	CHECK(json_is_false(json_object_get(o, "cancel_requested")));
+	json_decref(o);
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
 TEST(runners_and_purge_print_their_results)
 {
 	lr_client *c = fixture_client("cli_runners");
@@ -1170,6 +1231,7 @@ TEST_LIST(
 	TEST_CASE(status_shows_a_long_step_name_whole_or_cut_between_characters),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
+	TEST_CASE(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(status_json_of_many_tasks_that_cannot_be_written_says_why),
