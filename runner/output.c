@@ -2,6 +2,7 @@
  * table in memory first so that columns fit their widest cell. Main thread. */
 #include "output.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/utf8.h"
+#include "cli.h"
 
 #define MAX_COLS 8
 #define BAR_WIDTH 10
@@ -501,11 +503,11 @@ static json_t *status_fields(const lr_task_status *s)
 	                 "waiting", str_or_null(s->waiting));
 }
 
-/* Print doc (stolen) indented: 0, OUT_ENOMEM when it could not be built
- * or dumped, OUT_EWRITE when f refused it. */
-static int dump(FILE *f, json_t *doc)
+/* Print doc (stolen) indented with the flags given: 0, OUT_ENOMEM when it
+ * could not be built or dumped, OUT_EWRITE when f refused it. */
+static int dump_with(FILE *f, json_t *doc, size_t flags)
 {
-	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2)) : -1;
+	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2) | flags) : -1;
 
 	json_decref(doc);
 	if (rc == 0)
@@ -513,6 +515,23 @@ static int dump(FILE *f, json_t *doc)
 	else if (ferror(f))
 		return OUT_EWRITE; /* a full disk, a closed pipe */
 	return rc == 0 ? 0 : OUT_ENOMEM;
+}
+
+static int dump(FILE *f, json_t *doc)
+{
+	return dump_with(f, doc, 0);
+}
+
+int out_json_exit(int out, const char *what)
+{
+	int errnum = errno;
+
+	if (out == OUT_EWRITE)
+		return cli_output_failed(errnum);
+	if (out == 0)
+		return EXIT_OK;
+	fprintf(stderr, "leaserun: %s: out of memory\n", what);
+	return EXIT_RUNTIME;
 }
 
 void out_status_reason(FILE *f, const lr_task_status *s)
@@ -693,4 +712,9 @@ void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_
 	else if (t.rows > 0)
 		table_print(f, &t, st);
 	table_free(&t);
+}
+
+int out_locks_json(FILE *f, const void *doc)
+{
+	return dump_with(f, json_incref((json_t *)doc), JSON_SORT_KEYS);
 }

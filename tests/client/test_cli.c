@@ -838,6 +838,46 @@ TEST(status_json_of_many_tasks_that_cannot_be_written_says_why)
 	lr_client_close(c);
 }
 
+/* runners --json and locks --json longer than stdout's buffer: the write
+ * fails while the document is printed, and the command says why (exit 1),
+ * as status --json does. */
+TEST(runners_and_locks_json_that_cannot_be_written_say_why)
+{
+	lr_client *c = fixture_client("cli_full_json");
+	cli_use_client(c);
+	int64_t lease = fixture_lease(c, 30);
+	char host[201], value[400], name[64];
+	memset(host, 'h', sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "box-%02d", i);
+		snprintf(value, sizeof(value), "{\"pid\":7,\"host\":\"%s\",\"concurrency\":1,"
+		         "\"ttl\":30,\"started_at\":\"2026-11-24T00:00:00Z\",\"version\":\"1\"}",
+		         host);
+		fixture_put(c, "runners/", name, value, lease);
+		snprintf(name, sizeof(name), "p/a%02d/#3X/run:box-%02d", i, i);
+		snprintf(value, sizeof(value), "{\"host\":\"%s\",\"since\":"
+		         "\"2026-11-24T00:00:00Z\"}", host);
+		fixture_put(c, "locks/", name, value, lease);
+	}
+	const char *const cmds[][3] = { { "runners", "--json" }, { "locks", "--json" } };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		proc_result r = RUN(cmds[i][0], cmds[i][1]);
+		CHECK_INT(r.status, ==, 0);
+		CHECK(strlen(r.out) > 8192);
+		proc_result_free(&r);
+		r = cli_run_stdout_to("/dev/full", cmds[i]);
+		if (r.status != 1 ||
+		    strstr(r.err, "leaserun: writing the output: No space left on device") == NULL)
+			TEST_FAIL("%s --json >/dev/full: exit %d, stderr \"%s\"", cmds[i][0],
+			          r.status, r.err);
+		proc_result_free(&r);
+	}
+	lr_err e = { 0 };
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
+	lr_client_close(c);
+}
+
 /* design.md: a worker's log lines each have time, level and runner; its
  * own lines (the metrics address, the sweep of state directories) too. */
 TEST(every_worker_log_line_names_the_runner)
@@ -1235,6 +1275,7 @@ TEST_LIST(
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(status_json_of_many_tasks_that_cannot_be_written_says_why),
+	TEST_CASE(runners_and_locks_json_that_cannot_be_written_say_why),
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),
