@@ -433,11 +433,13 @@ bool lr_lock_table_waits_first(const lr_lock_table *t, const char *holder, char 
 }
 
 /* Up to this many dependencies read in one txn: two reads each, within
- * etcd's 128 operations a txn (--max-txn-ops). */
+ * etcd's 128 operations a txn (--max-txn-ops). An etcd run with a lower
+ * one gets fewer. */
 #define DEP_READS 64
 
-static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
-                     lr_err *err)
+/* Read ids[0..n) in one txn. */
+static int read_deps_once(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
+                          lr_err *err)
 {
 	lr_txn *txn = lr_txn_new();
 	if (txn == NULL)
@@ -460,6 +462,25 @@ static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, siz
 	return 0;
 }
 
+/* Read ids[0..n), *per_txn a txn; halved (for the later reads too) while
+ * etcd refuses that many ops. */
+static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
+                     size_t *per_txn, lr_err *err)
+{
+	int rc = 0;
+	for (size_t from = 0; rc == 0 && from < n;) {
+		size_t k = n - from < *per_txn ? n - from : *per_txn;
+		rc = read_deps_once(t, c, ids + from, k, err);
+		if (rc != 0 && k > 1 && lr_etcd_too_many_ops(rc, err)) {
+			*per_txn = k / 2;
+			rc = 0;
+			continue;
+		}
+		from += k;
+	}
+	return rc;
+}
+
 static bool queued(const char *const *ids, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
@@ -472,7 +493,7 @@ int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *se
                             int64_t request_rev, lr_err *err)
 {
 	const char *ids[DEP_READS];
-	size_t n = 0;
+	size_t n = 0, per_txn = DEP_READS;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
@@ -489,13 +510,13 @@ int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *se
 				continue; /* read already, or about to be */
 			ids[n++] = id;
 			if (n == DEP_READS) {
-				rc = read_deps(t, c, ids, n, err);
+				rc = read_deps(t, c, ids, n, &per_txn, err);
 				n = 0;
 			}
 		}
 	}
 	if (rc == 0 && n > 0)
-		rc = read_deps(t, c, ids, n, err);
+		rc = read_deps(t, c, ids, n, &per_txn, err);
 	return rc;
 }
 
