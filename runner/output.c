@@ -649,19 +649,57 @@ int out_runners_json(FILE *f, const lr_runner_info *v, size_t n)
 
 /* ---- locks ---------------------------------------------------------------- */
 
-/* "task t-12" for "task:t-12". */
-static void holder_text(const char *holder, char *buf, size_t n)
+/* "task t-12" for "task:t-12". Cells are built whole (new strings, NULL
+ * when out of memory): holders and hosts come from keys and values of
+ * any length, and a cut is the table's to make, between characters. */
+static char *holder_text(const char *holder)
 {
 	const char *colon = holder != NULL ? strchr(holder, ':') : NULL;
+	char *text = NULL;
+
 	if (colon == NULL)
-		snprintf(buf, n, "%s", holder != NULL ? holder : "?");
-	else
-		snprintf(buf, n, "%.*s %s", (int)(colon - holder), holder, colon + 1);
+		return strdup(holder != NULL ? holder : "?");
+	if (asprintf(&text, "%.*s %s", (int)(colon - holder), holder, colon + 1) < 0)
+		return NULL;
+	return text;
 }
 
 static const char *str_of(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
+}
+
+/* "org/a", "gpu[1] of 2" or "gpu[1]": what a held entry holds. */
+static char *held_text(const json_t *e)
+{
+	const char *lock = str_of(e, "lock"), *pool = str_of(e, "pool");
+	long long slot = (long long)json_integer_value(json_object_get(e, "slot"));
+	long long limit = (long long)json_integer_value(json_object_get(e, "limit"));
+	char *text = NULL;
+	int n;
+
+	if (lock != NULL)
+		return strdup(lock);
+	if (limit > 0)
+		n = asprintf(&text, "%s[%lld] of %lld", pool != NULL ? pool : "?", slot, limit);
+	else
+		n = asprintf(&text, "%s[%lld]", pool != NULL ? pool : "?", slot);
+	return n < 0 ? NULL : text;
+}
+
+/* {"org/a":"X"} {"gpu":2}: what a waiting entry asks for. */
+static char *wanted_text(const json_t *e)
+{
+	char *locks = json_dumps(json_object_get(e, "locks"), JSON_COMPACT | JSON_SORT_KEYS);
+	char *limits = json_dumps(json_object_get(e, "limits"), JSON_COMPACT | JSON_SORT_KEYS);
+	char *text = NULL;
+
+	if (asprintf(&text, "%s%s%s", locks != NULL ? locks : "",
+	             locks != NULL && limits != NULL ? " " : "", limits != NULL ? limits : "") < 0)
+		text = NULL;
+	free(locks);
+	free(limits);
+	return text;
 }
 
 void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms)
@@ -673,39 +711,27 @@ void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_
 	size_t i;
 	json_t *e;
 	json_array_foreach(json_object_get(doc, "held"), i, e) {
-		char what[700], who[300], since[48];
-		const char *lock = str_of(e, "lock");
-		if (lock != NULL)
-			snprintf(what, sizeof(what), "%s", lock);
-		else if (json_integer_value(json_object_get(e, "limit")) > 0)
-			snprintf(what, sizeof(what), "%s[%lld] of %lld", str_of(e, "pool"),
-			         (long long)json_integer_value(json_object_get(e, "slot")),
-			         (long long)json_integer_value(json_object_get(e, "limit")));
-		else
-			snprintf(what, sizeof(what), "%s[%lld]", str_of(e, "pool"),
-			         (long long)json_integer_value(json_object_get(e, "slot")));
-		holder_text(str_of(e, "holder"), who, sizeof(who));
+		char since[48];
+		char *what = held_text(e), *who = holder_text(str_of(e, "holder"));
 		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
 		const char *on = str_of(e, "runner") != NULL ? str_of(e, "runner") : str_of(e, "host");
-		char *cells[] = { what, lock != NULL ? (char *)str_of(e, "mode") : "slot", who,
-			          (char *)(on != NULL ? on : "-"), since, "" };
+		char *cells[] = { what, str_of(e, "lock") != NULL ? (char *)str_of(e, "mode") : "slot",
+			          who, (char *)(on != NULL ? on : "-"), since, "" };
 		table_add(&t, cells);
+		free(what);
+		free(who);
 	}
 	json_array_foreach(json_object_get(doc, "waiting"), i, e) {
-		char what[1024] = "", who[300], since[48];
-		char *locks = json_dumps(json_object_get(e, "locks"), JSON_COMPACT | JSON_SORT_KEYS);
-		char *limits = json_dumps(json_object_get(e, "limits"), JSON_COMPACT | JSON_SORT_KEYS);
-		snprintf(what, sizeof(what), "%s%s%s", locks != NULL ? locks : "",
-		         locks != NULL && limits != NULL ? " " : "", limits != NULL ? limits : "");
-		free(locks);
-		free(limits);
-		holder_text(str_of(e, "holder"), who, sizeof(who));
+		char since[48];
+		char *what = wanted_text(e), *who = holder_text(str_of(e, "holder"));
 		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
 		const char *why = str_of(e, "waiting_for");
 		const char *on = str_of(e, "host");
 		char *cells[] = { what, "wants", who, (char *)(on != NULL ? on : "-"), since,
 			          (char *)(why != NULL ? why : "(free now: being taken)") };
 		table_add(&t, cells);
+		free(what);
+		free(who);
 	}
 	if (t.rows == 0 && st->tty)
 		fputs("no locks or slots held or asked for\n", f);

@@ -7,6 +7,7 @@
  * is in the way of deletes it (lr_locks_clear_strays). One owner thread. */
 #include "locks/table.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "client/walk.h"
 #include "records/schedule.h"
 
@@ -273,6 +275,29 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	return true;
 }
 
+/* snprintf into buf that never ends inside a character: holders and
+ * hosts come from keys and values of any length, and a cut must leave
+ * text that JSON and a terminal take. */
+static void say(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n < size)
+		return;
+	/* Cut: the last character's lead byte, back over at most three
+	 * continuation bytes; dropped when its character is incomplete. */
+	size_t len = strlen(buf), at = len;
+	while (at > 0 && len - at < 3 && ((unsigned char)buf[at - 1] & 0xC0) == 0x80)
+		at--;
+	if (at > 0 && (unsigned char)buf[at - 1] >= 0xC0 &&
+	    lr_utf8_char_len((const unsigned char *)buf + at - 1, len - at + 1) == 0)
+		buf[at - 1] = '\0';
+}
+
 /* Lower bound of id in the deps, kept sorted. */
 static size_t dep_at(const lr_lock_table *t, const char *id)
 {
@@ -422,11 +447,11 @@ bool lr_lock_table_waits_first(const lr_lock_table *t, const char *holder, char 
 			char at[LR_TIME_BUF];
 			lr_rfc3339_format(w->not_before_ms, at);
 			if (why != NULL)
-				snprintf(why, size, "not before %s", at);
+				say(why, size, "not before %s", at);
 			return true;
 		}
 		if (dep != NULL && why != NULL)
-			snprintf(why, size, "after %s, which has not finished", dep);
+			say(why, size, "after %s, which has not finished", dep);
 		return dep != NULL;
 	}
 	return false;
@@ -539,7 +564,7 @@ static void who(const char *holder, const char *value, char *buf, size_t size)
 	const char *colon = strchr(holder, ':');
 	int kind = colon != NULL ? (int)(colon - holder) : 0;
 	const char *name = colon != NULL ? colon + 1 : holder;
-	snprintf(buf, size, "%.*s%s%s%s%s", kind, holder, kind > 0 ? " " : "", name,
+	say(buf, size, "%.*s%s%s%s%s", kind, holder, kind > 0 ? " " : "", name,
 	         at != NULL ? " on " : "", at != NULL ? at : "");
 	json_decref(v);
 }
@@ -555,7 +580,7 @@ static bool blocked_by_lock(const lr_lock_table *t, const lr_lock_node *n,
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];
 			who(h->holder, h->value, by, sizeof(by));
-			snprintf(why, size, "%s %s held by %s", lr_lock_mode_name(h->mode), h->path,
+			say(why, size, "%s %s held by %s", lr_lock_mode_name(h->mode), h->path,
 			         by);
 		}
 		return true;
@@ -580,7 +605,7 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 		if (s->index >= l->n) {
 			if (why != NULL) {
 				who(s->holder, s->value, by, sizeof(by));
-				snprintf(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
+				say(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
 				         l->key, s->index, by, l->n);
 			}
 			return -1;
@@ -600,10 +625,10 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	}
 	if (why != NULL && tightest != NULL) {
 		who(tightest->holder, tightest->value, by, sizeof(by));
-		snprintf(why, size, "pool %s full: %d held, and %s runs under a limit of %d",
+		say(why, size, "pool %s full: %d held, and %s runs under a limit of %d",
 		         l->key, held, by, tightest->limit);
 	} else if (why != NULL) {
-		snprintf(why, size, "pool %s full: %d of %d slots held", l->key, held, l->n);
+		say(why, size, "pool %s full: %d of %d slots held", l->key, held, l->n);
 	}
 	return -1;
 }
@@ -703,7 +728,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];
 			who(w->holder, NULL, by, sizeof(by));
-			snprintf(why, size, "behind %s, which asked first", by);
+			say(why, size, "behind %s, which asked first", by);
 		}
 		return false;
 	}

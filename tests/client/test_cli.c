@@ -605,6 +605,71 @@ TEST(status_shows_a_long_step_name_whole_or_cut_between_characters)
 	lr_client_close(c);
 }
 
+/* A lock's holder and host are whatever its key and value hold: long
+ * ones are shown whole to a pipe and in JSON, cut between characters on
+ * a terminal, and what a request waits for names them without cutting
+ * inside a character (the JSON keeps it, the table does not say "free
+ * now"). No output holds invalid UTF-8. */
+TEST(locks_shows_long_holders_whole_or_cut_between_characters)
+{
+	lr_client *c = fixture_client("cli_locks_utf8");
+	cli_use_client(c);
+	char name[361], host[602], key[800], value[700], shown[400];
+	for (int i = 0; i < 180; i++)
+		memcpy(name + 2 * i, "\xc3\xa9", 2);
+	name[360] = '\0';
+	host[0] = 'h';
+	for (int i = 0; i < 300; i++)
+		memcpy(host + 1 + 2 * i, "\xc3\xbc", 2);
+	host[601] = '\0';
+	int64_t lease = fixture_lease(c, 30);
+	lr_err e = { 0 }; /* keys longer than fixture_put takes */
+	snprintf(key, sizeof(key), "%slocks/x/#3X/run:%s", lr_client_prefix(c), name);
+	snprintf(value, sizeof(value), "{\"host\":\"%s\",\"since\":\"2026-11-24T00:00:00Z\"}",
+	         host);
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, value, strlen(value), lease, NULL, NULL, &e),
+	         &e);
+	snprintf(key, sizeof(key), "%swants/run:w%s", lr_client_prefix(c), name);
+	snprintf(value, sizeof(value), "{\"locks\":{\"x\":\"X\"},\"host\":\"box-2\"}");
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, value, strlen(value), lease, NULL, NULL, &e),
+	         &e);
+
+	/* A holder with a byte that is no character (put by hand). */
+	snprintf(key, sizeof(key), "%slocks/y/#0IS/run:bad\xff", lr_client_prefix(c));
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, "{}", 2, lease, NULL, NULL, &e), &e);
+
+	proc_result r = RUN("locks");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, "run bad\xef\xbf\xbd");
+	snprintf(shown, sizeof(shown), "run %s", name);
+	CHECK_HAS(r.out, shown);
+	snprintf(shown, sizeof(shown), "run w%s", name);
+	CHECK_HAS(r.out, shown);
+	CHECK(strstr(r.out, "free now") == NULL);
+	CHECK_HAS(r.out, "X x held by run \xc3\xa9");
+	proc_result_free(&r);
+	const char *const table[] = { "locks", NULL };
+	r = cli_run_tty_cols(table, 120);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	proc_result_free(&r);
+	r = RUN("locks", "--json");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	json_t *doc = json_loads(r.out, 0, NULL);
+	json_t *held = json_array_get(json_object_get(doc, "held"), 0);
+	json_t *want = json_array_get(json_object_get(doc, "waiting"), 0);
+	snprintf(shown, sizeof(shown), "run:%s", name);
+	CHECK_STR(json_string_value(json_object_get(held, "holder")), shown);
+	const char *why = json_string_value(json_object_get(want, "waiting_for"));
+	CHECK(why != NULL && strncmp(why, "X x held by run \xc3\xa9", 18) == 0);
+	json_decref(doc);
+	proc_result_free(&r);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
+	lr_client_close(c);
+}
+
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
@@ -1269,6 +1334,7 @@ TEST_LIST(
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error),
 	TEST_CASE(status_shows_a_long_step_name_whole_or_cut_between_characters),
+	TEST_CASE(locks_shows_long_holders_whole_or_cut_between_characters),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
 	TEST_CASE(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task),
