@@ -35,9 +35,7 @@ int cmd_locks(int argc, char **argv)
 	if (lr_locks_read(c, &doc, &err) != 0) {
 		rc = cli_fail(&err);
 	} else if (json) {
-		json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-		fputc('\n', stdout);
-		rc = EXIT_OK;
+		rc = out_json_exit(out_locks_json(stdout, doc), "locks --json");
 	} else {
 		out_style st = out_style_stdout();
 		out_locks_table(stdout, doc, &st, lr_wall_ms());

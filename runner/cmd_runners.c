@@ -36,11 +36,10 @@ int cmd_runners(int argc, char **argv)
 		return rc;
 	if (lr_runners_list(c, &v, &n, &err) != 0) {
 		rc = cli_fail(&err);
+	} else if (json) {
+		rc = out_json_exit(out_runners_json(stdout, v, n), "runners --json");
 	} else {
-		if (json)
-			out_runners_json(stdout, v, n);
-		else
-			out_runners_table(stdout, v, n, &st, lr_wall_ms());
+		out_runners_table(stdout, v, n, &st, lr_wall_ms());
 		rc = EXIT_OK;
 	}
 	free(v);

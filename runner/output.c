@@ -2,6 +2,7 @@
  * table in memory first so that columns fit their widest cell. Main thread. */
 #include "output.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/utf8.h"
+#include "cli.h"
 
 #define MAX_COLS 8
 #define BAR_WIDTH 10
@@ -361,6 +363,18 @@ static void attempt_of(const lr_task_status *s, char *buf, size_t n)
 		snprintf(buf, n, "%" PRId64, s->attempt);
 }
 
+/* "pending (cancel requested)": a cancel request outlives the claim it
+ * was made under, and a task whose holder died stays pending with it
+ * until a runner claims it and ends it; without the note, it would look
+ * as if the cancel had been lost. */
+static const char *state_of(const lr_task_status *s)
+{
+	if (s->cancel_requested_at == NULL)
+		return lr_task_state_name(s->state);
+	return s->state == LR_TASK_RUNNING ? "running (cancel requested)"
+	                                   : "pending (cancel requested)";
+}
+
 /* "1042 tasks: 4 running, 30 pending, 1 failed, 1007 succeeded", for a
  * person on a terminal: the states in the order a person acts on them,
  * those without a task left out. limited: a limit may have left tasks
@@ -424,7 +438,7 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
 		attempt_of(s, attempt, sizeof(attempt));
 		age_of(s->updated_at, now_ms, age, sizeof(age));
 		char *cells[] = { (char *)s->id,
-			          (char *)lr_task_state_name(s->state),
+			          (char *)state_of(s),
 			          step != NULL ? step : "?", bar,
 			          attempt, s->runner != NULL ? s->runner : "-", age,
 			          error };
@@ -455,6 +469,17 @@ static json_t *status_json(const lr_task_status *s)
 {
 	json_t *o = status_fields(s);
 	json_t *h = s->history != NULL ? json_loads(s->history, 0, NULL) : NULL;
+	if (o != NULL &&
+	    (json_object_set_new(o, "cancel_requested",
+	                         json_boolean(s->cancel_requested_at != NULL)) != 0 ||
+	     json_object_set_new(o, "cancel_requested_at",
+	                         s->cancel_requested_at != NULL &&
+	                                 s->cancel_requested_at[0] != '\0'
+	                             ? lr_json_string_lossy(s->cancel_requested_at)
+	                             : json_null()) != 0)) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (o != NULL && h != NULL)
 		json_object_set_new(o, "history", h);
 	else
@@ -478,11 +503,11 @@ static json_t *status_fields(const lr_task_status *s)
 	                 "waiting", str_or_null(s->waiting));
 }
 
-/* Print doc (stolen) indented: 0, OUT_ENOMEM when it could not be built
- * or dumped, OUT_EWRITE when f refused it. */
-static int dump(FILE *f, json_t *doc)
+/* Print doc (stolen) indented with the flags given: 0, OUT_ENOMEM when it
+ * could not be built or dumped, OUT_EWRITE when f refused it. */
+static int dump_with(FILE *f, json_t *doc, size_t flags)
 {
-	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2)) : -1;
+	int rc = doc != NULL ? json_dumpf(doc, f, JSON_INDENT(2) | flags) : -1;
 
 	json_decref(doc);
 	if (rc == 0)
@@ -490,6 +515,23 @@ static int dump(FILE *f, json_t *doc)
 	else if (ferror(f))
 		return OUT_EWRITE; /* a full disk, a closed pipe */
 	return rc == 0 ? 0 : OUT_ENOMEM;
+}
+
+static int dump(FILE *f, json_t *doc)
+{
+	return dump_with(f, doc, 0);
+}
+
+int out_json_exit(int out, const char *what)
+{
+	int errnum = errno;
+
+	if (out == OUT_EWRITE)
+		return cli_output_failed(errnum);
+	if (out == 0)
+		return EXIT_OK;
+	fprintf(stderr, "leaserun: %s: out of memory\n", what);
+	return EXIT_RUNTIME;
 }
 
 void out_status_reason(FILE *f, const lr_task_status *s)
@@ -607,19 +649,57 @@ int out_runners_json(FILE *f, const lr_runner_info *v, size_t n)
 
 /* ---- locks ---------------------------------------------------------------- */
 
-/* "task t-12" for "task:t-12". */
-static void holder_text(const char *holder, char *buf, size_t n)
+/* "task t-12" for "task:t-12". Cells are built whole (new strings, NULL
+ * when out of memory): holders and hosts come from keys and values of
+ * any length, and a cut is the table's to make, between characters. */
+static char *holder_text(const char *holder)
 {
 	const char *colon = holder != NULL ? strchr(holder, ':') : NULL;
+	char *text = NULL;
+
 	if (colon == NULL)
-		snprintf(buf, n, "%s", holder != NULL ? holder : "?");
-	else
-		snprintf(buf, n, "%.*s %s", (int)(colon - holder), holder, colon + 1);
+		return strdup(holder != NULL ? holder : "?");
+	if (asprintf(&text, "%.*s %s", (int)(colon - holder), holder, colon + 1) < 0)
+		return NULL;
+	return text;
 }
 
 static const char *str_of(const json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
+}
+
+/* "org/a", "gpu[1] of 2" or "gpu[1]": what a held entry holds. */
+static char *held_text(const json_t *e)
+{
+	const char *lock = str_of(e, "lock"), *pool = str_of(e, "pool");
+	long long slot = (long long)json_integer_value(json_object_get(e, "slot"));
+	long long limit = (long long)json_integer_value(json_object_get(e, "limit"));
+	char *text = NULL;
+	int n;
+
+	if (lock != NULL)
+		return strdup(lock);
+	if (limit > 0)
+		n = asprintf(&text, "%s[%lld] of %lld", pool != NULL ? pool : "?", slot, limit);
+	else
+		n = asprintf(&text, "%s[%lld]", pool != NULL ? pool : "?", slot);
+	return n < 0 ? NULL : text;
+}
+
+/* {"org/a":"X"} {"gpu":2}: what a waiting entry asks for. */
+static char *wanted_text(const json_t *e)
+{
+	char *locks = json_dumps(json_object_get(e, "locks"), JSON_COMPACT | JSON_SORT_KEYS);
+	char *limits = json_dumps(json_object_get(e, "limits"), JSON_COMPACT | JSON_SORT_KEYS);
+	char *text = NULL;
+
+	if (asprintf(&text, "%s%s%s", locks != NULL ? locks : "",
+	             locks != NULL && limits != NULL ? " " : "", limits != NULL ? limits : "") < 0)
+		text = NULL;
+	free(locks);
+	free(limits);
+	return text;
 }
 
 void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms)
@@ -631,43 +711,36 @@ void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_
 	size_t i;
 	json_t *e;
 	json_array_foreach(json_object_get(doc, "held"), i, e) {
-		char what[700], who[300], since[48];
-		const char *lock = str_of(e, "lock");
-		if (lock != NULL)
-			snprintf(what, sizeof(what), "%s", lock);
-		else if (json_integer_value(json_object_get(e, "limit")) > 0)
-			snprintf(what, sizeof(what), "%s[%lld] of %lld", str_of(e, "pool"),
-			         (long long)json_integer_value(json_object_get(e, "slot")),
-			         (long long)json_integer_value(json_object_get(e, "limit")));
-		else
-			snprintf(what, sizeof(what), "%s[%lld]", str_of(e, "pool"),
-			         (long long)json_integer_value(json_object_get(e, "slot")));
-		holder_text(str_of(e, "holder"), who, sizeof(who));
+		char since[48];
+		char *what = held_text(e), *who = holder_text(str_of(e, "holder"));
 		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
 		const char *on = str_of(e, "runner") != NULL ? str_of(e, "runner") : str_of(e, "host");
-		char *cells[] = { what, lock != NULL ? (char *)str_of(e, "mode") : "slot", who,
-			          (char *)(on != NULL ? on : "-"), since, "" };
+		char *cells[] = { what, str_of(e, "lock") != NULL ? (char *)str_of(e, "mode") : "slot",
+			          who, (char *)(on != NULL ? on : "-"), since, "" };
 		table_add(&t, cells);
+		free(what);
+		free(who);
 	}
 	json_array_foreach(json_object_get(doc, "waiting"), i, e) {
-		char what[1024] = "", who[300], since[48];
-		char *locks = json_dumps(json_object_get(e, "locks"), JSON_COMPACT | JSON_SORT_KEYS);
-		char *limits = json_dumps(json_object_get(e, "limits"), JSON_COMPACT | JSON_SORT_KEYS);
-		snprintf(what, sizeof(what), "%s%s%s", locks != NULL ? locks : "",
-		         locks != NULL && limits != NULL ? " " : "", limits != NULL ? limits : "");
-		free(locks);
-		free(limits);
-		holder_text(str_of(e, "holder"), who, sizeof(who));
+		char since[48];
+		char *what = wanted_text(e), *who = holder_text(str_of(e, "holder"));
 		age_of(str_of(e, "since"), now_ms, since, sizeof(since));
 		const char *why = str_of(e, "waiting_for");
 		const char *on = str_of(e, "host");
 		char *cells[] = { what, "wants", who, (char *)(on != NULL ? on : "-"), since,
 			          (char *)(why != NULL ? why : "(free now: being taken)") };
 		table_add(&t, cells);
+		free(what);
+		free(who);
 	}
 	if (t.rows == 0 && st->tty)
 		fputs("no locks or slots held or asked for\n", f);
 	else if (t.rows > 0)
 		table_print(f, &t, st);
 	table_free(&t);
+}
+
+int out_locks_json(FILE *f, const void *doc)
+{
+	return dump_with(f, json_incref((json_t *)doc), JSON_SORT_KEYS);
 }

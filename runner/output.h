@@ -29,6 +29,12 @@ void out_status_table(FILE *f, const lr_task_status *v, size_t n, bool limited,
  * memory), or the stream refused it (ferror(f), errno says why). */
 enum { OUT_ENOMEM = -1, OUT_EWRITE = -2 };
 
+/* The exit status of a command that printed a JSON document to stdout
+ * (out: what its out_*_json returned, errno still that of the failed
+ * write), with the reason on stderr when printing failed: "out of memory"
+ * naming what, or the write's (cli_output_failed). */
+int out_json_exit(int out, const char *what);
+
 /* single: one object (status ID), otherwise an array. 0, OUT_ENOMEM or
  * OUT_EWRITE. */
 int out_status_json(FILE *f, const lr_task_status *v, size_t n, int single);
@@ -50,5 +56,7 @@ char *out_one_line(const char *s);
 
 /* The document of lr_locks_read: what is held, then what is asked for. */
 void out_locks_table(FILE *f, const void *doc, const out_style *st, int64_t now_ms);
+/* The same document as JSON, keys sorted. 0, OUT_ENOMEM or OUT_EWRITE. */
+int out_locks_json(FILE *f, const void *doc);
 
 #endif

@@ -280,6 +280,10 @@ typedef struct lr_task_status {
 	                           retried task, newest first, as a JSON array
 	                           of {"status","attempts","error","runner",
 	                           "finished_at"}; NULL when never retried */
+	char *cancel_requested_at; /* pending or running: when `leaserun cancel`
+	                           asked for it (cancel/<id>; "" when the
+	                           request does not say), until the task ends;
+	                           NULL when not asked */
 } lr_task_status;
 
 LR_API void lr_task_status_clear(lr_task_status *s);

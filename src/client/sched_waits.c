@@ -26,7 +26,7 @@ static int page_queue(void *user, const lr_kv *kv, const char *id, lr_err *err)
 }
 
 /* Dependencies read in one txn: three reads each, within etcd's default
- * --max-txn-ops of 128. */
+ * --max-txn-ops of 128. An etcd run with a lower one gets fewer. */
 #define AFTER_PER_TXN 32
 
 /* Why dependency `id` still holds its dependent (its tasks/ key created
@@ -61,36 +61,53 @@ static void why_waiting(const char *id, int64_t own_rev, const lr_op_result *don
 	}
 }
 
+/* Judge sc->after[from, from + n) in one txn (see first_unfinished). */
+static int judge_after(lr_client *c, const lr_sched *sc, size_t from, size_t n, int64_t own_rev,
+                       char *why, size_t size, lr_err *err)
+{
+	static const char *const kinds[] = { LR_K_DONE, LR_K_CLAIMS, LR_K_TASKS };
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "out of memory");
+	for (size_t i = from; i < from + n; i++)
+		for (int k = 0; k < 3; k++) {
+			char key[LR_KEY_SIZE];
+			lr_key(c, kinds[k], sc->after[i], key);
+			lr_txn_get(t, LR_THEN, key, k == 0 ? 0 : LR_RANGE_KEYS_ONLY);
+		}
+	lr_txn_result r;
+	int rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
+	if (rc != 0)
+		return rc;
+	if (r.n_ops < 3 * n)
+		rc = lr_err_set(err, LR_EINTERNAL, "txn reply has %zu results, expected %zu",
+		                r.n_ops, 3 * n);
+	for (size_t i = 0; rc == 0 && i < n && why[0] == '\0'; i++) {
+		const lr_op_result *op = &r.ops[3 * i];
+		why_waiting(sc->after[from + i], own_rev, &op[0], &op[1], &op[2], why, size);
+	}
+	lr_txn_result_free(&r);
+	return rc;
+}
+
 /* The first task of sc's "after" that has not succeeded: "after t-3,
  * which is running" into why; own_rev: the dependent's tasks/ key's create
- * revision. */
+ * revision. *per_txn: dependencies read in one txn; halved (for the
+ * later reads too) while etcd refuses that many ops (--max-txn-ops). */
 static int first_unfinished(lr_client *c, const lr_sched *sc, int64_t own_rev, char *why,
-                            size_t size, lr_err *err)
+                            size_t size, size_t *per_txn, lr_err *err)
 {
 	int rc = 0;
-	for (size_t from = 0; rc == 0 && why[0] == '\0' && from < sc->n_after;
-	     from += AFTER_PER_TXN) {
-		size_t to = from + AFTER_PER_TXN < sc->n_after ? from + AFTER_PER_TXN : sc->n_after;
-		lr_txn *t = lr_txn_new();
-		if (t == NULL)
-			return lr_err_set(err, LR_ENOMEM, "out of memory");
-		static const char *const kinds[] = { LR_K_DONE, LR_K_CLAIMS, LR_K_TASKS };
-		for (size_t i = from; i < to; i++)
-			for (int k = 0; k < 3; k++) {
-				char key[LR_KEY_SIZE];
-				lr_key(c, kinds[k], sc->after[i], key);
-				lr_txn_get(t, LR_THEN, key, k == 0 ? 0 : LR_RANGE_KEYS_ONLY);
-			}
-		lr_txn_result r;
-		rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
-		lr_txn_free(t);
-		if (rc != 0)
-			break;
-		for (size_t i = from; i < to && why[0] == '\0'; i++) {
-			const lr_op_result *op = &r.ops[3 * (i - from)];
-			why_waiting(sc->after[i], own_rev, &op[0], &op[1], &op[2], why, size);
+	for (size_t from = 0; rc == 0 && why[0] == '\0' && from < sc->n_after;) {
+		size_t n = sc->n_after - from < *per_txn ? sc->n_after - from : *per_txn;
+		rc = judge_after(c, sc, from, n, own_rev, why, size, err);
+		if (rc != 0 && n > 1 && lr_etcd_too_many_ops(rc, err)) {
+			*per_txn = n / 2;
+			rc = 0;
+			continue;
 		}
-		lr_txn_result_free(&r);
+		from += n;
 	}
 	return rc;
 }
@@ -129,6 +146,7 @@ static int read_queue(lr_client *c, const lr_task_status *list, size_t n, json_t
 int lr_sched_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 {
 	json_t *queue = json_object();
+	size_t per_txn = AFTER_PER_TXN;
 	int rc = queue != NULL ? read_queue(c, list, n, queue, err)
 	                       : lr_err_set(err, LR_ENOMEM, "out of memory");
 	for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -143,7 +161,8 @@ int lr_sched_waits(lr_client *c, lr_task_status *list, size_t n, lr_err *err)
 			lr_rfc3339_format(sc.not_before_ms, at);
 			snprintf(why, sizeof(why), "not before %s", at);
 		} else if (sc.n_after > 0) {
-			rc = first_unfinished(c, &sc, s->create_revision, why, sizeof(why), err);
+			rc = first_unfinished(c, &sc, s->create_revision, why, sizeof(why),
+			                      &per_txn, err);
 		}
 		lr_sched_clear(&sc);
 		if (why[0] != '\0' && (s->waiting = strdup(why)) == NULL)

@@ -18,7 +18,7 @@
  * large enough that 100 000 tasks take a hundred calls. */
 #define KEYS_PAGE 1000
 #define RUNNERS_PAGE 200
-/* Tasks whose records are read per txn: 4 gets each stays far below etcd's
+/* Tasks whose records are read per txn: 5 gets each stays far below etcd's
  * default of 128 ops per txn, and a batch of large states (512 KiB per
  * checkpoint and per done record) stays well below the reply size limit.
  * An etcd run with a lower --max-txn-ops gets smaller batches. */
@@ -107,6 +107,7 @@ void lr_task_status_clear(lr_task_status *s)
 	free(s->updated_at);
 	free(s->waiting);
 	free(s->history);
+	free(s->cancel_requested_at);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -288,6 +289,21 @@ static int from_done(const lr_kv *kv, lr_task_status *s, int64_t *best)
 	return rc;
 }
 
+/* A cancel request (cancel/<id>) outlives the claim it was made under:
+ * after its holder died, the task is pending with it until a runner
+ * claims it (and ends it cancelled) or cancel is asked again. Over once
+ * the task has ended. */
+static int from_cancel(const lr_kv *kv, lr_task_status *s)
+{
+	lr_cancel_rec rec;
+
+	if (kv == NULL || s->state >= LR_TASK_SUCCEEDED)
+		return 0;
+	if (lr_cancel_decode(kv->value, kv->value_len, &rec, NULL) != 0)
+		rec.requested_at[0] = '\0'; /* asked all the same */
+	return set_string(&s->cancel_requested_at, rec.requested_at);
+}
+
 static int step_name_of(const json_t *spec, lr_task_status *s)
 {
 	if (spec == NULL || s->state >= LR_TASK_SUCCEEDED ||
@@ -297,8 +313,9 @@ static int step_name_of(const json_t *spec, lr_task_status *s)
 	                  lr_spec_step_name(spec, (size_t)s->next_step));
 }
 
-int lr_task_status_from(const char *id, const lr_task_records *rec,
-                        lr_task_status *out, lr_err *err)
+/* The status of the records and of a cancel request (cancel NULL: none). */
+static int status_from(const char *id, const lr_task_records *rec, const lr_kv *cancel,
+                       lr_task_status *out, lr_err *err)
 {
 	json_t *spec = NULL;
 	lr_err spec_why = { 0 }, ckpt_why = { 0 };
@@ -321,6 +338,8 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 		rc = note_spec(out, spec, &spec_why);
 	if (rc == 0)
 		rc = step_name_of(spec, out);
+	if (rc == 0)
+		rc = from_cancel(cancel, out);
 	json_decref(spec);
 	if (rc != 0) {
 		lr_task_status_clear(out);
@@ -329,10 +348,45 @@ int lr_task_status_from(const char *id, const lr_task_records *rec,
 	return 0;
 }
 
+int lr_task_status_from(const char *id, const lr_task_records *rec,
+                        lr_task_status *out, lr_err *err)
+{
+	return status_from(id, rec, NULL, out, err);
+}
+
+/* What status reads of a task, in one txn with the others: its records,
+ * then its cancel request. */
+#define STATUS_OPS (LR_TASK_RECORD_OPS + 1)
+
+static void status_ops(const lr_client *c, lr_txn *t, const char *id)
+{
+	char key[LR_KEY_SIZE];
+
+	lr_task_records_ops(c, t, LR_THEN, id);
+	lr_key(c, LR_K_CANCEL, id, key);
+	lr_txn_get(t, LR_THEN, key, 0);
+}
+
+/* The status of the task whose STATUS_OPS start at op `first` of r; a
+ * task purged since its key was listed leaves out->id empty. */
+static int status_at(const lr_txn_result *r, size_t first, const char *id,
+                     lr_task_status *out, lr_err *err)
+{
+	lr_task_records rec;
+	int rc = lr_task_records_at(r, first, &rec, err);
+
+	memset(out, 0, sizeof(*out));
+	if (rc != 0 || rec.task == NULL)
+		return rc;
+	if (r->ops[first + LR_TASK_RECORD_OPS].type != LR_OP_RANGE)
+		return lr_err_set(err, LR_EINTERNAL, "txn reply: result %zu is not a range",
+		                  first + LR_TASK_RECORD_OPS);
+	return status_from(id, &rec, kv_of(&r->ops[first + LR_TASK_RECORD_OPS]), out, err);
+}
+
 int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 {
 	lr_txn_result r;
-	lr_task_records rec;
 	int rc;
 
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, out))
@@ -341,13 +395,19 @@ int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)
 	rc = lr_check_task_id("status", id, err);
 	if (rc != 0)
 		return rc;
-	rc = lr_task_records_read(c, id, &r, &rec, err);
+	lr_txn *t = lr_txn_new();
+	if (t == NULL)
+		return lr_err_set(err, LR_ENOMEM, "read task %s: out of memory", id);
+	/* A txn without compares: reads at one revision, so the state never
+	 * mixes a claim with a done record of another moment. */
+	status_ops(c, t, id);
+	rc = lr_etcd_txn(lr_client_etcd(c), t, LR_CALL_RETRY, &r, err);
+	lr_txn_free(t);
 	if (rc != 0)
-		return rc;
-	if (rec.task == NULL)
+		return lr_err_wrap(err, rc, "read task %s", id);
+	rc = status_at(&r, 0, id, out, err);
+	if (rc == 0 && out->id[0] == '\0')
 		rc = lr_err_set(err, LR_ENOTFOUND, "no such task %s", id);
-	else
-		rc = lr_task_status_from(id, &rec, out, err);
 	lr_txn_result_free(&r);
 	/* Earlier outcomes of a retried task. */
 	char key[LR_KEY_SIZE];
@@ -488,17 +548,14 @@ static int may_match(const struct listing *l, const char *id)
 	return !claimed && !done;
 }
 
-static int keep_status(struct listing *l, const char *id,
-                       const lr_task_records *rec, lr_err *err)
+static int keep_status(struct listing *l, const char *id, const lr_txn_result *r,
+                       size_t first, lr_err *err)
 {
 	lr_task_status s;
-	int rc;
+	int rc = status_at(r, first, id, &s, err);
 
-	if (rec->task == NULL)
-		return 0; /* purged since the keys were listed */
-	rc = lr_task_status_from(id, rec, &s, err);
-	if (rc != 0)
-		return rc;
+	if (rc != 0 || s.id[0] == '\0')
+		return rc; /* an error, or purged since the keys were listed */
 	if ((l->filter >= 0 && (int)s.state != l->filter) ||
 	    (l->limit > 0 && l->n >= l->limit)) {
 		lr_task_status_clear(&s);
@@ -518,13 +575,12 @@ static int read_batch(struct listing *l, struct task_ref *const *ids,
 {
 	lr_txn *t = lr_txn_new();
 	lr_txn_result r;
-	lr_task_records rec;
 	int rc;
 
 	if (t == NULL)
 		return lr_err_set(err, LR_ENOMEM, "list tasks: out of memory");
 	for (size_t i = 0; i < n; i++)
-		lr_task_records_ops(l->c, t, LR_THEN, ids[i]->id);
+		status_ops(l->c, t, ids[i]->id);
 	rc = lr_etcd_txn(lr_client_etcd(l->c), t, LR_CALL_RETRY, &r, err);
 	lr_txn_free(t);
 	if (rc != 0 && n > 1 && lr_etcd_too_many_ops(rc, err)) {
@@ -536,11 +592,8 @@ static int read_batch(struct listing *l, struct task_ref *const *ids,
 	}
 	if (rc != 0)
 		return lr_err_wrap(err, rc, "list tasks");
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		rc = lr_task_records_at(&r, i * LR_TASK_RECORD_OPS, &rec, err);
-		if (rc == 0)
-			rc = keep_status(l, ids[i]->id, &rec, err);
-	}
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = keep_status(l, ids[i]->id, &r, i * STATUS_OPS, err);
 	lr_txn_result_free(&r);
 	return rc;
 }

@@ -7,10 +7,13 @@
 #include <jansson.h>
 
 #include "base/error.h"
+#include "base/utf8.h"
 #include "locks/table.h"
 
 /* The key's value ({"holder","runner","host","since"}) with what is
- * held added in front. */
+ * held added in front. A holder is the rest of a key, which may hold any
+ * bytes: it goes into JSON with U+FFFD for each that is no character,
+ * rather than being left out. */
 static json_t *entry(const char *value)
 {
 	json_t *v = value != NULL ? json_loads(value, 0, NULL) : NULL;
@@ -23,7 +26,7 @@ static void on_lock(void *user, const char *path, lr_lock_mode mode, const char 
 	json_t *e = entry(value);
 	json_object_set_new(e, "lock", json_string(path));
 	json_object_set_new(e, "mode", json_string(lr_lock_mode_name(mode)));
-	json_object_set_new(e, "holder", json_string(holder));
+	json_object_set_new(e, "holder", lr_json_string_lossy(holder));
 	json_array_append_new(user, e);
 }
 
@@ -33,7 +36,7 @@ static void on_slot(void *user, const char *pool, int index, const char *holder,
 	json_t *e = entry(value);
 	json_object_set_new(e, "pool", json_string(pool));
 	json_object_set_new(e, "slot", json_integer(index));
-	json_object_set_new(e, "holder", json_string(holder));
+	json_object_set_new(e, "holder", lr_json_string_lossy(holder));
 	json_array_append_new(user, e);
 }
 
@@ -55,8 +58,9 @@ static void on_want(void *user, const char *holder, const lr_lockset *set, int64
 	                lr_lock_table_can_take(w->t, set, holder, rev, slots, NULL, NULL, why,
 	                                       sizeof(why));
 	json_t *e = entry(value);
-	json_object_set_new(e, "holder", json_string(holder));
-	json_object_set_new(e, "waiting_for", free_now ? json_null() : json_string(why));
+	json_object_set_new(e, "holder", lr_json_string_lossy(holder));
+	json_object_set_new(e, "waiting_for",
+	                    free_now ? json_null() : lr_json_string_lossy(why));
 	json_array_append_new(w->list, e);
 }
 

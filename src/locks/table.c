@@ -7,6 +7,7 @@
  * is in the way of deletes it (lr_locks_clear_strays). One owner thread. */
 #include "locks/table.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "client/walk.h"
 #include "records/schedule.h"
 
@@ -301,6 +303,29 @@ static bool put_want(lr_lock_table *t, const lr_kv *kv)
 	return true;
 }
 
+/* snprintf into buf that never ends inside a character: holders and
+ * hosts come from keys and values of any length, and a cut must leave
+ * text that JSON and a terminal take. */
+static void say(char *buf, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n < size)
+		return;
+	/* Cut: the last character's lead byte, back over at most three
+	 * continuation bytes; dropped when its character is incomplete. */
+	size_t len = strlen(buf), at = len;
+	while (at > 0 && len - at < 3 && ((unsigned char)buf[at - 1] & 0xC0) == 0x80)
+		at--;
+	if (at > 0 && (unsigned char)buf[at - 1] >= 0xC0 &&
+	    lr_utf8_char_len((const unsigned char *)buf + at - 1, len - at + 1) == 0)
+		buf[at - 1] = '\0';
+}
+
 /* Lower bound of id in the deps, kept sorted. */
 static size_t dep_at(const lr_lock_table *t, const char *id)
 {
@@ -455,22 +480,24 @@ bool lr_lock_table_waits_first(const lr_lock_table *t, const char *holder, char 
 			char at[LR_TIME_BUF];
 			lr_rfc3339_format(w->not_before_ms, at);
 			if (why != NULL)
-				snprintf(why, size, "not before %s", at);
+				say(why, size, "not before %s", at);
 			return true;
 		}
 		if (dep != NULL && why != NULL)
-			snprintf(why, size, "after %s, which has not finished", dep);
+			say(why, size, "after %s, which has not finished", dep);
 		return dep != NULL;
 	}
 	return false;
 }
 
 /* Up to this many dependencies read in one txn: two reads each, within
- * etcd's 128 operations a txn (--max-txn-ops). */
+ * etcd's 128 operations a txn (--max-txn-ops). An etcd run with a lower
+ * one gets fewer. */
 #define DEP_READS 64
 
-static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
-                     lr_err *err)
+/* Read ids[0..n) in one txn. */
+static int read_deps_once(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
+                          lr_err *err)
 {
 	lr_txn *txn = lr_txn_new();
 	if (txn == NULL)
@@ -493,6 +520,25 @@ static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, siz
 	return 0;
 }
 
+/* Read ids[0..n), *per_txn a txn; halved (for the later reads too) while
+ * etcd refuses that many ops. */
+static int read_deps(lr_lock_table *t, lr_client *c, const char *const *ids, size_t n,
+                     size_t *per_txn, lr_err *err)
+{
+	int rc = 0;
+	for (size_t from = 0; rc == 0 && from < n;) {
+		size_t k = n - from < *per_txn ? n - from : *per_txn;
+		rc = read_deps_once(t, c, ids + from, k, err);
+		if (rc != 0 && k > 1 && lr_etcd_too_many_ops(rc, err)) {
+			*per_txn = k / 2;
+			rc = 0;
+			continue;
+		}
+		from += k;
+	}
+	return rc;
+}
+
 static bool queued(const char *const *ids, size_t n, const char *id)
 {
 	for (size_t i = 0; i < n; i++)
@@ -505,7 +551,7 @@ int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *se
                             int64_t request_rev, lr_err *err)
 {
 	const char *ids[DEP_READS];
-	size_t n = 0;
+	size_t n = 0, per_txn = DEP_READS;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < t->n_wants; i++) {
 		const struct want *w = &t->wants[i];
@@ -522,13 +568,13 @@ int lr_lock_table_load_deps(lr_lock_table *t, lr_client *c, const lr_lockset *se
 				continue; /* read already, or about to be */
 			ids[n++] = id;
 			if (n == DEP_READS) {
-				rc = read_deps(t, c, ids, n, err);
+				rc = read_deps(t, c, ids, n, &per_txn, err);
 				n = 0;
 			}
 		}
 	}
 	if (rc == 0 && n > 0)
-		rc = read_deps(t, c, ids, n, err);
+		rc = read_deps(t, c, ids, n, &per_txn, err);
 	return rc;
 }
 
@@ -551,7 +597,7 @@ static void who(const char *holder, const char *value, char *buf, size_t size)
 	const char *colon = strchr(holder, ':');
 	int kind = colon != NULL ? (int)(colon - holder) : 0;
 	const char *name = colon != NULL ? colon + 1 : holder;
-	snprintf(buf, size, "%.*s%s%s%s%s", kind, holder, kind > 0 ? " " : "", name,
+	say(buf, size, "%.*s%s%s%s%s", kind, holder, kind > 0 ? " " : "", name,
 	         at != NULL ? " on " : "", at != NULL ? at : "");
 	json_decref(v);
 }
@@ -567,7 +613,7 @@ static bool blocked_by_lock(const lr_lock_table *t, const lr_lock_node *n,
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];
 			who(h->holder, h->value, by, sizeof(by));
-			snprintf(why, size, "%s %s held by %s", lr_lock_mode_name(h->mode), h->path,
+			say(why, size, "%s %s held by %s", lr_lock_mode_name(h->mode), h->path,
 			         by);
 		}
 		return true;
@@ -592,7 +638,7 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 		if (s->index >= l->n) {
 			if (why != NULL) {
 				who(s->holder, s->value, by, sizeof(by));
-				snprintf(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
+				say(why, size, "pool %s: slot %d held by %s, beyond this limit of %d",
 				         l->key, s->index, by, l->n);
 			}
 			return -1;
@@ -612,10 +658,10 @@ static int free_slot(const lr_lock_table *t, const lr_limit *l, const char *hold
 	}
 	if (why != NULL && tightest != NULL) {
 		who(tightest->holder, tightest->value, by, sizeof(by));
-		snprintf(why, size, "pool %s full: %d held, and %s runs under a limit of %d",
+		say(why, size, "pool %s full: %d held, and %s runs under a limit of %d",
 		         l->key, held, by, tightest->limit);
 	} else if (why != NULL) {
-		snprintf(why, size, "pool %s full: %d of %d slots held", l->key, held, l->n);
+		say(why, size, "pool %s full: %d of %d slots held", l->key, held, l->n);
 	}
 	return -1;
 }
@@ -729,7 +775,7 @@ bool lr_lock_table_can_take(const lr_lock_table *t, const lr_lockset *set,
 		if (why != NULL) {
 			char by[LR_HOLDER_SIZE + 300];
 			who(w->holder, NULL, by, sizeof(by));
-			snprintf(why, size, "behind %s, which asked first", by);
+			say(why, size, "behind %s, which asked first", by);
 		}
 		return false;
 	}

@@ -605,6 +605,71 @@ TEST(status_shows_a_long_step_name_whole_or_cut_between_characters)
 	lr_client_close(c);
 }
 
+/* A lock's holder and host are whatever its key and value hold: long
+ * ones are shown whole to a pipe and in JSON, cut between characters on
+ * a terminal, and what a request waits for names them without cutting
+ * inside a character (the JSON keeps it, the table does not say "free
+ * now"). No output holds invalid UTF-8. */
+TEST(locks_shows_long_holders_whole_or_cut_between_characters)
+{
+	lr_client *c = fixture_client("cli_locks_utf8");
+	cli_use_client(c);
+	char name[361], host[602], key[800], value[700], shown[400];
+	for (int i = 0; i < 180; i++)
+		memcpy(name + 2 * i, "\xc3\xa9", 2);
+	name[360] = '\0';
+	host[0] = 'h';
+	for (int i = 0; i < 300; i++)
+		memcpy(host + 1 + 2 * i, "\xc3\xbc", 2);
+	host[601] = '\0';
+	int64_t lease = fixture_lease(c, 30);
+	lr_err e = { 0 }; /* keys longer than fixture_put takes */
+	snprintf(key, sizeof(key), "%slocks/x/#3X/run:%s", lr_client_prefix(c), name);
+	snprintf(value, sizeof(value), "{\"host\":\"%s\",\"since\":\"2026-11-24T00:00:00Z\"}",
+	         host);
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, value, strlen(value), lease, NULL, NULL, &e),
+	         &e);
+	snprintf(key, sizeof(key), "%swants/run:w%s", lr_client_prefix(c), name);
+	snprintf(value, sizeof(value), "{\"locks\":{\"x\":\"X\"},\"host\":\"box-2\"}");
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, value, strlen(value), lease, NULL, NULL, &e),
+	         &e);
+
+	/* A holder with a byte that is no character (put by hand). */
+	snprintf(key, sizeof(key), "%slocks/y/#0IS/run:bad\xff", lr_client_prefix(c));
+	CHECK_OK(lr_kv_put(lr_client_etcd(c), key, "{}", 2, lease, NULL, NULL, &e), &e);
+
+	proc_result r = RUN("locks");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	CHECK_HAS(r.out, "run bad\xef\xbf\xbd");
+	snprintf(shown, sizeof(shown), "run %s", name);
+	CHECK_HAS(r.out, shown);
+	snprintf(shown, sizeof(shown), "run w%s", name);
+	CHECK_HAS(r.out, shown);
+	CHECK(strstr(r.out, "free now") == NULL);
+	CHECK_HAS(r.out, "X x held by run \xc3\xa9");
+	proc_result_free(&r);
+	const char *const table[] = { "locks", NULL };
+	r = cli_run_tty_cols(table, 120);
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	proc_result_free(&r);
+	r = RUN("locks", "--json");
+	CHECK_INT(r.status, ==, 0);
+	CHECK(valid_utf8(r.out));
+	json_t *doc = json_loads(r.out, 0, NULL);
+	json_t *held = json_array_get(json_object_get(doc, "held"), 0);
+	json_t *want = json_array_get(json_object_get(doc, "waiting"), 0);
+	snprintf(shown, sizeof(shown), "run:%s", name);
+	CHECK_STR(json_string_value(json_object_get(held, "holder")), shown);
+	const char *why = json_string_value(json_object_get(want, "waiting_for"));
+	CHECK(why != NULL && strncmp(why, "X x held by run \xc3\xa9", 18) == 0);
+	json_decref(doc);
+	proc_result_free(&r);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
+	lr_client_close(c);
+}
+
 TEST(unknown_task_ids_exit_4)
 {
 	lr_client *c = fixture_client("cli_unknown");
@@ -646,6 +711,67 @@ TEST(cancel_says_what_it_did)
 	r = RUN("cancel", "b");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
+	proc_result_free(&r);
+	lr_client_close(c);
+}
+
+/* A cancel request outlives a holder that died: once its claim is gone
+ * the task is pending again, and status says that a cancel is asked for
+ * (in the table's STATE and in --json) until the task ends. */
+TEST(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task)
+{
+	lr_client *c = fixture_client("cli_cancel_req");
+	cli_use_client(c);
+	proc_result r = RUN_STDIN("{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
+	                          "submit");
+	proc_result_free(&r);
+	r = RUN("status", "b", "--json");
+	json_t *o = json_loads(r.out, 0, NULL);
+	CHECK(json_is_false(json_object_get(o, "cancel_requested")));
+	CHECK(json_is_null(json_object_get(o, "cancel_requested_at")));
+	json_decref(o);
+	proc_result_free(&r);
+	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
+	lr_rfc3339_now(cl.claimed_at);
+	char *v = lr_claim_encode(&cl);
+	fixture_put(c, LR_K_CLAIMS, "b", v, cl.lease);
+	free(v);
+	r = RUN("cancel", "b");
+	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
+	proc_result_free(&r);
+	r = RUN("status", "b");
+	CHECK_HAS(r.out, "  running (cancel requested)  ");
+	proc_result_free(&r);
+
+	lr_err e = { 0 }; /* the holder died: its lease is gone */
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), cl.lease, &e), &e);
+	const char *const views[][3] = { { "status", "b" }, { "status" } };
+	for (size_t i = 0; i < 2; i++) {
+		r = cli_run(NULL, views[i][0], views[i][1], (char *)NULL);
+		CHECK_INT(r.status, ==, 0);
+		CHECK_HAS(r.out, "  pending (cancel requested)  ");
+		proc_result_free(&r);
+	}
+	r = RUN("status", "--json");
+	o = json_loads(r.out, 0, NULL);
+	json_t *b = json_array_get(o, 0);
+	CHECK_STR(json_string_value(json_object_get(b, "state")), "pending");
+	CHECK(json_is_true(json_object_get(b, "cancel_requested")));
+	CHECK(json_string_value(json_object_get(b, "cancel_requested_at")) != NULL);
+	json_decref(o);
+	proc_result_free(&r);
+	r = RUN("status", "--state", "pending"); /* still a pending task */
+	CHECK_HAS(r.out, "pending (cancel requested)");
+	proc_result_free(&r);
+
+	r = RUN("cancel", "b"); /* not claimed now: it ends at once */
+	CHECK_STR(r.out, "cancelled b\n");
+	proc_result_free(&r);
+	r = RUN("status", "b", "--json");
+	o = json_loads(r.out, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(o, "state")), "cancelled");
+	CHECK(json_is_false(json_object_get(o, "cancel_requested")));
+	json_decref(o);
 	proc_result_free(&r);
 	lr_client_close(c);
 }
@@ -774,6 +900,46 @@ TEST(status_json_of_many_tasks_that_cannot_be_written_says_why)
 		CHECK(strstr(r.err, "out of memory") == NULL);
 		proc_result_free(&r);
 	}
+	lr_client_close(c);
+}
+
+/* runners --json and locks --json longer than stdout's buffer: the write
+ * fails while the document is printed, and the command says why (exit 1),
+ * as status --json does. */
+TEST(runners_and_locks_json_that_cannot_be_written_say_why)
+{
+	lr_client *c = fixture_client("cli_full_json");
+	cli_use_client(c);
+	int64_t lease = fixture_lease(c, 30);
+	char host[201], value[400], name[64];
+	memset(host, 'h', sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "box-%02d", i);
+		snprintf(value, sizeof(value), "{\"pid\":7,\"host\":\"%s\",\"concurrency\":1,"
+		         "\"ttl\":30,\"started_at\":\"2026-11-24T00:00:00Z\",\"version\":\"1\"}",
+		         host);
+		fixture_put(c, "runners/", name, value, lease);
+		snprintf(name, sizeof(name), "p/a%02d/#3X/run:box-%02d", i, i);
+		snprintf(value, sizeof(value), "{\"host\":\"%s\",\"since\":"
+		         "\"2026-11-24T00:00:00Z\"}", host);
+		fixture_put(c, "locks/", name, value, lease);
+	}
+	const char *const cmds[][3] = { { "runners", "--json" }, { "locks", "--json" } };
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		proc_result r = RUN(cmds[i][0], cmds[i][1]);
+		CHECK_INT(r.status, ==, 0);
+		CHECK(strlen(r.out) > 8192);
+		proc_result_free(&r);
+		r = cli_run_stdout_to("/dev/full", cmds[i]);
+		if (r.status != 1 ||
+		    strstr(r.err, "leaserun: writing the output: No space left on device") == NULL)
+			TEST_FAIL("%s --json >/dev/full: exit %d, stderr \"%s\"", cmds[i][0],
+			          r.status, r.err);
+		proc_result_free(&r);
+	}
+	lr_err e = { 0 };
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
 	lr_client_close(c);
 }
 
@@ -1168,11 +1334,14 @@ TEST_LIST(
 	TEST_CASE(status_on_a_terminal_adds_progress_bars_and_totals),
 	TEST_CASE(status_on_a_narrow_terminal_fits_each_row_and_status_id_shows_the_error),
 	TEST_CASE(status_shows_a_long_step_name_whole_or_cut_between_characters),
+	TEST_CASE(locks_shows_long_holders_whole_or_cut_between_characters),
 	TEST_CASE(unknown_task_ids_exit_4),
 	TEST_CASE(cancel_says_what_it_did),
+	TEST_CASE(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task),
 	TEST_CASE(runners_and_purge_print_their_results),
 	TEST_CASE(output_that_cannot_be_written_exits_1),
 	TEST_CASE(status_json_of_many_tasks_that_cannot_be_written_says_why),
+	TEST_CASE(runners_and_locks_json_that_cannot_be_written_say_why),
 	TEST_CASE(every_worker_log_line_names_the_runner),
 	TEST_CASE(a_runner_name_held_by_an_unreadable_record_is_refused_saying_so),
 	TEST_CASE(bad_flags_and_arguments_exit_2_with_a_reason),

@@ -98,6 +98,38 @@ TEST(status_says_what_a_task_of_64_dependencies_waits_for)
 	lr_client_close(c);
 }
 
+/* An etcd run with a low --max-txn-ops (16): the reads of a task's 12
+ * dependencies (three each for status, two each for its lock request)
+ * are split into txns it takes, instead of failing with "too many
+ * operations in txn request". All but the last have succeeded. */
+TEST(status_and_locks_read_many_dependencies_from_an_etcd_with_a_low_max_txn_ops)
+{
+	static const char *const low[] = { "--max-txn-ops=16", NULL };
+	etcdh_opts opts = { .members = 1, .extra_args = low };
+	etcdh_cluster *small = NULL;
+	CHECK(etcdh_start(&opts, &small) == 0);
+	snprintf(cli_env_endpoints, sizeof(cli_env_endpoints), "%s", etcdh_endpoint(small, 0));
+	snprintf(cli_env_prefix, sizeof(cli_env_prefix), "/leaserun/");
+	char lines[12 * 120] = "", deps[12 * 8] = "", spec[12 * 8 + 200];
+	for (int i = 0; i < 11; i++)
+		snprintf(lines + strlen(lines), sizeof(lines) - strlen(lines),
+		         "{\"id\":\"p%d\"," ONE_STEP "}\n", i);
+	check_exit(RUN_STDIN(lines, "submit", "--jsonl"), 0, NULL);
+	check_exit(RUN("worker", "--exit-when-idle", "--ttl", "2", "--concurrency", "4"), 0,
+	           NULL);
+	check_exit(RUN_STDIN("{\"id\":\"p11\"," ONE_STEP "}", "submit"), 0, NULL);
+	for (int i = 0; i < 12; i++)
+		snprintf(deps + strlen(deps), sizeof(deps) - strlen(deps), "%s\"p%d\"",
+		         i > 0 ? "," : "", i);
+	snprintf(spec, sizeof(spec), "{\"id\":\"d\",\"after\":[%s],\"locks\":{\"x\":\"X\"},"
+	         ONE_STEP "}", deps);
+	check_exit(RUN_STDIN(spec, "submit"), 0, NULL);
+	check_out(RUN("status", "d"), "after p11, which is pending");
+	check_out(RUN("status", "--state", "pending"), "after p11, which is pending");
+	check_out(RUN("locks"), "after p11, which has not finished");
+	etcdh_destroy(small);
+}
+
 /* A chain in one input: each spec names the one before it, which a bulk
  * submit must have created first, however many creates are in flight. */
 TEST(bulk_submit_may_name_tasks_earlier_in_the_same_input)
@@ -271,6 +303,7 @@ TEST_LIST(
 	TEST_CASE(invalid_queue_fields_exit_2_naming_the_field_and_store_nothing),
 	TEST_CASE(submit_after_an_unknown_task_exits_4_and_status_says_what_one_waits_for),
 	TEST_CASE(status_says_what_a_task_of_64_dependencies_waits_for),
+	TEST_CASE(status_and_locks_read_many_dependencies_from_an_etcd_with_a_low_max_txn_ops),
 	TEST_CASE(bulk_submit_may_name_tasks_earlier_in_the_same_input),
 	TEST_CASE(status_says_what_delayed_tasks_wait_for_in_short_and_long_lists),
 	TEST_CASE(retry_refuses_what_it_cannot_retry_and_status_shows_the_history),
