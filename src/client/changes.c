@@ -1,5 +1,5 @@
 /* changes.c - "something changed" for a task or all tasks, as an eventfd
- * set by watchers of tasks/, claims/, checkpoints/ and done/, and of
+ * set by watchers of tasks/, claims/, checkpoints/, done/ and cancel/, and of
  * locks/ and slots/ for what pending tasks wait for; and whether etcd
  * answers them.
  * Threads: see changes.h; `dead` is an atomic shared with the watch, `mu`
@@ -19,12 +19,12 @@
 #include "etcd/watch.h"
 
 static const char *const kinds[] = {
-	LR_K_TASKS, LR_K_CLAIMS, LR_K_CHECKPOINTS, LR_K_DONE,
+	LR_K_TASKS, LR_K_CLAIMS, LR_K_CHECKPOINTS, LR_K_DONE, LR_K_CANCEL,
 	/* what pending tasks wait for: watched whole, whatever the id */
 	LR_K_LOCKS, LR_K_SLOTS,
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
-#define FIRST_WHOLE 4
+#define FIRST_WHOLE 5
 
 struct lr_changes {
 	lr_client *client;

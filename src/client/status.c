@@ -375,13 +375,14 @@ static int status_at(const lr_txn_result *r, size_t first, const char *id,
 	lr_task_records rec;
 	int rc = lr_task_records_at(r, first, &rec, err);
 
+	size_t at = first + LR_TASK_RECORD_OPS; /* the cancel request */
 	memset(out, 0, sizeof(*out));
+	if (rc == 0 && (r->n_ops <= at || r->ops[at].type != LR_OP_RANGE))
+		rc = lr_err_set(err, LR_EINTERNAL, "txn reply: no range result %zu of %zu", at,
+		                r->n_ops);
 	if (rc != 0 || rec.task == NULL)
 		return rc;
-	if (r->ops[first + LR_TASK_RECORD_OPS].type != LR_OP_RANGE)
-		return lr_err_set(err, LR_EINTERNAL, "txn reply: result %zu is not a range",
-		                  first + LR_TASK_RECORD_OPS);
-	return status_from(id, &rec, kv_of(&r->ops[first + LR_TASK_RECORD_OPS]), out, err);
+	return status_from(id, &rec, kv_of(&r->ops[at]), out, err);
 }
 
 int lr_task_get(lr_client *c, const char *id, lr_task_status *out, lr_err *err)

@@ -1,5 +1,6 @@
 /* test_status_watch.c - `leaserun status --watch` redraws when a task
- * changes in etcd (a watch), and not otherwise: no timer; it says when
+ * changes in etcd (a watch), a cancel request included, and not
+ * otherwise: no timer; it says when
  * etcd stops answering, and redraws when it is back. */
 #include <signal.h>
 #include <stdio.h>
@@ -7,7 +8,11 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "client/client.h"
+#include "etcd/kv.h"
+#include "etcd/lease.h"
 #include "fleet.h"
+#include "records/record.h"
 #include "servers.h"
 #include "test.h"
 
@@ -67,6 +72,43 @@ TEST(status_watch_redraws_on_a_change_and_only_then)
 	CHECK_HAS(strstr(text, "\nID ") != NULL ? strstr(text, "\nID ") : text, "seen");
 	free(text);
 	CHECK_INT(proc_stop(&watch, SIGTERM, 5000), ==, 0);
+	fleet_destroy(&f);
+}
+
+/* A cancel request alone (its holder still stopping the task, or dead)
+ * changes what status shows: it is redrawn. */
+TEST(status_watch_redraws_when_a_cancel_is_requested)
+{
+	fleet f;
+	proc_bg watch;
+	char log[320];
+	lr_err err = { 0 };
+	fleet_init(&f, etcdh_endpoints(web_etcd), "cancelling");
+	fleet_submit(&f, "held", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
+	/* Held by a runner that does nothing: a claim on a lease of its own. */
+	int64_t lease = 0, granted = 0, sent = 0;
+	CHECK_OK(lr_lease_grant(lr_client_etcd(f.client), 30, &lease, &granted, &sent, &err),
+	         &err);
+	lr_claim_rec cl = { .runner = "box-1", .lease = lease };
+	lr_rfc3339_now(cl.claimed_at);
+	char *v = lr_claim_encode(&cl);
+	char key[LR_KEY_SIZE];
+	lr_key(f.client, LR_K_CLAIMS, "held", key);
+	CHECK_OK(lr_kv_put(lr_client_etcd(f.client), key, v, strlen(v), lease, NULL, NULL, &err),
+	         &err);
+	free(v);
+	start_watch(&f, &watch, log);
+	int drawn = frames(log);
+	proc_result r = proc_cli(NULL, NULL, "cancel", "held", "--endpoints", f.endpoints,
+	                         "--prefix", f.prefix, (char *)NULL);
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	CHECK(wait_frames(log, drawn + 1, 5000) >= 0);
+	char *text = proc_slurp(log);
+	CHECK_HAS(text, "running (cancel requested)"); /* not in the first frame */
+	free(text);
+	CHECK_INT(proc_stop(&watch, SIGTERM, 5000), ==, 0);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(f.client), lease, &err), &err);
 	fleet_destroy(&f);
 }
 
@@ -141,6 +183,7 @@ TEST(status_watch_says_when_etcd_is_unreachable_and_redraws_when_it_is_back)
 }
 
 TEST_LIST(TEST_CASE(status_watch_redraws_on_a_change_and_only_then),
+          TEST_CASE(status_watch_redraws_when_a_cancel_is_requested),
           TEST_CASE(status_watch_says_when_etcd_is_unreachable_and_redraws_when_it_is_back));
 
 TEST_MAIN(web_etcd_start, web_etcd_stop)
