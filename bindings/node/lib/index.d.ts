@@ -80,6 +80,10 @@ export interface TaskStatus {
 	runner: string | null;
 	error: string | null;
 	updatedAt: string | null;
+	/** Pending or running: when a cancel was requested ("" when the request
+	 * does not say), until the task ends (a holder stopping it, or a dead
+	 * holder's task waiting for a runner to end it); null when not asked. */
+	cancelRequestedAt: string | null;
 	createRevision: number;
 }
 

@@ -62,6 +62,7 @@ Napi::Object StatusObject(Napi::Env env, const lr_task_status &s)
 	o.Set("runner", StrOrNull(env, s.runner));
 	o.Set("error", StrOrNull(env, s.error));
 	o.Set("updatedAt", StrOrNull(env, s.updated_at));
+	o.Set("cancelRequestedAt", StrOrNull(env, s.cancel_requested_at));
 	o.Set("createRevision", static_cast<double>(s.create_revision));
 	return o;
 }

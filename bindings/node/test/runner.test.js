@@ -192,20 +192,27 @@ test('cancel fires step.signal at once and ends the task cancelled', async (t) =
 	let t0 = 0;
 	let reason;
 	let checkpointed;
+	let stopping;
 	startRunner(t, c, { name: 'cancel' }, (r) => {
 		r.handle('wait', async (step) => {
 			started = true;
 			await new Promise((resolve) => step.signal.addEventListener('abort', resolve));
 			abortedAfter = Date.now() - t0;
 			reason = step.signal.reason;
+			stopping = await c.status('long'); // the holder has not ended it yet
 			checkpointed = await step.checkpoint().then(() => 'committed', (err) => err);
 		});
 	});
 	await c.submit(spec('long', ['wait']));
 	await waitFor(() => started);
+	assert.equal((await c.status('long')).cancelRequestedAt, null);
 	t0 = Date.now();
 	await c.cancel('long');
-	assert.equal((await waitDone(c, 'long')).state, 'cancelled');
+	const done = await waitDone(c, 'long');
+	assert.equal(done.state, 'cancelled');
+	assert.equal(done.cancelRequestedAt, null); // over once it ended
+	assert.equal(stopping.state, 'running');
+	assert.match(stopping.cancelRequestedAt, /^\d{4}-\d\d-\d\dT/);
 	// Checked here: a failed assertion in the handler would only retry it.
 	await waitFor(() => checkpointed, 5000, 'the handler to end');
 	assert.equal(reason.code, 'LR_ECANCELLED');
