@@ -371,6 +371,43 @@ TEST(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back)
 	fleet_destroy(&f);
 }
 
+/* libmicrohttpd keeps the request and the reply's headers in one memory
+ * pool per connection: a request that nearly filled it used to get no
+ * answer at all. Every size around the limit gets one: the page up to
+ * 32 KiB of request line and headers, 431 beyond. */
+TEST(every_request_around_the_size_limit_gets_an_answer)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE];
+	enum { FROM = 30000, TO = 34000, STEP = 20, LIMIT = 32 * 1024 };
+	char *req = malloc(TO + 1);
+	int silent = 0, wrong = 0;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "sizes");
+	web_start(&web, &f, false, addr);
+	for (int size = FROM; size <= TO; size += STEP) {
+		int n = snprintf(req, TO, "GET / HTTP/1.1\r\nHost: %s\r\nX-Pad: ", addr);
+		memset(req + n, 'p', (size_t)(size - n - 4));
+		memcpy(req + size - 4, "\r\n\r\n", 4);
+		http_resp r = http_raw(addr, req, (size_t)size, 3000);
+		int want = size <= LIMIT ? 200 : 431;
+		if (r.status == -1 && silent++ < 3)
+			printf("# %d bytes: no answer\n", size);
+		else if (r.status != -1 && r.status != want && wrong++ < 3)
+			printf("# %d bytes: status %d, not %d\n", size, r.status, want);
+		http_resp_free(&r);
+	}
+	printf("# %d sizes from %d to %d bytes: %d without an answer, %d with another status\n",
+	       (TO - FROM) / STEP + 1, FROM, TO, silent, wrong);
+	CHECK_INT(silent, ==, 0);
+	CHECK_INT(wrong, ==, 0);
+	CHECK_INT(status_of(addr, "GET", "/", NULL, NULL), ==, 200);
+	free(req);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -399,6 +436,7 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
           TEST_CASE(event_streams_leave_room_for_requests),
           TEST_CASE(one_address_cannot_take_every_connection),
+          TEST_CASE(every_request_around_the_size_limit_gets_an_answer),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
           TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
