@@ -52,6 +52,7 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&w->built, NULL);
 
 	rc = lr_fleet_new(c, web_changed, w, &w->fleet, err);
 	if (rc == 0)
@@ -108,6 +109,7 @@ void lr_web_stop(lr_web *w)
 	web_events_close_all(w); /* any that joined while stopping */
 	lr_fleet_free(w->fleet);
 	pthread_cond_destroy(&w->cond);
+	pthread_cond_destroy(&w->built);
 	pthread_mutex_destroy(&w->mu);
 	free(w->allow_hosts);
 	free(w);

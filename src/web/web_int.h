@@ -13,6 +13,9 @@
 #include "web/fleet.h"
 #include "web/web.h"
 
+/* An event's text, shared by the streams it is queued on (events.c). */
+struct web_text;
+
 struct web_client {
 	lr_http_stream *stream;
 	struct web_client *next;
@@ -34,7 +37,16 @@ struct lr_web {
 	struct web_client *clients;  /* open event streams */
 	size_t n_clients;
 	size_t n_opening;            /* streams being opened (places taken) */
-	size_t snapshot_len;         /* bytes of the last snapshot sent */
+	/* The snapshot pages get when they open, built once and shared (see
+	 * events.c), and the events sent since it began to be built. */
+	struct web_text *snap;
+	bool building;               /* a page is building it (without w->mu) */
+	bool since_lost;             /* an event could not be kept meanwhile */
+	pthread_cond_t built;        /* it was built */
+	struct web_text **since;
+	size_t n_since, cap_since, since_bytes;
+	size_t snapshot_len;         /* bytes of the last snapshot built */
+	size_t snapshots_built;      /* how many (the tests read it) */
 };
 
 /* ---- page.c -------------------------------------------------------------- */
@@ -51,7 +63,8 @@ void web_events_open(lr_web *w, lr_http_req *req);
 void web_changed(void *user);
 /* The publisher thread: pushes changes, heartbeats, lease TTLs. */
 void *web_publisher_main(void *arg);
-/* Close every stream (the server is stopping). */
+/* Close every stream and drop the shared snapshot (the server is
+ * stopping). */
 void web_events_close_all(lr_web *w);
 
 /* ---- page.c ---------------------------------------------------------------- */

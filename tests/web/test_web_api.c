@@ -17,6 +17,7 @@
 #include "httpc.h"
 #include "servers.h"
 #include "test.h"
+#include "web/web_int.h"
 
 
 #define SECRET_SPEC "{\"id\":\"%s\",\"env\":{\"API_TOKEN\":\"hunter2-value\"}," \
@@ -327,6 +328,71 @@ static long read_until(int fd, char **buf, size_t *len, size_t from, const char 
 	}
 }
 
+static size_t snapshots_built(lr_web *w)
+{
+	pthread_mutex_lock(&w->mu);
+	size_t n = w->snapshots_built;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
+/* Open an event stream on a new connection; -1 on failure. */
+static int open_events(const char *addr)
+{
+	static const char req[] = "GET /events HTTP/1.0\r\n\r\n";
+	int fd = http_connect(addr);
+	if (fd >= 0 && write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Building the snapshot of a large fleet takes a while: pages that open
+ * at once, or one after the other while nothing much changes, share one.
+ * A page that opens after a change still sees it. */
+TEST(pages_that_open_at_one_revision_share_one_snapshot)
+{
+	enum { PAGES = 8 };
+	fleet f;
+	lr_web *w = NULL;
+	lr_err e = { 0 };
+	char id[32], *buf[PAGES + 1] = { NULL };
+	size_t len[PAGES + 1] = { 0 };
+	int fds[PAGES + 1];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "share");
+	for (int i = 0; i < 20; i++) {
+		snprintf(id, sizeof(id), "t%02d", i);
+		fleet_submit(&f, id, SECRET_SPEC);
+	}
+	lr_web_opts o = { .listen = "127.0.0.1:0" };
+	CHECK_OK(lr_web_start(f.client, &o, &w, &e), &e);
+	for (int i = 0; i < PAGES; i++)
+		CHECK((fds[i] = open_events(lr_web_address(w))) >= 0);
+	for (int i = 0; i < PAGES; i++) {
+		long at = read_until(fds[i], &buf[i], &len[i], 0, "event: snapshot", 5000);
+		CHECK(at >= 0);
+		CHECK(read_until(fds[i], &buf[i], &len[i], (size_t)at, "\n\n", 5000) >= 0);
+		CHECK_HAS(buf[i], "\"t19\"");
+	}
+	printf("# %d pages opened at once: %zu snapshots built\n", PAGES, snapshots_built(w));
+	CHECK_INT(snapshots_built(w), ==, 1);
+	/* A change, then a page: the shared snapshot and the change after
+	 * it (or a new snapshot with it). */
+	fleet_submit(&f, "late", SECRET_SPEC);
+	CHECK(read_until(fds[0], &buf[0], &len[0], 0, "\"late\"", 5000) >= 0);
+	CHECK((fds[PAGES] = open_events(lr_web_address(w))) >= 0);
+	CHECK(read_until(fds[PAGES], &buf[PAGES], &len[PAGES], 0, "\"late\"", 5000) >= 0);
+	printf("# one more page after a change: %zu snapshots built\n", snapshots_built(w));
+	CHECK_INT(snapshots_built(w), ==, 1);
+	for (int i = 0; i <= PAGES; i++) {
+		close(fds[i]);
+		free(buf[i]);
+	}
+	lr_web_stop(w);
+	fleet_destroy(&f);
+}
+
 /* The page is told when etcd stops answering (with the time its data is
  * as of) and when it answers again: an event on the stream, and in the
  * snapshot of a page that opens meanwhile. */
@@ -437,6 +503,7 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(event_streams_leave_room_for_requests),
           TEST_CASE(one_address_cannot_take_every_connection),
           TEST_CASE(every_request_around_the_size_limit_gets_an_answer),
+          TEST_CASE(pages_that_open_at_one_revision_share_one_snapshot),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
           TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
