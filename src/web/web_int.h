@@ -16,6 +16,9 @@
 /* An event's text, shared by the streams it is queued on (events.c). */
 struct web_text;
 
+/* The records of the tasks whose detail was asked for (detail.c). */
+typedef struct web_details web_details;
+
 struct web_client {
 	lr_http_stream *stream;
 	struct web_client *next;
@@ -24,6 +27,7 @@ struct web_client {
 struct lr_web {
 	lr_client *client;
 	lr_fleet *fleet;
+	web_details *details;
 	lr_http *http;
 	bool allow_cancel;
 	char *allow_hosts;           /* comma-separated; NULL: none */
@@ -71,5 +75,18 @@ void web_events_close_all(lr_web *w);
 
 /* Every request (lr_http_handler). */
 void web_route(void *user, lr_http_req *req);
+/* Reply with o (stolen) as JSON, or {"message": msg}, with the page's
+ * headers. */
+void web_reply_json(lr_http_req *req, unsigned status, json_t *o);
+void web_reply_message(lr_http_req *req, unsigned status, const char *msg);
+
+/* ---- detail.c -------------------------------------------------------------- */
+
+/* NULL when out of memory. */
+web_details *web_details_new(void);
+void web_details_free(web_details *d);
+/* GET /api/tasks/ID: the task's detail, 404 when the view has no such
+ * task, 502 when etcd cannot be read, 503 when too many reads wait. */
+void web_task_detail(lr_web *w, lr_http_req *req, const char *id);
 
 #endif

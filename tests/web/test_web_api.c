@@ -2,6 +2,7 @@
  * stream and a task's detail never carry env values; cancel only when
  * allowed, and only from the page itself; unknown paths and methods. */
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,6 +349,84 @@ static int open_events(const char *addr)
 	return fd;
 }
 
+/* Txn calls etcd has served (a task's detail is read with one). */
+static double etcd_txns(void)
+{
+	char *text = metrics_get(etcdh_endpoints(web_etcd));
+	double n = metric_value(text, "grpc_server_handled_total{grpc_code=\"OK\","
+	                              "grpc_method=\"Txn\",grpc_service=\"etcdserverpb.KV\","
+	                              "grpc_type=\"unary\"}");
+	free(text);
+	CHECK(n >= 0);
+	return n;
+}
+
+struct asker {
+	pthread_t t;
+	const char *addr;
+	int ok;
+};
+
+static void *ask_detail(void *arg)
+{
+	struct asker *a = arg;
+	for (int i = 0; i < 5; i++)
+		a->ok += status_of(a->addr, "GET", "/api/task?id=d1", NULL, NULL) == 200;
+	return NULL;
+}
+
+/* 20 requests, then 8 clients asking 5 times each at once: how many Txns
+ * etcd served meanwhile. */
+static double txns_for_many_details(const char *addr)
+{
+	struct asker a[8];
+	double before = etcd_txns();
+	for (int i = 0; i < 20; i++)
+		CHECK_INT(status_of(addr, "GET", "/api/tasks/d1", NULL, NULL), ==, 200);
+	for (int i = 0; i < 8; i++) {
+		a[i] = (struct asker){ .addr = addr };
+		CHECK(pthread_create(&a[i].t, NULL, ask_detail, &a[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(a[i].t, NULL);
+		CHECK_INT(a[i].ok, ==, 5);
+	}
+	return etcd_txns() - before;
+}
+
+/* Pages asking for a task's detail in a loop (its spec may be 1 MiB) do
+ * not make etcd read it each time: it is read again when the watch says
+ * the task changed. */
+TEST(a_task_detail_is_read_from_etcd_again_only_when_the_task_changed)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], *body = NULL;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "detail");
+	fleet_submit(&f, "d1", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"echo '{\\\"n\\\":1}' "
+	                       ">$LEASERUN_STATE_OUT\"},{\"name\":\"b\",\"run\":\"sleep 30\"}]}");
+	web_start(&web, &f, false, addr);
+	double txns = txns_for_many_details(addr);
+	printf("# 60 requests for one task's detail: %.0f reads from etcd\n", txns);
+	CHECK(txns <= 1);
+	/* A runner commits the first step's state: the detail shows it. */
+	fleet_start(&f, 0, NULL);
+	int64_t t0 = lr_mono_ms();
+	bool seen = false;
+	while (!seen && lr_mono_ms() - t0 < 15000) {
+		CHECK_INT(status_of(addr, "GET", "/api/tasks/d1", NULL, &body), ==, 200);
+		seen = strstr(body, "\\\"n\\\": 1") != NULL;
+		free(body);
+		lr_sleep_ms(50);
+	}
+	CHECK(seen);
+	txns = txns_for_many_details(addr);
+	printf("# after the change, 60 more: %.0f reads\n", txns);
+	CHECK(txns <= 1);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
 /* Building the snapshot of a large fleet takes a while: pages that open
  * at once, or one after the other while nothing much changes, share one.
  * A page that opens after a change still sees it. */
@@ -504,6 +583,7 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(one_address_cannot_take_every_connection),
           TEST_CASE(every_request_around_the_size_limit_gets_an_answer),
           TEST_CASE(pages_that_open_at_one_revision_share_one_snapshot),
+          TEST_CASE(a_task_detail_is_read_from_etcd_again_only_when_the_task_changed),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
           TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
