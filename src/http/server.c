@@ -23,21 +23,30 @@
 
 #define DEFAULT_MAX_CONNECTIONS 32
 #define DEFAULT_IDLE_TIMEOUT_S 10
-#define DEFAULT_CONN_MEMORY (32 * 1024)
+#define DEFAULT_REQUEST_BYTES (32 * 1024)
+/* libmicrohttpd keeps a connection's request, the entries it parses from
+ * it and the reply's headers in one memory pool: a request that nearly
+ * fills the pool leaves no room for any reply, and the client would get
+ * none. So the pool is this much larger than the largest request served,
+ * and a request beyond is refused by the handler (see refuse_oversized). */
+#define REPLY_ROOM (16 * 1024)
+/* What one parsed header, argument or cookie takes in the pool besides its
+ * bytes (libmicrohttpd's entry, aligned); cookies are parsed from a copy
+ * of their header, which counts again. */
+#define ENTRY_COST 64
 /* How often a waiting stream reader looks whether its client has gone. */
 #define STREAM_CHECK_MS 1000
 /* How long a stop waits for streams to hand over what was written. */
 #define STOP_FLUSH_MS 1000
 /* Bytes a stream hands libmicrohttpd per call. */
 #define STREAM_BLOCK (16 * 1024)
-/* A stream's buffer beyond this is freed once it is drained. */
-#define STREAM_KEEP (64 * 1024)
 
 struct lr_http {
 	struct MHD_Daemon *d;
 	lr_http_handler handler;
 	void *user;
 	bool streams;
+	size_t request_bytes;   /* request line + headers served at most */
 	char address[80];
 	pthread_mutex_t mu;     /* guards the list of streams and `stopping` */
 	lr_http_stream *live;   /* streams still attached to a connection */
@@ -51,12 +60,23 @@ struct lr_http_req {
 	bool replied;
 };
 
+/* Bytes queued on a stream: a copy of its own, or a buffer shared with
+ * other streams and given back through release once sent. */
+struct segment {
+	struct segment *next;
+	const char *data;
+	size_t len, off;        /* data[off..len) not yet handed out */
+	void (*release)(void *arg); /* NULL: the copy in own[] */
+	void *arg;
+	char own[];
+};
+
 struct lr_http_stream {
 	lr_http *h;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;    /* data queued, closed, or server stopping */
-	char *buf;              /* bytes not yet handed out: buf[off..len) */
-	size_t off, len, cap;
+	struct segment *head, *tail; /* not yet handed out, oldest first */
+	size_t queued;          /* their bytes not yet handed out */
 	bool closed;            /* no more writes: end after the queue */
 	bool gone;              /* the connection is over */
 	int refs;               /* the writer's and the connection's */
@@ -211,6 +231,19 @@ void lr_http_reply_text(lr_http_req *req, unsigned status, const char *text)
 
 /* ---- streams --------------------------------------------------------------- */
 
+/* Give back segments taken off a queue (their buffers may be shared).
+ * Without the stream's lock. */
+static void segments_free(struct segment *seg)
+{
+	while (seg != NULL) {
+		struct segment *next = seg->next;
+		if (seg->release != NULL)
+			seg->release(seg->arg);
+		free(seg);
+		seg = next;
+	}
+}
+
 static void stream_unref(lr_http_stream *s)
 {
 	pthread_mutex_lock(&s->mu);
@@ -220,7 +253,7 @@ static void stream_unref(lr_http_stream *s)
 		return;
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->mu);
-	free(s->buf);
+	segments_free(s->head);
 	free(s);
 }
 
@@ -235,43 +268,57 @@ static bool client_gone(int fd)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+/* Copy up to max queued bytes into buf; the segments emptied go into
+ * *done. Under s->mu. */
+static size_t take_queued(lr_http_stream *s, char *buf, size_t max,
+                          struct segment **done)
+{
+	size_t n = 0;
+
+	while (n < max && s->head != NULL) {
+		struct segment *seg = s->head;
+		size_t take = seg->len - seg->off < max - n ? seg->len - seg->off : max - n;
+		memcpy(buf + n, seg->data + seg->off, take);
+		seg->off += take;
+		n += take;
+		if (seg->off < seg->len)
+			break;
+		/* Sent: a snapshot taken in gives its room back at once. */
+		s->head = seg->next;
+		if (s->head == NULL)
+			s->tail = NULL;
+		seg->next = *done;
+		*done = seg;
+	}
+	s->queued -= n;
+	return n;
+}
+
 /* libmicrohttpd asks for body bytes; on the connection's own thread, so
  * waiting here holds up nothing else. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	lr_http_stream *s = cls;
+	struct segment *done = NULL;
 	ssize_t n = 0;
 
 	(void)pos;
 	pthread_mutex_lock(&s->mu);
-	while (s->off == s->len && !s->closed && !s->gone) {
+	while (s->head == NULL && !s->closed && !s->gone) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += STREAM_CHECK_MS / 1000;
 		pthread_cond_timedwait(&s->cond, &s->mu, &until);
-		if (s->off == s->len && client_gone(s->fd))
+		if (s->head == NULL && client_gone(s->fd))
 			s->gone = true;
 	}
-	if (s->off < s->len) {
-		size_t take = s->len - s->off < max ? s->len - s->off : max;
-		memcpy(buf, s->buf + s->off, take);
-		s->off += take;
-		if (s->off == s->len) {
-			s->off = s->len = 0;
-			/* A snapshot taken in: its room goes back, so that open
-			 * pages keep small buffers. */
-			if (s->cap > STREAM_KEEP) {
-				free(s->buf);
-				s->buf = NULL;
-				s->cap = 0;
-			}
-		}
-		n = (ssize_t)take;
-	} else {
+	if (s->head != NULL)
+		n = (ssize_t)take_queued(s, buf, max, &done);
+	else
 		n = s->gone ? MHD_CONTENT_READER_END_WITH_ERROR
 		            : MHD_CONTENT_READER_END_OF_STREAM;
-	}
 	pthread_mutex_unlock(&s->mu);
+	segments_free(done);
 	return n;
 }
 
@@ -342,37 +389,66 @@ fail:
 	return NULL;
 }
 
-bool lr_http_stream_write(lr_http_stream *s, const void *data, size_t len,
-                          size_t max_queued)
+/* Whether s would take len more bytes now. Under s->mu. */
+static bool takes_more(const lr_http_stream *s, size_t len, size_t max_queued)
+{
+	return !s->closed && !s->gone && s->queued + len <= max_queued;
+}
+
+/* Queue seg; false (seg not taken) when the stream cannot take it. */
+static bool enqueue(lr_http_stream *s, struct segment *seg, size_t max_queued)
 {
 	bool ok = false;
 
 	pthread_mutex_lock(&s->mu);
-	if (s->closed || s->gone || s->len - s->off + len > max_queued)
+	if (!takes_more(s, seg->len, max_queued))
 		goto out;
-	if (s->len + len > s->cap && s->off > 0) {
-		/* Move what is left to the front before growing. */
-		memmove(s->buf, s->buf + s->off, s->len - s->off);
-		s->len -= s->off;
-		s->off = 0;
-	}
-	if (s->len + len > s->cap) {
-		/* Doubled for small events, exact for a large one (a snapshot). */
-		size_t need = s->len + len;
-		size_t cap = s->cap * 2 > need ? s->cap * 2 : need;
-		char *nb = realloc(s->buf, cap);
-		if (nb == NULL)
-			goto out;
-		s->buf = nb;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, data, len);
-	s->len += len;
+	if (s->tail != NULL)
+		s->tail->next = seg;
+	else
+		s->head = seg;
+	s->tail = seg;
+	s->queued += seg->len;
 	ok = true;
 	pthread_cond_signal(&s->cond);
 out:
 	pthread_mutex_unlock(&s->mu);
 	return ok;
+}
+
+bool lr_http_stream_write(lr_http_stream *s, const void *data, size_t len,
+                          size_t max_queued)
+{
+	struct segment *seg;
+
+	/* No copy for a stream that would refuse it. */
+	pthread_mutex_lock(&s->mu);
+	bool fits = takes_more(s, len, max_queued);
+	pthread_mutex_unlock(&s->mu);
+	if (!fits || (seg = malloc(sizeof(*seg) + len)) == NULL)
+		return false;
+	*seg = (struct segment){ .data = seg->own, .len = len };
+	memcpy(seg->own, data, len);
+	if (enqueue(s, seg, max_queued))
+		return true;
+	free(seg);
+	return false;
+}
+
+bool lr_http_stream_write_shared(lr_http_stream *s, const void *data, size_t len,
+                                 void (*release)(void *arg), void *arg,
+                                 size_t max_queued)
+{
+	struct segment *seg = malloc(sizeof(*seg));
+
+	if (seg == NULL)
+		return false;
+	*seg = (struct segment){ .data = data, .len = len, .release = release,
+		                 .arg = arg };
+	if (enqueue(s, seg, max_queued))
+		return true;
+	free(seg);
+	return false;
 }
 
 bool lr_http_stream_gone(lr_http_stream *s)
@@ -401,6 +477,43 @@ void lr_http_stream_close(lr_http_stream *s)
 
 /* ---- the server ------------------------------------------------------------ */
 
+/* A request beyond what the server serves gets 431 written straight to its
+ * socket: libmicrohttpd builds replies in the pool the request fills, so
+ * near the pool's end it could build none (and would close without a
+ * word). Nothing has been sent on the connection for this request, and
+ * the reply is far smaller than an empty socket buffer. True when refused
+ * (the caller then has libmicrohttpd close the connection). */
+static bool refuse_oversized(const lr_http *h, struct MHD_Connection *conn)
+{
+	static const char body[] = "request line and headers too large\n";
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	int entries = MHD_get_connection_values(
+	    conn, MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND | MHD_COOKIE_KIND, NULL, NULL);
+	const char *cookie = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+	                                                 MHD_HTTP_HEADER_COOKIE);
+	size_t size = ci != NULL ? ci->header_size : 0;
+	size_t pooled = size + (size_t)(entries > 0 ? entries : 0) * ENTRY_COST +
+	                (cookie != NULL ? strlen(cookie) : 0);
+	char reply[256];
+
+	/* Whatever is served leaves half the reply room free. */
+	if (size <= h->request_bytes && pooled <= h->request_bytes + REPLY_ROOM / 2)
+		return false;
+	int n = snprintf(reply, sizeof(reply),
+	                 "HTTP/1.1 431 Request Header Fields Too Large\r\n"
+	                 "Content-Type: text/plain; charset=utf-8\r\n"
+	                 "Content-Length: %zu\r\n"
+	                 "X-Content-Type-Options: nosniff\r\n"
+	                 "Cache-Control: no-store\r\n"
+	                 "Connection: close\r\n\r\n%s",
+	                 sizeof(body) - 1, body);
+	int fd = connection_fd(conn);
+	if (fd >= 0 && n > 0)
+		(void)!send(fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return true;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -415,6 +528,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	 * never read (libmicrohttpd closes the connection after replying). */
 	if (*con_cls == NULL) {
 		*con_cls = h;
+		if (refuse_oversized(h, conn))
+			return MHD_NO; /* closes the connection */
 		h->handler(h->user, &req);
 		if (!req.replied)
 			lr_http_reply_text(&req, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -445,6 +560,7 @@ int lr_http_start(const lr_http_opts *o, lr_http **out, lr_err *err)
 	h->handler = o->handler;
 	h->user = o->user;
 	h->streams = (o->flags & LR_HTTP_STREAMS) != 0;
+	h->request_bytes = o->request_bytes ? o->request_bytes : DEFAULT_REQUEST_BYTES;
 	pthread_mutex_init(&h->mu, NULL);
 
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
@@ -459,7 +575,7 @@ int lr_http_start(const lr_http_opts *o, lr_http **out, lr_err *err)
 	    MHD_OPTION_CONNECTION_TIMEOUT,
 	    o->idle_timeout_s ? o->idle_timeout_s : DEFAULT_IDLE_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-	    o->request_bytes ? o->request_bytes : (size_t)DEFAULT_CONN_MEMORY,
+	    h->request_bytes + (size_t)REPLY_ROOM,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_per_ip,
 	    MHD_OPTION_LISTEN_BACKLOG_SIZE, 64u,
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),

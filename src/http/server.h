@@ -40,7 +40,9 @@ typedef struct lr_http_opts {
 	unsigned idle_timeout_s;   /* a connection silent this long is closed;
 	                              default 10 */
 	size_t request_bytes;      /* request line + headers; larger ones are
-	                              refused (431); default 32 KiB */
+	                              refused (431, or 414 for a request line
+	                              that alone is too long), always with an
+	                              answer; default 32 KiB */
 	lr_http_handler handler;   /* required */
 	void *user;
 } lr_http_opts;
@@ -103,6 +105,14 @@ lr_http_stream *lr_http_reply_stream(lr_http_req *req, const char *content_type,
  * does not read): the caller should then close it. */
 bool lr_http_stream_write(lr_http_stream *s, const void *data, size_t len,
                           size_t max_queued);
+/* Queue len bytes at data without copying them: release(arg) is called
+ * once the stream is done with them (sent, or the stream freed), on
+ * whichever thread that is, without the stream's lock. On false nothing
+ * was taken (release is not called). So one buffer (a snapshot) may be
+ * queued on many streams, each holding a reference. */
+bool lr_http_stream_write_shared(lr_http_stream *s, const void *data, size_t len,
+                                 void (*release)(void *arg), void *arg,
+                                 size_t max_queued);
 /* True once the client has gone (the stream can be closed). Any thread. */
 bool lr_http_stream_gone(lr_http_stream *s);
 /* End the stream (what is queued is still sent) and drop the caller's

@@ -1,11 +1,17 @@
 /* events.c - server-sent events: each open page gets the whole view once,
  * then every change the etcd watch brought, and whether etcd answers,
  * pushed by one publisher thread (changes in a burst go out together, at
- * most COALESCE_MS late).
+ * most COALESCE_MS late). Each event's text is built once and queued on
+ * every stream by reference; so is the snapshot, which pages that open
+ * share: it is built again only once the events sent since it weigh half
+ * as much as it does, and until then a page that opens gets it and those
+ * events after it.
  * Threads: web_events_open on a connection's thread, web_changed on the
- * etcd stream thread, the publisher on its own; all under w->mu. */
+ * etcd stream thread, the publisher on its own; all under w->mu, except
+ * while building the shared snapshot (w->building). */
 #include "web/web_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,18 +28,71 @@
 /* A view that could not be read again is retried this often. */
 #define RESYNC_RETRY_MS 1000
 /* A page that stops reading is dropped past its share of this much queued
- * for all pages, and never below QUEUED_MIN (room for a snapshot); when it
- * comes back (EventSource reconnects by itself) it gets a new snapshot. */
+ * for all pages, and never below QUEUED_MIN nor three snapshots (room for
+ * the snapshot and what follows it); when it comes back (EventSource
+ * reconnects by itself) it gets a snapshot again. What is queued counts
+ * whole, though shared: the bound is on what a page holds back. */
 #define QUEUED_TOTAL ((size_t)64 * 1024 * 1024)
 #define QUEUED_MIN ((size_t)4 * 1024 * 1024)
+/* The shared snapshot is built again once the events since it pass half
+ * its size (and this), or this many events. */
+#define SINCE_MIN_BYTES ((size_t)64 * 1024)
+#define SINCE_MAX 4096
+
+struct web_text {
+	atomic_size_t refs;
+	size_t len;
+	char data[];
+};
+
+/* "event: NAME\ndata: JSON\n\n" with one reference; NULL when out of
+ * memory. Steals msg. */
+static struct web_text *text_new(const char *name, json_t *msg)
+{
+	char *data = json_dumps(msg, JSON_COMPACT);
+	struct web_text *t = NULL;
+
+	json_decref(msg);
+	if (data == NULL)
+		return NULL;
+	/* JSON_COMPACT escapes newlines in strings: the data is one line. */
+	size_t len = strlen("event: \ndata: \n\n") + strlen(name) + strlen(data);
+	t = malloc(sizeof(*t) + len + 1);
+	if (t != NULL) {
+		atomic_init(&t->refs, 1);
+		t->len = len;
+		snprintf(t->data, len + 1, "event: %s\ndata: %s\n\n", name, data);
+	}
+	free(data);
+	return t;
+}
+
+/* Drop a reference (the release of lr_http_stream_write_shared). */
+static void text_unref(void *arg)
+{
+	struct web_text *t = arg;
+
+	if (t != NULL && atomic_fetch_sub(&t->refs, 1) == 1)
+		free(t);
+}
+
+/* Queue t on st with a reference of the stream's own. */
+static bool queue_text(lr_http_stream *st, struct web_text *t, size_t cap)
+{
+	atomic_fetch_add(&t->refs, 1);
+	if (lr_http_stream_write_shared(st, t->data, t->len, text_unref, t, cap))
+		return true;
+	text_unref(t);
+	return false;
+}
 
 /* What one stream may hold queued now: its share, and never less than
- * twice the last snapshot (a page must be able to take one in). Under
- * w->mu. */
+ * three snapshots (a page must be able to take one in, with the events
+ * since it and those that come while it reads). Under w->mu. */
 static size_t max_queued(const lr_web *w)
 {
 	size_t share = QUEUED_TOTAL / (w->n_clients > 0 ? w->n_clients : 1);
-	size_t floor = w->snapshot_len < QUEUED_MIN / 2 ? QUEUED_MIN : 2 * w->snapshot_len;
+	size_t floor = w->snapshot_len < QUEUED_MIN / 3 ? QUEUED_MIN : 3 * w->snapshot_len;
 	return share > floor ? share : floor;
 }
 
@@ -72,42 +131,74 @@ static const lr_http_header_kv stream_headers[] = {
 	{ NULL, NULL },
 };
 
+/* An event for every stream: a shared text, or a few bytes copied. */
 struct event {
-	const char *text;
+	struct web_text *text;
+	const char *bytes;
 	size_t len, cap;
 };
 
 static bool takes(lr_http_stream *st, const void *arg)
 {
 	const struct event *ev = arg;
-	return lr_http_stream_write(st, ev->text, ev->len, ev->cap);
+	if (ev->text != NULL)
+		return queue_text(st, ev->text, ev->cap);
+	return lr_http_stream_write(st, ev->bytes, ev->len, ev->cap);
 }
 
-/* "event: NAME\ndata: JSON\n\n" for every open stream; streams that
- * cannot take it are closed. Under w->mu. */
-static void broadcast(lr_web *w, const char *text, size_t len)
+/* Drop the shared snapshot and the events since it. Under w->mu. */
+static void forget_snapshot(lr_web *w)
 {
-	struct event ev = { text, len, max_queued(w) };
+	text_unref(w->snap);
+	w->snap = NULL;
+	for (size_t i = 0; i < w->n_since; i++)
+		text_unref(w->since[i]);
+	w->n_since = 0;
+	w->since_bytes = 0;
+}
+
+/* Past this, the events since the shared snapshot are worth a new one. */
+static size_t since_limit(const lr_web *w)
+{
+	size_t half = w->snapshot_len / 2;
+	return half > SINCE_MIN_BYTES ? half : SINCE_MIN_BYTES;
+}
+
+/* t goes to pages that open later, after the shared snapshot. Under
+ * w->mu. */
+static void keep_since(lr_web *w, struct web_text *t)
+{
+	if (w->snap == NULL && !w->building)
+		return;
+	if (!w->building && (w->since_bytes + t->len > since_limit(w) ||
+	                     w->n_since == SINCE_MAX)) {
+		forget_snapshot(w); /* the next page builds a new one */
+		return;
+	}
+	if (w->n_since == w->cap_since) {
+		size_t cap = w->cap_since ? w->cap_since * 2 : 16;
+		struct web_text **nv = realloc(w->since, cap * sizeof(*nv));
+		if (nv == NULL) {
+			/* A snapshot being built would miss t: it is not used. */
+			forget_snapshot(w);
+			w->since_lost = w->building;
+			return;
+		}
+		w->since = nv;
+		w->cap_since = cap;
+	}
+	atomic_fetch_add(&t->refs, 1);
+	w->since[w->n_since++] = t;
+	w->since_bytes += t->len;
+}
+
+/* The event t to every open stream; streams that cannot take it are
+ * closed. Under w->mu. */
+static void broadcast(lr_web *w, struct web_text *t)
+{
+	struct event ev = { .text = t, .cap = max_queued(w) };
 	prune(w, takes, &ev);
-}
-
-/* The event as text; NULL when out of memory. Steals msg. */
-static char *event_text(const char *name, json_t *msg, size_t *len)
-{
-	char *data = json_dumps(msg, JSON_COMPACT);
-	char *text = NULL;
-	int n;
-
-	json_decref(msg);
-	if (data == NULL)
-		return NULL;
-	/* JSON_COMPACT escapes newlines in strings: the data is one line. */
-	n = asprintf(&text, "event: %s\ndata: %s\n\n", name, data);
-	free(data);
-	if (n < 0)
-		return NULL;
-	*len = (size_t)n;
-	return text;
+	keep_since(w, t);
 }
 
 /* The whole view, and what the page needs to know about this server. */
@@ -123,11 +214,53 @@ static json_t *snapshot(lr_web *w)
 	return o;
 }
 
+/* The shared snapshot for a page that opens now (the events since it
+ * follow in w->since): the one there is, unless the events since it have
+ * grown past since_limit; then a new one, built by one page while those
+ * that open meanwhile wait for it. NULL when out of memory. Under w->mu,
+ * released while building. */
+static struct web_text *shared_snapshot(lr_web *w)
+{
+	while (w->building)
+		pthread_cond_wait(&w->built, &w->mu);
+	if (w->snap != NULL)
+		return w->snap;
+	/* Events sent from now on may be missing from it: they follow it. */
+	w->building = true;
+	w->since_lost = false;
+	pthread_mutex_unlock(&w->mu);
+	struct web_text *t = text_new("snapshot", snapshot(w));
+	pthread_mutex_lock(&w->mu);
+	w->building = false;
+	w->snapshots_built++;
+	pthread_cond_broadcast(&w->built);
+	if (t == NULL || w->since_lost) {
+		text_unref(t);
+		forget_snapshot(w);
+		return NULL;
+	}
+	w->snap = t;
+	w->snapshot_len = t->len;
+	return t;
+}
+
+/* Queue the snapshot and what followed it on a stream that opens. Under
+ * w->mu. */
+static bool send_snapshot(lr_web *w, lr_http_stream *st)
+{
+	struct web_text *snap = shared_snapshot(w);
+	size_t cap = max_queued(w);
+	bool ok = snap != NULL && lr_http_stream_write(st, "retry: 2000\n\n", 13, cap) &&
+	          queue_text(st, snap, cap);
+
+	for (size_t i = 0; ok && i < w->n_since; i++)
+		ok = queue_text(st, w->since[i], cap);
+	return ok;
+}
+
 void web_events_open(lr_web *w, lr_http_req *req)
 {
 	struct web_client *cl = NULL;
-	size_t len = 0;
-	char *text;
 
 	/* A place among the streams, taken before the reply starts: pages
 	 * opening at once cannot take more than max_streams together. */
@@ -147,24 +280,14 @@ void web_events_open(lr_web *w, lr_http_req *req)
 	else if ((cl->stream = lr_http_reply_stream(req, "text/event-stream",
 	                                            stream_headers)) == NULL)
 		free(cl), cl = NULL;
-	/* Under w->mu: no change is published between the snapshot and
-	 * the stream joining the others (a change may come twice; each
-	 * says the whole state of what it changed). */
+	/* Under w->mu: no change is published between the snapshot (and
+	 * the events since it) and the stream joining the others (a change
+	 * may come twice; each says the whole state of what it changed). */
 	pthread_mutex_lock(&w->mu);
-	w->n_opening--;
-	if (cl == NULL) {
-		pthread_mutex_unlock(&w->mu);
-		return;
-	}
-	text = event_text("snapshot", snapshot(w), &len);
-	if (text != NULL)
-		w->snapshot_len = len;
-	size_t cap = max_queued(w);
-	lr_http_stream_write(cl->stream, "retry: 2000\n\n", 13, cap);
-	if (text == NULL || !lr_http_stream_write(cl->stream, text, len, cap)) {
+	if (cl != NULL && !send_snapshot(w, cl->stream)) {
 		lr_http_stream_close(cl->stream);
 		free(cl);
-	} else {
+	} else if (cl != NULL) {
 		cl->next = w->clients;
 		w->clients = cl;
 		w->n_clients++;
@@ -173,8 +296,8 @@ void web_events_open(lr_web *w, lr_http_req *req)
 		w->kicked = true;
 		pthread_cond_signal(&w->cond);
 	}
+	w->n_opening--;
 	pthread_mutex_unlock(&w->mu);
-	free(text);
 }
 
 void web_changed(void *user)
@@ -205,7 +328,7 @@ static void wait_until(lr_web *w, int64_t until)
 
 /* What one round of the publisher sends: a new snapshot after the view
  * was read again, otherwise the changes. Without w->mu (etcd calls). */
-static char *next_message(lr_web *w, bool ttls, size_t *len)
+static struct web_text *next_message(lr_web *w, bool ttls)
 {
 	lr_err err = { 0 };
 
@@ -214,12 +337,12 @@ static char *next_message(lr_web *w, bool ttls, size_t *len)
 			return NULL;
 		/* The changes the read brought are in the snapshot. */
 		json_decref(lr_fleet_take_changes(w->fleet));
-		return event_text("snapshot", snapshot(w), len);
+		return text_new("snapshot", snapshot(w));
 	}
 	if (ttls)
 		lr_fleet_refresh_ttls(w->fleet);
 	json_t *changes = lr_fleet_take_changes(w->fleet);
-	return changes != NULL ? event_text("update", changes, len) : NULL;
+	return changes != NULL ? text_new("update", changes) : NULL;
 }
 
 /* "etcd unreachable" or "etcd back" to every page, before the changes:
@@ -227,12 +350,15 @@ static char *next_message(lr_web *w, bool ttls, size_t *len)
 static void publish_etcd(lr_web *w)
 {
 	json_t *o = lr_fleet_take_etcd(w->fleet);
-	size_t len = 0;
-	char *text = o != NULL ? event_text("etcd", o, &len) : NULL;
+	struct web_text *t = o != NULL ? text_new("etcd", o) : NULL;
 
-	if (text != NULL)
-		broadcast(w, text, len);
-	free(text);
+	if (t != NULL)
+		broadcast(w, t);
+	text_unref(t);
+	/* A page that opens during an outage learns it from its snapshot
+	 * (outages are rare: the rebuild costs little). */
+	if (t != NULL && !w->building)
+		forget_snapshot(w);
 }
 
 void *web_publisher_main(void *arg)
@@ -267,14 +393,15 @@ void *web_publisher_main(void *arg)
 		ttls = ttls && !lr_fleet_etcd_down(w->fleet);
 		publish_etcd(w);
 		pthread_mutex_unlock(&w->mu);
-		size_t len = 0;
-		char *text = next_message(w, ttls, &len);
+		struct web_text *t = next_message(w, ttls);
 		pthread_mutex_lock(&w->mu);
-		if (text != NULL)
-			broadcast(w, text, len);
-		free(text);
+		if (t != NULL)
+			broadcast(w, t);
+		text_unref(t);
 		if (lr_mono_ms() >= next_beat) {
-			broadcast(w, ": ping\n\n", 8);
+			struct event ping = { .bytes = ": ping\n\n", .len = 8,
+				              .cap = max_queued(w) };
+			prune(w, takes, &ping); /* no page needs it later */
 			next_beat = lr_mono_ms() + HEARTBEAT_MS;
 		}
 	}
@@ -292,5 +419,9 @@ void web_events_close_all(lr_web *w)
 		free(cl);
 	}
 	w->n_clients = 0;
+	forget_snapshot(w);
+	free(w->since);
+	w->since = NULL;
+	w->cap_since = 0;
 	pthread_mutex_unlock(&w->mu);
 }

@@ -80,8 +80,15 @@ json_t *lr_fleet_take_changes(lr_fleet *f);
  * "error": "ENDPOINTS: REASON"}, when that changed since the last call;
  * NULL otherwise. New reference. */
 json_t *lr_fleet_take_etcd(lr_fleet *f);
+/* The mod revisions of a task's records (0: none): what the view holds,
+ * or what a read from etcd found. */
+typedef struct lr_fleet_revs {
+	int64_t task, checkpoint, done;
+} lr_fleet_revs;
+
 /* One task with its history, {"task":{...},"history":[{"at","what"}]},
- * or NULL when there is no such task. New reference. */
-json_t *lr_fleet_task_detail(lr_fleet *f, const char *id);
+ * or NULL when there is no such task; *revs: the revisions of its
+ * records in the view. New reference. */
+json_t *lr_fleet_task_detail(lr_fleet *f, const char *id, lr_fleet_revs *revs);
 
 #endif

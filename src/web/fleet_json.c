@@ -175,7 +175,7 @@ out:
 	return o;
 }
 
-json_t *lr_fleet_task_detail(lr_fleet *f, const char *id)
+json_t *lr_fleet_task_detail(lr_fleet *f, const char *id, lr_fleet_revs *revs)
 {
 	json_t *o = NULL, *hist, *names;
 	char at[LR_TIME_BUF];
@@ -184,6 +184,11 @@ json_t *lr_fleet_task_detail(lr_fleet *f, const char *id)
 	const struct fleet_task *t = fleet_task_find(f, id);
 	if (t == NULL || !t->has[FK_TASK])
 		goto out;
+	*revs = (lr_fleet_revs){
+		.task = t->has[FK_TASK] ? t->rev[FK_TASK] : 0,
+		.checkpoint = t->has[FK_CHECKPOINT] ? t->rev[FK_CHECKPOINT] : 0,
+		.done = t->has[FK_DONE] ? t->rev[FK_DONE] : 0,
+	};
 	o = json_object();
 	json_object_set_new(o, "task", task_json(t));
 	names = json_array();

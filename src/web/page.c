@@ -1,6 +1,5 @@
 /* page.c - the routes of `leaserun web`: the page's files, the event
- * stream, one task's detail (read from etcd, without env values) and, when
- * allowed, cancel. Threads: the HTTP server's connection threads; each
+ * stream, one task's detail (detail.c) and, when allowed, cancel. Threads: the HTTP server's connection threads; each
  * request blocks only its own connection. */
 #include "web/web_int.h"
 
@@ -10,13 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "client/task_records.h"
-#include "records/record.h"
-#include "records/spec.h"
 #include "web/assets.h"
-
-/* The state shown in a task's detail is cut here (it may be 512 KiB). */
-#define STATE_SHOWN_MAX (64 * 1024)
 
 /* Nothing but the page's own files, no framing, no referrer. */
 static const lr_http_header_kv page_headers[] = {
@@ -29,7 +22,7 @@ static const lr_http_header_kv page_headers[] = {
 	{ NULL, NULL },
 };
 
-static void reply_json(lr_http_req *req, unsigned status, json_t *o)
+void web_reply_json(lr_http_req *req, unsigned status, json_t *o)
 {
 	char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
 
@@ -43,12 +36,12 @@ static void reply_json(lr_http_req *req, unsigned status, json_t *o)
 	free(text);
 }
 
-static void reply_message(lr_http_req *req, unsigned status, const char *msg)
+void web_reply_message(lr_http_req *req, unsigned status, const char *msg)
 {
 	json_t *o = json_object();
 
 	json_object_set_new(o, "message", json_string(msg));
-	reply_json(req, status, o);
+	web_reply_json(req, status, o);
 }
 
 static bool is_get(const lr_http_req *req)
@@ -70,114 +63,6 @@ static bool serve_asset(lr_http_req *req, const char *path)
 		return true;
 	}
 	return false;
-}
-
-/* ---- one task's detail ------------------------------------------------------ */
-
-/* The spec as the page shows it: steps and limits, and the names of env
- * variables only (their values may be secrets). */
-static json_t *spec_json(const json_t *spec)
-{
-	json_t *o = json_object(), *steps = json_array(), *env = json_array();
-	const char *name;
-	json_t *v;
-
-	static const char *const fields[] = { "name", "run", "timeout_s" };
-
-	for (size_t i = 0; i < lr_spec_steps(spec); i++) {
-		const json_t *step = lr_spec_step(spec, i);
-		json_t *s = json_object();
-		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
-			json_object_set(s, fields[k], json_object_get(step, fields[k]));
-		json_array_append_new(steps, s);
-	}
-	json_object_foreach(lr_spec_env(spec), name, v)
-		json_array_append_new(env, json_string(name));
-	json_object_set_new(o, "steps", steps);
-	json_object_set_new(o, "env_names", env);
-	json_object_set_new(o, "max_attempts", json_integer(lr_spec_max_attempts(spec)));
-	json_object_set_new(o, "retry_backoff_ms", json_integer(lr_spec_backoff_ms(spec)));
-	return o;
-}
-
-/* The state, indented, cut at STATE_SHOWN_MAX bytes (on a character). */
-static json_t *state_json(const json_t *state)
-{
-	json_t *o = json_object();
-	char *text = json_dumps(state, JSON_INDENT(2) | JSON_ENCODE_ANY);
-	size_t len = text != NULL ? strlen(text) : 0, shown = len;
-
-	if (shown > STATE_SHOWN_MAX) {
-		shown = STATE_SHOWN_MAX;
-		while (shown > 0 && ((unsigned char)text[shown] & 0xC0) == 0x80)
-			shown--;
-	}
-	json_object_set_new(o, "text", text != NULL ? json_stringn(text, shown)
-	                                            : json_null());
-	json_object_set_new(o, "bytes", json_integer((json_int_t)len));
-	json_object_set_new(o, "truncated", json_boolean(shown < len));
-	free(text);
-	return o;
-}
-
-/* What etcd holds for the task beyond the view: spec, fence, state. */
-static void add_records(json_t *o, const char *id, const lr_task_records *rec)
-{
-	json_t *spec = NULL;
-	lr_checkpoint_rec cp = { 0 };
-	lr_done_rec d = { 0 };
-	const json_t *state = NULL;
-	bool have_cp = false, have_done = false;
-
-	if (lr_spec_from_record(rec->task->value, rec->task->value_len, id, &spec,
-	                        NULL) == 0) {
-		json_object_set_new(o, "spec", spec_json(spec));
-		state = lr_spec_state(spec);
-	}
-	if (rec->checkpoint != NULL &&
-	    lr_checkpoint_decode(rec->checkpoint->value, rec->checkpoint->value_len,
-	                         &cp, NULL) == 0) {
-		have_cp = true;
-		json_object_set_new(o, "fence", json_integer(lr_checkpoint_fence(
-		                        &cp, rec->checkpoint->mod_rev)));
-		state = cp.state;
-	}
-	if (rec->done != NULL &&
-	    lr_done_decode(rec->done->value, rec->done->value_len, &d, NULL) == 0) {
-		have_done = true;
-		if (d.error != NULL)
-			json_object_set_new(o, "error", json_string(d.error));
-		state = d.state;
-	}
-	if (state != NULL)
-		json_object_set_new(o, "state", state_json(state));
-	if (have_cp)
-		lr_checkpoint_rec_clear(&cp);
-	if (have_done)
-		lr_done_rec_clear(&d);
-	json_decref(spec);
-}
-
-static void task_detail(lr_web *w, lr_http_req *req, const char *id)
-{
-	lr_txn_result r;
-	lr_task_records rec;
-	lr_err err = { 0 };
-	json_t *o = lr_fleet_task_detail(w->fleet, id);
-
-	if (o == NULL) {
-		reply_message(req, 404, "no such task");
-		return;
-	}
-	if (lr_task_records_read(w->client, id, &r, &rec, &err) != 0) {
-		json_decref(o);
-		reply_message(req, 502, err.msg);
-		return;
-	}
-	if (rec.task != NULL)
-		add_records(o, id, &rec);
-	lr_txn_result_free(&r);
-	reply_json(req, 200, o);
 }
 
 /* ---- the names this server answers to -------------------------------------- */
@@ -249,21 +134,21 @@ static void task_cancel(lr_web *w, lr_http_req *req, const char *id)
 	int already = -1;
 
 	if (!w->allow_cancel) {
-		reply_message(req, 403, "this server is read-only (start it with "
+		web_reply_message(req, 403, "this server is read-only (start it with "
 		                        "--allow-cancel)");
 		return;
 	}
 	if (!same_origin(req)) {
-		reply_message(req, 403, "cancel comes from the page only");
+		web_reply_message(req, 403, "cancel comes from the page only");
 		return;
 	}
 	int rc = lr_cancel(w->client, id, &already, &err);
 	if (rc == LR_ENOTFOUND) {
-		reply_message(req, 404, "no such task");
+		web_reply_message(req, 404, "no such task");
 		return;
 	}
 	if (rc != 0) {
-		reply_message(req, 502, err.msg);
+		web_reply_message(req, 502, err.msg);
 		return;
 	}
 	if (already >= 0)
@@ -271,7 +156,7 @@ static void task_cancel(lr_web *w, lr_http_req *req, const char *id)
 		         lr_task_state_name((lr_task_state)already));
 	else
 		snprintf(msg, sizeof(msg), "cancel requested");
-	reply_message(req, 200, msg);
+	web_reply_message(req, 200, msg);
 }
 
 /* ---- routing ------------------------------------------------------------------ */
@@ -319,7 +204,7 @@ void web_route(void *user, lr_http_req *req)
 	bool cancel;
 
 	if (!host_allowed(w, lr_http_header(req, "Host"))) {
-		reply_message(req, 403, "this server does not answer to the name in Host: "
+		web_reply_message(req, 403, "this server does not answer to the name in Host: "
 		                        "start it with --allow-host NAME to serve the page "
 		                        "under that name");
 		return;
@@ -328,13 +213,13 @@ void web_route(void *user, lr_http_req *req)
 		if (cancel && strcmp(lr_http_method(req), "POST") == 0)
 			task_cancel(w, req, id);
 		else if (!cancel && is_get(req))
-			task_detail(w, req, id);
+			web_task_detail(w, req, id);
 		else
-			reply_message(req, 405, "method not allowed");
+			web_reply_message(req, 405, "method not allowed");
 		return;
 	}
 	if (!is_get(req)) {
-		reply_message(req, 405, "method not allowed");
+		web_reply_message(req, 405, "method not allowed");
 		return;
 	}
 	if (strcmp(path, "/events") == 0)

@@ -43,7 +43,10 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 	/* Pages that keep their stream open leave room for requests. */
 	w->max_streams = max_conn / 2 > 0 ? max_conn / 2 : 1;
 	w->allow_hosts = allowed_names(o);
-	if (w->allow_hosts == NULL) {
+	w->details = web_details_new();
+	if (w->allow_hosts == NULL || w->details == NULL) {
+		web_details_free(w->details);
+		free(w->allow_hosts);
 		free(w);
 		return lr_err_set(err, LR_ENOMEM, "web: out of memory");
 	}
@@ -52,6 +55,7 @@ int lr_web_start(lr_client *c, const lr_web_opts *o, lr_web **out, lr_err *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&w->built, NULL);
 
 	rc = lr_fleet_new(c, web_changed, w, &w->fleet, err);
 	if (rc == 0)
@@ -107,7 +111,9 @@ void lr_web_stop(lr_web *w)
 		pthread_join(w->publisher, NULL);
 	web_events_close_all(w); /* any that joined while stopping */
 	lr_fleet_free(w->fleet);
+	web_details_free(w->details);
 	pthread_cond_destroy(&w->cond);
+	pthread_cond_destroy(&w->built);
 	pthread_mutex_destroy(&w->mu);
 	free(w->allow_hosts);
 	free(w);

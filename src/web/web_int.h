@@ -13,6 +13,12 @@
 #include "web/fleet.h"
 #include "web/web.h"
 
+/* An event's text, shared by the streams it is queued on (events.c). */
+struct web_text;
+
+/* The records of the tasks whose detail was asked for (detail.c). */
+typedef struct web_details web_details;
+
 struct web_client {
 	lr_http_stream *stream;
 	struct web_client *next;
@@ -21,6 +27,7 @@ struct web_client {
 struct lr_web {
 	lr_client *client;
 	lr_fleet *fleet;
+	web_details *details;
 	lr_http *http;
 	bool allow_cancel;
 	char *allow_hosts;           /* comma-separated; NULL: none */
@@ -34,7 +41,16 @@ struct lr_web {
 	struct web_client *clients;  /* open event streams */
 	size_t n_clients;
 	size_t n_opening;            /* streams being opened (places taken) */
-	size_t snapshot_len;         /* bytes of the last snapshot sent */
+	/* The snapshot pages get when they open, built once and shared (see
+	 * events.c), and the events sent since it began to be built. */
+	struct web_text *snap;
+	bool building;               /* a page is building it (without w->mu) */
+	bool since_lost;             /* an event could not be kept meanwhile */
+	pthread_cond_t built;        /* it was built */
+	struct web_text **since;
+	size_t n_since, cap_since, since_bytes;
+	size_t snapshot_len;         /* bytes of the last snapshot built */
+	size_t snapshots_built;      /* how many (the tests read it) */
 };
 
 /* ---- page.c -------------------------------------------------------------- */
@@ -51,12 +67,26 @@ void web_events_open(lr_web *w, lr_http_req *req);
 void web_changed(void *user);
 /* The publisher thread: pushes changes, heartbeats, lease TTLs. */
 void *web_publisher_main(void *arg);
-/* Close every stream (the server is stopping). */
+/* Close every stream and drop the shared snapshot (the server is
+ * stopping). */
 void web_events_close_all(lr_web *w);
 
 /* ---- page.c ---------------------------------------------------------------- */
 
 /* Every request (lr_http_handler). */
 void web_route(void *user, lr_http_req *req);
+/* Reply with o (stolen) as JSON, or {"message": msg}, with the page's
+ * headers. */
+void web_reply_json(lr_http_req *req, unsigned status, json_t *o);
+void web_reply_message(lr_http_req *req, unsigned status, const char *msg);
+
+/* ---- detail.c -------------------------------------------------------------- */
+
+/* NULL when out of memory. */
+web_details *web_details_new(void);
+void web_details_free(web_details *d);
+/* GET /api/tasks/ID: the task's detail, 404 when the view has no such
+ * task, 502 when etcd cannot be read, 503 when too many reads wait. */
+void web_task_detail(lr_web *w, lr_http_req *req, const char *id);
 
 #endif

@@ -2,6 +2,7 @@
  * stream and a task's detail never carry env values; cancel only when
  * allowed, and only from the page itself; unknown paths and methods. */
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "httpc.h"
 #include "servers.h"
 #include "test.h"
+#include "web/web_int.h"
 
 
 #define SECRET_SPEC "{\"id\":\"%s\",\"env\":{\"API_TOKEN\":\"hunter2-value\"}," \
@@ -327,6 +329,149 @@ static long read_until(int fd, char **buf, size_t *len, size_t from, const char 
 	}
 }
 
+static size_t snapshots_built(lr_web *w)
+{
+	pthread_mutex_lock(&w->mu);
+	size_t n = w->snapshots_built;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
+/* Open an event stream on a new connection; -1 on failure. */
+static int open_events(const char *addr)
+{
+	static const char req[] = "GET /events HTTP/1.0\r\n\r\n";
+	int fd = http_connect(addr);
+	if (fd >= 0 && write(fd, req, sizeof(req) - 1) != (ssize_t)sizeof(req) - 1) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Txn calls etcd has served (a task's detail is read with one). */
+static double etcd_txns(void)
+{
+	char *text = metrics_get(etcdh_endpoints(web_etcd));
+	double n = metric_value(text, "grpc_server_handled_total{grpc_code=\"OK\","
+	                              "grpc_method=\"Txn\",grpc_service=\"etcdserverpb.KV\","
+	                              "grpc_type=\"unary\"}");
+	free(text);
+	CHECK(n >= 0);
+	return n;
+}
+
+struct asker {
+	pthread_t t;
+	const char *addr;
+	int ok;
+};
+
+static void *ask_detail(void *arg)
+{
+	struct asker *a = arg;
+	for (int i = 0; i < 5; i++)
+		a->ok += status_of(a->addr, "GET", "/api/task?id=d1", NULL, NULL) == 200;
+	return NULL;
+}
+
+/* 20 requests, then 8 clients asking 5 times each at once: how many Txns
+ * etcd served meanwhile. */
+static double txns_for_many_details(const char *addr)
+{
+	struct asker a[8];
+	double before = etcd_txns();
+	for (int i = 0; i < 20; i++)
+		CHECK_INT(status_of(addr, "GET", "/api/tasks/d1", NULL, NULL), ==, 200);
+	for (int i = 0; i < 8; i++) {
+		a[i] = (struct asker){ .addr = addr };
+		CHECK(pthread_create(&a[i].t, NULL, ask_detail, &a[i]) == 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(a[i].t, NULL);
+		CHECK_INT(a[i].ok, ==, 5);
+	}
+	return etcd_txns() - before;
+}
+
+/* Pages asking for a task's detail in a loop (its spec may be 1 MiB) do
+ * not make etcd read it each time: it is read again when the watch says
+ * the task changed. */
+TEST(a_task_detail_is_read_from_etcd_again_only_when_the_task_changed)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE], *body = NULL;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "detail");
+	fleet_submit(&f, "d1", "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"echo '{\\\"n\\\":1}' "
+	                       ">$LEASERUN_STATE_OUT\"},{\"name\":\"b\",\"run\":\"sleep 30\"}]}");
+	web_start(&web, &f, false, addr);
+	double txns = txns_for_many_details(addr);
+	printf("# 60 requests for one task's detail: %.0f reads from etcd\n", txns);
+	CHECK(txns <= 1);
+	/* A runner commits the first step's state: the detail shows it. */
+	fleet_start(&f, 0, NULL);
+	int64_t t0 = lr_mono_ms();
+	bool seen = false;
+	while (!seen && lr_mono_ms() - t0 < 15000) {
+		CHECK_INT(status_of(addr, "GET", "/api/tasks/d1", NULL, &body), ==, 200);
+		seen = strstr(body, "\\\"n\\\": 1") != NULL;
+		free(body);
+		lr_sleep_ms(50);
+	}
+	CHECK(seen);
+	txns = txns_for_many_details(addr);
+	printf("# after the change, 60 more: %.0f reads\n", txns);
+	CHECK(txns <= 1);
+	proc_stop(&web, SIGTERM, 5000);
+	fleet_destroy(&f);
+}
+
+/* Building the snapshot of a large fleet takes a while: pages that open
+ * at once, or one after the other while nothing much changes, share one.
+ * A page that opens after a change still sees it. */
+TEST(pages_that_open_at_one_revision_share_one_snapshot)
+{
+	enum { PAGES = 8 };
+	fleet f;
+	lr_web *w = NULL;
+	lr_err e = { 0 };
+	char id[32], *buf[PAGES + 1] = { NULL };
+	size_t len[PAGES + 1] = { 0 };
+	int fds[PAGES + 1];
+	fleet_init(&f, etcdh_endpoints(web_etcd), "share");
+	for (int i = 0; i < 20; i++) {
+		snprintf(id, sizeof(id), "t%02d", i);
+		fleet_submit(&f, id, SECRET_SPEC);
+	}
+	lr_web_opts o = { .listen = "127.0.0.1:0" };
+	CHECK_OK(lr_web_start(f.client, &o, &w, &e), &e);
+	for (int i = 0; i < PAGES; i++)
+		CHECK((fds[i] = open_events(lr_web_address(w))) >= 0);
+	for (int i = 0; i < PAGES; i++) {
+		long at = read_until(fds[i], &buf[i], &len[i], 0, "event: snapshot", 5000);
+		CHECK(at >= 0);
+		CHECK(read_until(fds[i], &buf[i], &len[i], (size_t)at, "\n\n", 5000) >= 0);
+		CHECK_HAS(buf[i], "\"t19\"");
+	}
+	printf("# %d pages opened at once: %zu snapshots built\n", PAGES, snapshots_built(w));
+	CHECK_INT(snapshots_built(w), ==, 1);
+	/* A change, then a page: the shared snapshot and the change after
+	 * it (or a new snapshot with it). */
+	fleet_submit(&f, "late", SECRET_SPEC);
+	CHECK(read_until(fds[0], &buf[0], &len[0], 0, "\"late\"", 5000) >= 0);
+	CHECK((fds[PAGES] = open_events(lr_web_address(w))) >= 0);
+	CHECK(read_until(fds[PAGES], &buf[PAGES], &len[PAGES], 0, "\"late\"", 5000) >= 0);
+	printf("# one more page after a change: %zu snapshots built\n", snapshots_built(w));
+	CHECK_INT(snapshots_built(w), ==, 1);
+	for (int i = 0; i <= PAGES; i++) {
+		close(fds[i]);
+		free(buf[i]);
+	}
+	lr_web_stop(w);
+	fleet_destroy(&f);
+}
+
 /* The page is told when etcd stops answering (with the time its data is
  * as of) and when it answers again: an event on the stream, and in the
  * snapshot of a page that opens meanwhile. */
@@ -371,6 +516,43 @@ TEST(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back)
 	fleet_destroy(&f);
 }
 
+/* libmicrohttpd keeps the request and the reply's headers in one memory
+ * pool per connection: a request that nearly filled it used to get no
+ * answer at all. Every size around the limit gets one: the page up to
+ * 32 KiB of request line and headers, 431 beyond. */
+TEST(every_request_around_the_size_limit_gets_an_answer)
+{
+	fleet f;
+	proc_bg web;
+	char addr[ADDR_SIZE];
+	enum { FROM = 30000, TO = 34000, STEP = 20, LIMIT = 32 * 1024 };
+	char *req = malloc(TO + 1);
+	int silent = 0, wrong = 0;
+	fleet_init(&f, etcdh_endpoints(web_etcd), "sizes");
+	web_start(&web, &f, false, addr);
+	for (int size = FROM; size <= TO; size += STEP) {
+		int n = snprintf(req, TO, "GET / HTTP/1.1\r\nHost: %s\r\nX-Pad: ", addr);
+		memset(req + n, 'p', (size_t)(size - n - 4));
+		memcpy(req + size - 4, "\r\n\r\n", 4);
+		http_resp r = http_raw(addr, req, (size_t)size, 3000);
+		int want = size <= LIMIT ? 200 : 431;
+		if (r.status == -1 && silent++ < 3)
+			printf("# %d bytes: no answer\n", size);
+		else if (r.status != -1 && r.status != want && wrong++ < 3)
+			printf("# %d bytes: status %d, not %d\n", size, r.status, want);
+		http_resp_free(&r);
+	}
+	printf("# %d sizes from %d to %d bytes: %d without an answer, %d with another status\n",
+	       (TO - FROM) / STEP + 1, FROM, TO, silent, wrong);
+	CHECK_INT(silent, ==, 0);
+	CHECK_INT(wrong, ==, 0);
+	CHECK_INT(status_of(addr, "GET", "/", NULL, NULL), ==, 200);
+	free(req);
+	proc_stop(&web, SIGTERM, 5000);
+	CHECK_INT(web.status, ==, 0);
+	fleet_destroy(&f);
+}
+
 TEST(a_listen_address_that_is_taken_ends_web_with_status_1)
 {
 	fleet f;
@@ -399,6 +581,9 @@ TEST_LIST(TEST_CASE(neither_the_stream_nor_the_detail_carries_env_values),
           TEST_CASE(only_the_names_it_was_given_reach_the_page_and_the_api),
           TEST_CASE(event_streams_leave_room_for_requests),
           TEST_CASE(one_address_cannot_take_every_connection),
+          TEST_CASE(every_request_around_the_size_limit_gets_an_answer),
+          TEST_CASE(pages_that_open_at_one_revision_share_one_snapshot),
+          TEST_CASE(a_task_detail_is_read_from_etcd_again_only_when_the_task_changed),
           TEST_CASE(a_listen_address_that_is_taken_ends_web_with_status_1),
           TEST_CASE(the_event_stream_says_when_etcd_is_unreachable_and_when_it_is_back));
 
