@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/resource.h>
 
 #include "engine/runner_int.h"
 #include "exec/orphans.h"
@@ -112,16 +113,59 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	return rc;
 }
 
-/* Steps of a runner killed here before left their state directories. */
-static void sweep_state_dirs(lr_runner *r)
+/* Descriptors a worker keeps open: its own (etcd, its loop, metrics) and,
+ * for each slot, those of its stop (4), and of a running shell step (its
+ * guard's pipes and its state directory: 5 more). */
+#define FDS_OWN 64
+#define FDS_SLOT_IDLE 4
+#define FDS_SLOT_BUSY 10
+
+/* As many descriptors as the hard limit allows (the soft one is often far
+ * below it). EXIT_RUNTIME, said, when not even the slots' own fit and one
+ * step: the worker would claim tasks only to give them back; *short_of
+ * the descriptors all slots running a step need when the limit is below
+ * (a step that cannot start is given back, its attempt uncounted). */
+static int raise_fd_limit(int concurrency, unsigned long long *short_of)
+{
+	struct rlimit rl;
+	*short_of = 0;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return CLI_CONTINUE;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	unsigned long long idle = FDS_OWN + (unsigned long long)FDS_SLOT_IDLE * concurrency;
+	unsigned long long busy = FDS_OWN + (unsigned long long)FDS_SLOT_BUSY * concurrency;
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= busy)
+		return CLI_CONTINUE;
+	if (rl.rlim_cur < idle + FDS_SLOT_BUSY) {
+		fprintf(stderr, "leaserun: worker: --concurrency %d needs about %llu open files, "
+		        "and this process may open %llu (ulimit -n): raise the limit or lower "
+		        "--concurrency\n", concurrency, busy, (unsigned long long)rl.rlim_cur);
+		return EXIT_RUNTIME;
+	}
+	*short_of = busy;
+	return CLI_CONTINUE;
+}
+
+/* Steps of a runner killed here before left their state directories.
+ * Where no step could make one (TMPDIR missing or read-only), the worker
+ * does not start: it would claim tasks only to give them back. */
+static int sweep_state_dirs(lr_runner *r)
 {
 	size_t swept = 0;
 	lr_err err = { 0 };
-	if (lr_shell_step_sweep(NULL, &swept, &err) != 0)
-		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1, "%s", err.msg);
-	else if (swept > 0)
+	if (lr_shell_step_sweep(NULL, &swept, &err) != 0) {
+		fprintf(stderr, "leaserun: worker: %s (shell steps keep their state there: "
+		        "set TMPDIR to a directory this user can write)\n", err.msg);
+		return EXIT_RUNTIME;
+	}
+	if (swept > 0)
 		lr_runner_log(r, LR_LOG_INFO, NULL, NULL, -1, "removed %zu state directories "
 		              "left by steps whose runner was killed", swept);
+	return CLI_CONTINUE;
 }
 
 /* /metrics on its own thread, before the runner claims anything: an
@@ -159,9 +203,12 @@ int cmd_worker(int argc, char **argv)
 	lr_err err = { 0 };
 	int nargs;
 
+	unsigned long long fds_short = 0;
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc == CLI_CONTINUE)
 		rc = runner_opts(&f, &o);
+	if (rc == CLI_CONTINUE)
+		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short);
 	if (rc == CLI_CONTINUE) {
 		catch_stop_signals();
 		rc = cli_open(&common, &c);
@@ -178,7 +225,18 @@ int cmd_worker(int argc, char **argv)
 		rc = EXIT_RUNTIME;
 		goto cleanup;
 	}
-	sweep_state_dirs(r);
+	rc = sweep_state_dirs(r);
+	if (rc != CLI_CONTINUE)
+		goto cleanup;
+	if (fds_short > 0) {
+		struct rlimit rl;
+		getrlimit(RLIMIT_NOFILE, &rl);
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+		              "--concurrency %d may need about %llu open files, and this process "
+		              "may open %llu (ulimit -n): a step that cannot start is given back "
+		              "to be run elsewhere; raise the limit", o.concurrency, fds_short,
+		              (unsigned long long)rl.rlim_cur);
+	}
 	/* Its only children are guards: what a killed one leaves comes here
 	 * and is stopped, so that the step may run again. */
 	(void)lr_orphans_adopt();

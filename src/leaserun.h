@@ -679,7 +679,8 @@ LR_API lr_step_result lr_shell_step(lr_step *step, void *user);
  * locked by its guard). Nothing else is touched: only directories named
  * leaserun-<task>.<fence>.<attempt>.XXXXXX, owned by this process's
  * effective user, mode 0700, never through a symbolic link. Call it when a
- * runner using lr_shell_step starts. *removed (may be NULL) gets the count. */
+ * runner using lr_shell_step starts. *removed (may be NULL) gets the count.
+ * LR_ESYS when dir cannot be read or written: no shell step could start. */
 LR_API int lr_shell_step_sweep(const char *dir, size_t *removed, lr_err *err);
 
 /* Workers a runner may have (lr_runner_opts.concurrency). */

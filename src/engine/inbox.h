@@ -29,6 +29,7 @@ enum lr_report {
 	LR_REP_COMMITTED, /* a step was committed */
 	LR_REP_FINISHED,  /* done/<id> written (by us) */
 	LR_REP_LET_GO,    /* not ours any more (dropped, released, error) */
+	LR_REP_NOT_HERE,  /* released: this runner could not start its step */
 	LR_REP_LOST,      /* another runner's claim (revision in `fence`) won */
 	LR_REP_GONE,      /* the task no longer exists */
 	LR_REP_BLOCKED,   /* its locks or slots were taken: wait for a change */

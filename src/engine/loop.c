@@ -144,6 +144,31 @@ static int acquire_lease(lr_runner *r, int64_t old_lease, lr_err *err)
 
 /* ---- reports from the workers ------------------------------------------- */
 
+/* The longest a runner claims nothing after a step it could not start. */
+#define LR_HOLD_OFF_MAX_MS 30000
+
+static void take_back(lr_runner *r);
+
+/* A step this runner could not start: claim nothing for a while, so that
+ * runners that can run it take it and this one does not claim and release
+ * in a loop; jobs queued ahead go back. The wait doubles while it keeps
+ * happening, from 1 s to LR_HOLD_OFF_MAX_MS. */
+static void hold_off(lr_runner *r)
+{
+	int64_t now = lr_mono_ms();
+	if (now - r->not_here_at > 2 * LR_HOLD_OFF_MAX_MS)
+		lr_backoff_reset(&r->hold_off);
+	r->not_here_at = now;
+	int64_t until = now + lr_backoff_next(&r->hold_off, &r->rng);
+	if (until > r->hold_off_until) {
+		r->hold_off_until = until;
+		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
+		              "claiming nothing for %lld ms: a step could not start here",
+		              (long long)(until - now));
+	}
+	take_back(r);
+}
+
 static void apply_report(lr_runner *r, const struct lr_msg *m)
 {
 	void *u = r->cb_user;
@@ -166,6 +191,10 @@ static void apply_report(lr_runner *r, const struct lr_msg *m)
 		break;
 	case LR_REP_LET_GO:
 		lr_view_settle(r, id, rev, false, 0, m->u.report.started);
+		break;
+	case LR_REP_NOT_HERE:
+		lr_view_settle(r, id, rev, false, 0, m->u.report.started);
+		hold_off(r);
 		break;
 	case LR_REP_LOST:
 		lr_view_settle(r, id, rev, false, m->u.report.fence, false);
@@ -225,8 +254,6 @@ static void add_prefetch(lr_runner *r, struct lr_job *job)
 		snprintf(job->prefetch[job->n_prefetch++], LR_ID_SIZE, "%s", cand[i]->id);
 }
 
-static void take_back(lr_runner *r);
-
 /* A task of a higher priority than a job queued ahead came: the queued
  * jobs go back, to be handed out again in order. */
 static void reprioritise(lr_runner *r)
@@ -246,7 +273,7 @@ static void dispatch(lr_runner *r)
 	/* No lease, or one past its deadline, as good as lost (its message
 	 * may not be here yet): a claim under it could only fail, or wait
 	 * out its call when etcd cannot be reached. */
-	if (lr_runner_deadline(r, lease) <= lr_mono_ms())
+	if (lr_runner_deadline(r, lease) <= lr_mono_ms() || lr_mono_ms() < r->hold_off_until)
 		return;
 	int cap = r->concurrency + LR_READY_AHEAD(r->concurrency);
 	while (r->busy < cap && r->set.pending > 0) {
@@ -424,6 +451,8 @@ static int poll_timeout(const lr_runner *r, const struct loop *l)
 	int64_t due = lr_sched_next_ms((lr_runner *)r);
 	if (due < next)
 		next = due; /* the earliest start time */
+	if (r->hold_off_until > now && r->set.pending > 0 && r->hold_off_until < next)
+		next = r->hold_off_until; /* claims again */
 	if (next == INT64_MAX)
 		return -1;
 	return next <= now ? 0 : (int)(next - now > 60000 ? 60000 : next - now);
@@ -438,6 +467,8 @@ static void run_loop(lr_runner *r)
 {
 	struct loop l = {0};
 	lr_backoff_init(&l.retry, 500, 5000);
+	lr_backoff_init(&r->hold_off, 1000, LR_HOLD_OFF_MAX_MS);
+	r->hold_off_until = r->not_here_at = 0;
 	for (;;) {
 		if (atomic_load(&r->stop_requested) && l.grace_end == 0) {
 			atomic_store(&r->draining, true);

@@ -149,6 +149,10 @@ struct lr_runner {
 	size_t since_prefetch;  /* jobs handed out since the last look ahead */
 	lr_rng rng;
 	int busy;               /* jobs handed out, not reported back */
+	/* A step this runner could not start (LR_REP_NOT_HERE): no claims
+	 * until hold_off_until (monotonic ms), longer at each in a row. */
+	int64_t hold_off_until, not_here_at;
+	lr_backoff hold_off;
 };
 
 /* ---- runner.c: services for every part --------------------------------- */
@@ -254,12 +258,19 @@ int lr_workers_in_handlers(lr_runner *r, char *out, size_t size);
 
 /* ---- step.c: the step context ---------------------------------------------- */
 
+/* How an attempt that did not succeed ended (step_int.h). */
+enum lr_attempt_end {
+	LR_ATTEMPT_RAN,         /* it ran: its result counts */
+	LR_ATTEMPT_INTERRUPTED, /* cut short by the lease deadline */
+	LR_ATTEMPT_NOT_STARTED, /* this runner could not start it */
+};
+
 /* Run one attempt of step t->next_step through its handler. *state_out
  * gets the state to commit (LR_STEP_OK only), *error the handler's
- * message (malloc'd, may be NULL); *interrupted whether the attempt was
- * cut short by the lease deadline rather than failed (step_int.h). */
+ * message (malloc'd, may be NULL); *end how an attempt that did not
+ * succeed ended. */
 lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who,
                            lr_claimed_task *t, const struct lr_handler *hd,
-                           json_t **state_out, char **error, bool *interrupted);
+                           json_t **state_out, char **error, enum lr_attempt_end *end);
 
 #endif

@@ -116,9 +116,14 @@ void lr__step_interrupted(lr_step *s)
 	s->interrupted = true;
 }
 
+void lr__step_not_started(lr_step *s)
+{
+	s->not_started = true;
+}
+
 lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claimed_task *h,
                            const struct lr_handler *hd, json_t **state_out,
-                           char **error, bool *interrupted)
+                           char **error, enum lr_attempt_end *end)
 {
 	lr_step s = {
 		.r = w->r,
@@ -133,7 +138,7 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	};
 	*state_out = NULL;
 	*error = NULL;
-	*interrupted = false;
+	*end = LR_ATTEMPT_RAN;
 	if (s.state == NULL) {
 		*error = strdup("out of memory copying the state");
 		return LR_STEP_RETRY;
@@ -153,7 +158,10 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	}
 	if (s.error[0] != '\0')
 		*error = strdup(s.error);
-	*interrupted = res != LR_STEP_OK && s.interrupted;
+	if (res != LR_STEP_OK)
+		*end = s.interrupted   ? LR_ATTEMPT_INTERRUPTED
+		       : s.not_started ? LR_ATTEMPT_NOT_STARTED
+		                       : LR_ATTEMPT_RAN;
 	if (res == LR_STEP_OK)
 		*state_out = s.state;
 	else

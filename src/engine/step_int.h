@@ -21,6 +21,7 @@ struct lr_step {
 	json_t *state;          /* the handler's working state (owned) */
 	json_t *slots;          /* {"pool": index} of the claim, or NULL (owned) */
 	bool interrupted;       /* stopped as the lease deadline neared */
+	bool not_started;       /* this runner could not start it */
 	char error[2048];
 };
 
@@ -28,5 +29,11 @@ struct lr_step {
  * lease deadline came near with no renewal (shell_step.c). The worker runs
  * it again once the lease is renewed, or drops the task if it is lost. */
 void lr__step_interrupted(lr_step *s);
+
+/* The attempt did not fail either: this runner could not start the step
+ * (out of descriptors or processes, its state directory unusable), which
+ * says nothing of the task (shell_step.c). The worker releases the task
+ * with the attempt given back, and the runner holds off claiming. */
+void lr__step_not_started(lr_step *s);
 
 #endif

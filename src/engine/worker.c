@@ -73,6 +73,7 @@ static void count(lr_stats *s, enum lr_report rep, lr_task_state st)
 		lr_stats_task_done(s, st);
 		break;
 	case LR_REP_LET_GO:
+	case LR_REP_NOT_HERE:
 		lr_stats_inc(&s->tasks_let_go);
 		break;
 	case LR_REP_GONE:
@@ -106,7 +107,7 @@ static void report(struct hold *h, enum lr_report rep, const struct report *what
 		return; /* the loop re-reads after its next resync */
 	/* A worker that finished takes a waiting job by itself: the loop
 	 * need not refill the queue before it runs low. */
-	m->lazy = !progress && lr_jobq_waiting(&r->jobs) >= 2;
+	m->lazy = !progress && rep != LR_REP_NOT_HERE && lr_jobq_waiting(&r->jobs) >= 2;
 	m->u.report.what = rep;
 	snprintf(m->u.report.id, sizeof(m->u.report.id), "%s", h->job->id);
 	m->u.report.task_rev = h->job->create_rev;
@@ -457,6 +458,27 @@ static bool interrupted_attempt(struct hold *h, const char *name, const char *er
 	return true;
 }
 
+/* This runner could not start the step (lr__step_not_started): nothing of
+ * the task's doing, so no attempt of its is spent. The task is released
+ * with the attempt given back, for any runner to take, and the loop holds
+ * off claiming for a while (so that one runner short of descriptors, or
+ * with a TMPDIR gone, does not use up the attempts of every task). */
+static void not_started_here(struct hold *h, const char *name, const char *error)
+{
+	lr_claimed_task *t = &h->t;
+	lr_err e = {0};
+	if (lr_release(&h->who, t, true, &e) != 0) {
+		write_failed(h, &e);
+		return;
+	}
+	lr_runner_log(h->r, LR_LOG_ERROR, t->id, name, t->next_step,
+	              "step %lld/%lld could not start on this runner: %s; released with its "
+	              "attempt given back, and this runner claims nothing for a while",
+	              (long long)t->next_step + 1, (long long)t->steps,
+	              error != NULL ? error : "no reason given");
+	report(h, LR_REP_NOT_HERE, NULL);
+}
+
 /* Count the start about to happen, unless the count already holds it.
  * False when the task is no longer ours to run. */
 static bool count_start(struct hold *h, const char *name)
@@ -503,8 +525,8 @@ static bool run_step(struct hold *h)
 	t->started = true;
 	json_t *state = NULL;
 	char *error = NULL;
-	bool interrupted = false;
-	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error, &interrupted);
+	enum lr_attempt_end end;
+	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error, &end);
 	enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 	bool go_on;
 	lr_stats_step(&h->r->stats, why != LR_STOP_NONE, res);
@@ -514,8 +536,11 @@ static bool run_step(struct hold *h)
 		go_on = false;
 	} else if (res == LR_STEP_OK) {
 		go_on = commit(h, state, name);
-	} else if (interrupted) {
+	} else if (end == LR_ATTEMPT_INTERRUPTED) {
 		go_on = interrupted_attempt(h, name, error);
+	} else if (end == LR_ATTEMPT_NOT_STARTED) {
+		not_started_here(h, name, error);
+		go_on = false;
 	} else {
 		go_on = failed_attempt(h, name, res, error);
 	}

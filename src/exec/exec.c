@@ -529,6 +529,11 @@ static void describe_end(struct child *c, lr_exec_result *res)
 		         "had ended: some may still run, so the step is not run again");
 	} else if (c->stop != STOP_NONE) {
 		describe_stop(c, res);
+	} else if (c->status_lost && lr_guard_never_started(&c->guard)) {
+		res->outcome = LR_EXEC_SPAWN;
+		snprintf(res->msg, sizeof(res->msg),
+		         "the step's guard could not start it (out of descriptors or "
+		         "processes, say)");
 	} else if (c->status_lost) {
 		res->outcome = LR_EXEC_EXIT;
 		res->exit_status = -1;

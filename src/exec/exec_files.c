@@ -364,6 +364,13 @@ int lr_state_dir_sweep(const char *base, size_t *removed, lr_err *err)
 		return lr_err_set(err, LR_ESYS, "state directories in %s: %s", base,
 		                  strerror(saved));
 	}
+	/* Steps make theirs here: a base they cannot write is no use. */
+	if (faccessat(base_fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+		int saved = errno;
+		closedir(d);
+		return lr_err_set(err, LR_ESYS, "state directories in %s: cannot create any: %s",
+		                  base, strerror(saved));
+	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
 		if (!stale(base_fd, e->d_name))

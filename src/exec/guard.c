@@ -526,10 +526,12 @@ static int reap_guard(lr_guard *g)
 	int st = 0;
 	while (g->pid > 0 && waitpid(g->pid, &st, 0) < 0 && errno == EINTR)
 		;
-	if (g->pid > 0)
+	if (g->pid > 0) {
 		lr_orphans_reaped(g->pid);
+		g->wstatus = st;
+	}
 	g->pid = -1;
-	return st;
+	return g->wstatus;
 }
 
 bool lr_guard_read(lr_guard *g, lr_guard_said *s)
@@ -557,6 +559,12 @@ bool lr_guard_killed(lr_guard *g, const lr_guard_said *s)
 	/* Without the word that all of the step is gone, the guard is
 	 * ending: killed, or failed before it started the shell. */
 	return !s->all_gone && WIFSIGNALED(reap_guard(g));
+}
+
+bool lr_guard_never_started(const lr_guard *g)
+{
+	/* Its only exits with 126 come before the shell's start. */
+	return g->pid < 0 && WIFEXITED(g->wstatus) && WEXITSTATUS(g->wstatus) == 126;
 }
 
 void lr_guard_end(lr_guard *g)

@@ -75,6 +75,7 @@ typedef struct lr_guard {
 	                 process of the step is left; end of file without
 	                 that byte: the guard was killed, and processes of
 	                 the step may live on */
+	int wstatus;  /* the guard's own wait status, once reaped */
 } lr_guard;
 
 /* Start the guard, which starts the shell. The spec's fds stay the
@@ -100,6 +101,10 @@ bool lr_guard_read(lr_guard *g, lr_guard_said *s);
 /* After the pipe ended: whether the guard was killed before every process
  * of the step was gone (some may live on). Reaps the guard then. */
 bool lr_guard_killed(lr_guard *g, const lr_guard_said *s);
+/* After lr_guard_killed: whether the guard gave up before it started the
+ * shell (exit status 126: out of descriptors or processes, say). Then no
+ * process of the step ever ran. */
+bool lr_guard_never_started(const lr_guard *g);
 /* The step is over and its results are read: close the pipe (the guard
  * removes the state directory and exits) and reap the guard. */
 void lr_guard_end(lr_guard *g);

@@ -141,7 +141,9 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 	memset(&res, 0, sizeof(res));
 	lr_err e = {0};
 	if (lr_exec_run(&o, &res, &e) != 0) {
+		/* Nothing of the step ran: the trouble is this runner's. */
 		lr_step_set_error(s, "%s", e.msg);
+		lr__step_not_started(s);
 	} else if (res.outcome == LR_EXEC_OK) {
 		out = take_state(s, &res);
 	} else {
@@ -151,6 +153,8 @@ lr_step_result lr_shell_step(lr_step *s, void *user)
 			out = LR_STEP_FAIL;
 		else if (res.outcome == LR_EXEC_DEADLINE)
 			lr__step_interrupted(s);
+		else if (res.outcome == LR_EXEC_SPAWN)
+			lr__step_not_started(s);
 	}
 	lr_exec_result_clear(&res);
 done:

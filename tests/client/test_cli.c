@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -949,15 +952,21 @@ TEST(every_worker_log_line_names_the_runner)
 {
 	lr_client *c = fixture_client("cli_worker_log");
 	cli_use_client(c);
-	char tmp[128];
-	snprintf(tmp, sizeof(tmp), "%s/no-such-dir", cli_tmpdir);
-	setenv("TMPDIR", tmp, 1); /* the sweep of state directories says it failed */
+	/* A state directory left by a killed step, for the sweep to remove. */
+	char tmp[128], left[256];
+	snprintf(tmp, sizeof(tmp), "%s/logs-tmp", cli_tmpdir);
+	snprintf(left, sizeof(left), "%s/leaserun-t.7.1.AbC123", tmp);
+	CHECK(mkdir(tmp, 0700) == 0 && mkdir(left, 0700) == 0);
+	struct timeval old[2] = { { .tv_sec = time(NULL) - 600 }, { .tv_sec = time(NULL) - 600 } };
+	CHECK(utimes(left, old) == 0);
+	setenv("TMPDIR", tmp, 1);
 	proc_result r = RUN("worker", "--name", "w-logs", "--exit-when-idle", "--metrics",
 	                    "127.0.0.1:0");
 	unsetenv("TMPDIR");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_HAS(r.err, "metrics on http://");
-	CHECK_HAS(r.err, "state directories in");
+	CHECK_HAS(r.err, "removed 1 state directories");
+	CHECK(rmdir(tmp) == 0); /* the sweep took what it left */
 	int lines = 0;
 	for (char *line = strtok(r.err, "\n"); line != NULL; line = strtok(NULL, "\n")) {
 		json_t *o = json_loads(line, 0, NULL);
@@ -1316,6 +1325,73 @@ TEST(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops)
 	etcdh_destroy(small);
 }
 
+/* A worker whose steps cannot keep their state (TMPDIR missing) does not
+ * start; one whose TMPDIR goes away under it releases the tasks it cannot
+ * start with their attempts given back, claims nothing for a while, and
+ * runs them once it can: a runner's own trouble costs a task no attempt. */
+TEST(a_step_its_runner_cannot_start_costs_the_task_no_attempt)
+{
+	lr_client *c = fixture_client("cli_not_here");
+	cli_use_client(c);
+	char dir[200], log[200];
+	snprintf(dir, sizeof(dir), "%s/steps-tmp", cli_tmpdir);
+	snprintf(log, sizeof(log), "%s/not-here.log", cli_tmpdir);
+	const char *saved = getenv("TMPDIR");
+	char *old = saved != NULL ? strdup(saved) : NULL;
+
+	setenv("TMPDIR", dir, 1); /* not made yet */
+	proc_result r = RUN("worker", "--exit-when-idle", "--ttl", "2");
+	CHECK_INT(r.status, ==, 1);
+	CHECK_HAS(r.err, dir);
+	CHECK_HAS(r.err, "set TMPDIR to a directory this user can write");
+	proc_result_free(&r);
+
+	CHECK(mkdir(dir, 0700) == 0);
+	proc_bg worker;
+	const char *args[] = { "worker", "--ttl", "2", "--concurrency", "2", "--name", "nh",
+		               NULL };
+	cli_start(&worker, log, args);
+	if (old != NULL)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
+	free(old);
+	for (int64_t t0 = lr_mono_ms(); lr_mono_ms() - t0 < 10000;) {
+		char *text = proc_slurp(log);
+		bool up = strstr(text, "registered with lease") != NULL;
+		free(text);
+		if (up)
+			break;
+		lr_sleep_ms(20);
+	}
+	CHECK(rmdir(dir) == 0);
+	r = RUN_STDIN("{\"id\":\"nh\",\"max_attempts\":1,\"steps\":[{\"name\":\"s\","
+	              "\"run\":\"true\"}]}", "submit");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	bool said = false;
+	for (int64_t t0 = lr_mono_ms(); !said && lr_mono_ms() - t0 < 10000; lr_sleep_ms(20)) {
+		char *text = proc_slurp(log);
+		said = strstr(text, "could not start on this runner") != NULL;
+		free(text);
+	}
+	CHECK(said);
+	char *done = fixture_get(c, "done/", "nh");
+	CHECK(done == NULL); /* one attempt allowed, none spent */
+	free(done);
+	CHECK(mkdir(dir, 0700) == 0);
+	for (int64_t t0 = lr_mono_ms(); done == NULL && lr_mono_ms() - t0 < 20000;
+	     lr_sleep_ms(50))
+		done = fixture_get(c, "done/", "nh");
+	CHECK(done != NULL);
+	CHECK_HAS(done, "\"status\":\"succeeded\"");
+	CHECK_HAS(done, "\"attempts\":1");
+	free(done);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	CHECK(rmdir(dir) == 0);
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(submit_refuses_unknown_after_with_status_4_and_takes_in),
 	TEST_CASE(bench_prints_its_figures_and_leaves_no_key_behind),
@@ -1351,6 +1427,7 @@ TEST_LIST(
 	TEST_CASE(unreachable_etcd_exits_1_naming_the_endpoint_within_the_dial_timeout),
 	TEST_CASE(credentials_come_from_the_flag_or_the_environment_and_never_show),
 	TEST_CASE(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops),
+	TEST_CASE(a_step_its_runner_cannot_start_costs_the_task_no_attempt),
 );
 
 TEST_MAIN(cli_setup, cli_teardown)
