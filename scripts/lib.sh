@@ -183,10 +183,19 @@ lr_count_results() {
 	printf '%s %s %s\n' "$passed" "$failed" "$skipped"
 }
 
-# Prints a free TCP port on 127.0.0.1 (the kernel picks it).
+# Prints a free TCP port on 127.0.0.1, outside the kernel's range for
+# outgoing connections: a member's peers reconnecting to it while it is down
+# could otherwise take its port as their own source port (a TCP
+# self-connect) and keep it from starting again.
 lr_free_port() {
-	local port
-	for port in $(shuf -i 20000-60000 -n 50); do
+	local port lo=32768 hi=60999 from=20000 to=60000
+	read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	if [ "$lo" -gt 12000 ]; then
+		from=10000 to=$((lo - 1))
+	elif [ "$hi" -lt 63000 ]; then
+		from=$((hi + 1)) to=65000
+	fi
+	for port in $(shuf -i "$from-$to" -n 50); do
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
 			return 0

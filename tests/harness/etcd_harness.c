@@ -1,6 +1,6 @@
 /* etcd_harness.c - start, break and tear down real etcd servers for tests.
  *
- * Members are `etcd` child processes on loopback ports picked by the kernel;
+ * Members are `etcd` child processes on free loopback ports (pick_ports);
  * health and leadership are asked of `etcdctl`, so the harness shares no
  * code with the client under test.
  *
@@ -26,6 +26,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,13 +300,59 @@ static void remove_tree(const char *dir)
 		nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Free loopback ports: bind to port 0, read the port, and hold every socket
- * until all are picked so that the set has no duplicates. */
+/* Ports below the kernel's range for outgoing connections (or above it),
+ * where no connection of a member's peers can take a stopped member's port
+ * as its own source port (a TCP self-connect) and keep it from coming
+ * back; false when the range leaves no room. */
+static bool own_port_range(int *lo, int *hi)
+{
+	int first = 32768, last = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f != NULL) {
+		if (fscanf(f, "%d %d", &first, &last) != 2)
+			first = 32768, last = 60999;
+		fclose(f);
+	}
+	if (first > 12000) {
+		*lo = 10000, *hi = first - 1;
+		return true;
+	}
+	if (last < 63000) {
+		*lo = last + 1, *hi = 65000;
+		return true;
+	}
+	return false;
+}
+
+/* Bind fd to a free loopback port: one of the range when there is one,
+ * else one the kernel picks; 0 or -1 (errno set). */
+static int bind_free(int fd, unsigned *seed)
+{
+	struct sockaddr_in sa;
+	int lo, hi;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (own_port_range(&lo, &hi))
+		for (int tries = 0; tries < 200; tries++) {
+			sa.sin_port = htons((uint16_t)(lo + rand_r(seed) % (hi - lo + 1)));
+			if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				return 0;
+			if (errno != EADDRINUSE)
+				return -1;
+		}
+	sa.sin_port = 0;
+	return bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+}
+
+/* Free loopback ports (see bind_free), holding every socket until all are
+ * picked so that the set has no duplicates. */
 static int pick_ports(int *ports, int count)
 {
 	int fds[2 * MAX_MEMBERS];
 	int opened = 0;
 	int rc = 0;
+	unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&seed;
 
 	for (; opened < count; opened++) {
 		struct sockaddr_in sa;
@@ -317,10 +364,7 @@ static int pick_ports(int *ports, int count)
 			break;
 		}
 		fds[opened] = fd;
-		memset(&sa, 0, sizeof(sa));
-		sa.sin_family = AF_INET;
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+		if (bind_free(fd, &seed) != 0 ||
 		    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
 			opened++;
 			rc = -1;
