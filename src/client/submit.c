@@ -11,6 +11,23 @@
 #include "records/schedule.h"
 #include "records/spec.h"
 
+/* Whether the stored form, normalised as a submit now does, is the new
+ * one: a spec stored by an earlier version, which kept fields given at
+ * their defaults ("priority": 0, "after": []) that are now left out. */
+static bool same_when_normalised(const char *stored, size_t slen, const char *value,
+                                 size_t vlen)
+{
+	json_t *norm = NULL;
+	lr_err ignored;
+	if (lr_spec_parse_with_id(stored, slen, NULL, &norm, &ignored) != 0)
+		return false;
+	char *again = lr_spec_encode(norm);
+	json_decref(norm);
+	bool same = again != NULL && strlen(again) == vlen && memcmp(again, value, vlen) == 0;
+	free(again);
+	return same;
+}
+
 /* Whether the stored form is the new one but for its not_before, which is
  * no later than the new one's: an earlier run of the same submit, which
  * computed its start time earlier. */
@@ -102,6 +119,7 @@ int lr_submit_store(lr_client *c, const char *id, const char *value, bool start_
 	}
 	const lr_kv *stored = &r.ops[0].kvs[0];
 	if ((stored->value_len != len || memcmp(stored->value, value, len) != 0) &&
+	    !same_when_normalised(stored->value, stored->value_len, value, len) &&
 	    !(start_added && same_but_start(stored->value, stored->value_len, value, len))) {
 		rc = lr_err_set(err, LR_EEXIST,
 		                "task %s already exists with a different spec", id);

@@ -67,6 +67,8 @@ static int normalise_after(const json_t *spec, const char *id, json_t *norm, lr_
 			if (strcmp(json_string_value(json_array_get(v, j)), s) == 0)
 				return lr_err_set(err, LR_EINVAL, "%s: %s is named twice", path, s);
 	}
+	if (json_array_size(v) == 0)
+		return 0; /* waits for nothing: the same spec as without */
 	return json_object_set_new(norm, "after", json_deep_copy(v)) == 0
 	           ? 0
 	           : lr_err_set(err, LR_ENOMEM, "out of memory");
@@ -89,7 +91,9 @@ int lr_sched_normalise(const json_t *spec, const char *id, json_t *norm, lr_err 
 		int rc = lr_json_int(p, LR_PRIORITY_MIN, LR_PRIORITY_MAX, "priority", &n, err);
 		if (rc != 0)
 			return rc;
-		json_object_set_new(norm, "priority", json_integer((json_int_t)n));
+		/* 0 is what no priority means: left out, the same spec. */
+		if (n != 0)
+			json_object_set_new(norm, "priority", json_integer((json_int_t)n));
 	}
 	int rc = normalise_not_before(spec, norm, err);
 	return rc != 0 ? rc : normalise_after(spec, id, norm, err);

@@ -668,16 +668,17 @@ static int normalise_env(json_t *spec, json_t *norm, lr_err *err)
 	return put(norm, "env", json_deep_copy(env), err);
 }
 
-/* "locks" and "limits", kept as given when valid, left out when absent (so
- * that a spec without them is stored as before). */
+/* "locks" and "limits", kept as given when valid, left out when absent or
+ * empty (so that a spec without them is stored as before, and one that
+ * names none is the same spec). */
 static int normalise_locks(json_t *spec, json_t *norm, lr_err *err)
 {
 	json_t *locks = json_object_get(spec, "locks");
 	json_t *limits = json_object_get(spec, "limits");
 	int rc = lr_lockset_parse(locks, limits, NULL, err);
-	if (rc == 0 && locks != NULL)
+	if (rc == 0 && json_object_size(locks) > 0)
 		rc = put(norm, "locks", json_deep_copy(locks), err);
-	if (rc == 0 && limits != NULL)
+	if (rc == 0 && json_object_size(limits) > 0)
 		rc = put(norm, "limits", json_deep_copy(limits), err);
 	return rc;
 }

@@ -180,6 +180,54 @@ TEST(submit_of_an_identical_spec_succeeds_without_creating)
 	lr_client_close(c);
 }
 
+/* Optional fields given at what their absence means (priority 0, no
+ * "after", no locks or limits) make the same spec, in either order; and a
+ * spec stored with them spelled out (as before they were left out) is
+ * still the same as its resubmit. */
+TEST(submit_of_a_spec_with_optional_fields_at_their_defaults_is_the_same_spec)
+{
+	lr_client *c = fixture_client("same_defaults");
+	static const char plain[] = "{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}";
+	static const char *const spelled[] = {
+		"{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],\"priority\":0}",
+		"{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],\"after\":[]}",
+		"{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],\"locks\":{}}",
+		"{\"id\":\"%s\",\"steps\":[{\"name\":\"a\",\"run\":\"true\"}],\"limits\":{},"
+		"\"priority\":0,\"after\":[],\"locks\":{}}",
+	};
+	for (size_t i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++)
+		for (int order = 0; order < 2; order++) {
+			char id[LR_ID_SIZE], first[400], second[400];
+			snprintf(id, sizeof(id), "d-%zu-%d", i, order);
+			snprintf(first, sizeof(first), order == 0 ? plain : spelled[i], id);
+			snprintf(second, sizeof(second), order == 0 ? spelled[i] : plain, id);
+			int created = -1;
+			CHECK_OK(lr_submit_text(c, first, strlen(first), NULL, NULL, &created, &err),
+			         &err);
+			CHECK_INT(created, ==, 1);
+			if (lr_submit_text(c, second, strlen(second), NULL, NULL, &created, &err) != 0)
+				TEST_FAIL("%s after %s: %s", second, first, err.msg);
+			CHECK_INT(created, ==, 0);
+		}
+	/* Stored as before, with "priority":0 spelled out: its resubmit is
+	 * the same spec. */
+	fixture_put(c, LR_K_TASKS, "d-old",
+	            "{\"env\":{},\"id\":\"d-old\",\"max_attempts\":5,\"priority\":0,"
+	            "\"retry_backoff_ms\":1000,\"state\":{},\"steps\":[{\"name\":\"a\","
+	            "\"run\":\"true\",\"timeout_s\":0}]}",
+	            0);
+	static const char old[] = "{\"id\":\"d-old\",\"steps\":[{\"name\":\"a\","
+	                          "\"run\":\"true\"}],\"priority\":0}";
+	int created = -1;
+	CHECK_OK(lr_submit_text(c, old, strlen(old), NULL, NULL, &created, &err), &err);
+	CHECK_INT(created, ==, 0);
+	/* A real difference still is one. */
+	static const char other[] = "{\"id\":\"d-old\",\"steps\":[{\"name\":\"a\","
+	                            "\"run\":\"true\"}],\"priority\":1}";
+	CHECK_INT(lr_submit_text(c, other, strlen(other), NULL, NULL, NULL, &err), ==, LR_EEXIST);
+	lr_client_close(c);
+}
+
 TEST(submit_of_a_different_spec_under_the_same_id_is_refused)
 {
 	lr_client *c = fixture_client("diff");
@@ -696,6 +744,7 @@ TEST_LIST(
 	TEST_CASE(state_names_parse_back),
 	TEST_CASE(submit_stores_the_normalised_spec_and_returns_its_id),
 	TEST_CASE(submit_of_an_identical_spec_succeeds_without_creating),
+	TEST_CASE(submit_of_a_spec_with_optional_fields_at_their_defaults_is_the_same_spec),
 	TEST_CASE(submit_of_a_different_spec_under_the_same_id_is_refused),
 	TEST_CASE(submit_of_invalid_specs_stores_nothing),
 	TEST_CASE(submit_json_takes_the_id_override_or_generates_one),
