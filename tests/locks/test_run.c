@@ -1017,6 +1017,36 @@ TEST(a_run_in_a_dependency_is_not_held_back_by_its_dependent)
 	lr_client_close(c);
 }
 
+/* W asks for res/a, res/b and res/c while res/c is held (by a run), so T,
+ * asking for res/a only, goes ahead of it; then T's step (step: its shell
+ * text) asks for res/b, for which W waits too, and waits for that. T, and
+ * `also` (a task its step made; may be NULL), succeed while W waits; W
+ * succeeds once res/c is free. */
+static void step_of_a_task_an_older_waiter_waits_for(lr_client *c, const char *step,
+                                                     const char *also, const char *worker_name)
+{
+	proc_bg holder;
+	hold_in_background(&holder, "res/c", "2");
+	char specs[3000];
+	snprintf(specs, sizeof(specs),
+	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
+	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
+	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}],"
+	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
+	         step);
+	proc_bg worker;
+	submit_to_a_worker(specs, &worker, worker_name);
+	if (also != NULL)
+		check_succeeded(c, also, 20000);
+	check_succeeded(c, "T", 20000);
+	char *done = fixture_get(c, "done/", "W");
+	CHECK(done == NULL); /* held up by res/c all along */
+	free(done);
+	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
+	check_succeeded(c, "W", 20000);
+	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+}
+
 /* A task that went ahead of an older waiter (held up then by another
  * holder) and whose step takes, with `leaserun run`, a lock that waiter
  * also asks for: the waiter now waits for that very task, so the run,
@@ -1025,25 +1055,9 @@ TEST(a_run_in_a_step_is_not_held_back_by_a_waiter_that_waits_for_its_task)
 {
 	lr_client *c = fixture_client("run_within");
 	cli_use_client(c);
-	proc_bg holder;
-	hold_in_background(&holder, "res/c", "2");
-	char step[1000], specs[2000];
+	char step[1000];
 	run_in_a_step(step, sizeof(step), "res/b=X");
-	snprintf(specs, sizeof(specs),
-	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
-	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
-	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}],"
-	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
-	         step);
-	proc_bg worker;
-	submit_to_a_worker(specs, &worker, "w3");
-	check_succeeded(c, "T", 20000);
-	char *done = fixture_get(c, "done/", "W");
-	CHECK(done == NULL); /* held up by res/c all along */
-	free(done);
-	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
-	check_succeeded(c, "W", 20000);
-	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	step_of_a_task_an_older_waiter_waits_for(c, step, NULL, "w3");
 	lr_client_close(c);
 }
 
@@ -1055,9 +1069,7 @@ TEST(a_sub_task_awaited_by_its_step_is_not_held_back_by_a_waiter_that_waits_for_
 {
 	lr_client *c = fixture_client("submit_within");
 	cli_use_client(c);
-	proc_bg holder;
-	hold_in_background(&holder, "res/c", "2");
-	char sub[600], step[2000], specs[3000];
+	char sub[600], step[2000];
 	snprintf(sub, sizeof(sub), "%s",
 	         cli_write_file("sub.json", "{\"id\":\"S\",\"steps\":[{\"name\":\"s\","
 	                                    "\"run\":\"true\"}],\"locks\":{\"res/b\":\"X\"}}"));
@@ -1067,22 +1079,7 @@ TEST(a_sub_task_awaited_by_its_step_is_not_held_back_by_a_waiter_that_waits_for_
 	         "for i in $(seq 80); do %s status S --json | grep -q succeeded && exit 0; "
 	         "sleep 0.1; done; exit 1",
 	         cli_env_endpoints, cli_env_prefix, proc_leaserun(), sub, proc_leaserun());
-	snprintf(specs, sizeof(specs),
-	         "{\"id\":\"W\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}],"
-	         "\"locks\":{\"res/a\":\"X\",\"res/b\":\"X\",\"res/c\":\"X\"}}\n"
-	         "{\"id\":\"T\",\"steps\":[{\"name\":\"s\",\"run\":\"%s\"}],"
-	         "\"max_attempts\":1,\"locks\":{\"res/a\":\"X\"}}\n",
-	         step);
-	proc_bg worker;
-	submit_to_a_worker(specs, &worker, "w4");
-	check_succeeded(c, "S", 20000);
-	check_succeeded(c, "T", 20000);
-	char *done = fixture_get(c, "done/", "W");
-	CHECK(done == NULL); /* held up by res/c all along */
-	free(done);
-	CHECK_INT(proc_stop(&holder, SIGTERM, 10000), ==, 128 + SIGTERM);
-	check_succeeded(c, "W", 20000);
-	CHECK_INT(proc_stop(&worker, SIGTERM, 10000), ==, 0);
+	step_of_a_task_an_older_waiter_waits_for(c, step, "S", "w4");
 	lr_client_close(c);
 }
 
