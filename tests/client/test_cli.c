@@ -688,6 +688,18 @@ TEST(unknown_task_ids_exit_4)
 	lr_client_close(c);
 }
 
+/* A claim of task id put by hand, as runner box-1 would, on a lease of
+ * 30 s of its own: the lease. */
+static int64_t claim_by_hand(lr_client *c, const char *id)
+{
+	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
+	lr_rfc3339_now(cl.claimed_at);
+	char *v = lr_claim_encode(&cl);
+	fixture_put(c, LR_K_CLAIMS, id, v, cl.lease);
+	free(v);
+	return cl.lease;
+}
+
 TEST(cancel_says_what_it_did)
 {
 	lr_client *c = fixture_client("cli_cancel");
@@ -706,11 +718,7 @@ TEST(cancel_says_what_it_did)
 	r = RUN_STDIN("{\"id\":\"b\",\"steps\":[{\"name\":\"s\",\"run\":\"true\"}]}",
 	              "submit");
 	proc_result_free(&r);
-	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
-	lr_rfc3339_now(cl.claimed_at);
-	char *v = lr_claim_encode(&cl);
-	fixture_put(c, LR_K_CLAIMS, "b", v, cl.lease);
-	free(v);
+	claim_by_hand(c, "b");
 	r = RUN("cancel", "b");
 	CHECK_INT(r.status, ==, 0);
 	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
@@ -734,11 +742,7 @@ TEST(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task)
 	CHECK(json_is_null(json_object_get(o, "cancel_requested_at")));
 	json_decref(o);
 	proc_result_free(&r);
-	lr_claim_rec cl = { .runner = "box-1", .lease = fixture_lease(c, 30) };
-	lr_rfc3339_now(cl.claimed_at);
-	char *v = lr_claim_encode(&cl);
-	fixture_put(c, LR_K_CLAIMS, "b", v, cl.lease);
-	free(v);
+	int64_t lease = claim_by_hand(c, "b");
 	r = RUN("cancel", "b");
 	CHECK_STR(r.out, "cancel requested for b (running on box-1)\n");
 	proc_result_free(&r);
@@ -747,7 +751,7 @@ TEST(status_shows_a_cancel_request_of_a_running_and_of_a_pending_task)
 	proc_result_free(&r);
 
 	lr_err e = { 0 }; /* the holder died: its lease is gone */
-	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), cl.lease, &e), &e);
+	CHECK_OK(lr_lease_revoke(lr_client_etcd(c), lease, &e), &e);
 	const char *const views[][3] = { { "status", "b" }, { "status" } };
 	for (size_t i = 0; i < 2; i++) {
 		r = cli_run(NULL, views[i][0], views[i][1], (char *)NULL);
