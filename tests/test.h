@@ -3,8 +3,12 @@
  * A test file defines cases with TEST(name) { ... }, lists them with
  * TEST_LIST(TEST_CASE(name), ...), and ends with TEST_MAIN(setup, teardown)
  * (either may be NULL). The program runs every case, or only the ones named
- * on its command line, prints "ok <name> (<ms> ms)" or "FAIL <name>" (after
- * the reason on stderr) for each, and exits 1 when any case failed. A failed CHECK ends its case at once. */
+ * on its command line, or, after a first argument "-x", every case but the
+ * ones named (so that a test program's cases can be split between two meson
+ * tests without a new case being left out of both); a name that is no case
+ * of the program is an error (exit 2). It prints "ok <name> (<ms> ms)" or
+ * "FAIL <name>" (after the reason on stderr) for each, and exits 1 when any
+ * case failed. A failed CHECK ends its case at once. */
 #ifndef LR_TEST_H
 #define LR_TEST_H
 
@@ -96,6 +100,34 @@ static inline double test__now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Whether the command line (see above) asks for case `name`. */
+static inline int test__wanted(const char *name, int argc, char **argv)
+{
+	int except = argc > 1 && strcmp(argv[1], "-x") == 0;
+	int named = 0;
+	for (int a = 1 + except; a < argc; a++)
+		if (strcmp(argv[a], name) == 0)
+			named = 1;
+	return except ? !named : argc < 2 || named;
+}
+
+/* Names on the command line that are no case: said on stderr, 1. */
+static inline int test__unknown_case(const struct test_case *cases, size_t n, int argc,
+                                     char **argv)
+{
+	int except = argc > 1 && strcmp(argv[1], "-x") == 0;
+	for (int a = 1 + except; a < argc; a++) {
+		size_t k = 0;
+		while (k < n && strcmp(argv[a], cases[k].name) != 0)
+			k++;
+		if (k == n) {
+			fprintf(stderr, "no case named %s\n", argv[a]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 #define TEST_MAIN(setup, teardown)                                            \
 	TEST_GLOBALS;                                                         \
 	int main(int argc, char **argv)                                       \
@@ -103,15 +135,14 @@ static inline double test__now_ms(void)
 		size_t n = sizeof(test__cases) / sizeof(test__cases[0]);      \
 		int (*su)(void) = (setup);                                    \
 		void (*td)(void) = (teardown);                                \
+		if (test__unknown_case(test__cases, n, argc, argv))           \
+			return 2;                                             \
 		if (su != NULL && su() != 0) {                                \
 			fprintf(stderr, "FAIL setup\n");                      \
 			return 1;                                             \
 		}                                                             \
 		for (volatile size_t i = 0; i < n; i++) {                     \
-			int wanted = argc < 2;                                \
-			for (int a = 1; a < argc; a++)                        \
-				if (strcmp(argv[a], test__cases[i].name) == 0) \
-					wanted = 1;                           \
+			int wanted = test__wanted(test__cases[i].name, argc, argv); \
 			if (!wanted)                                          \
 				continue;                                     \
 			fprintf(stderr, "-- %s\n", test__cases[i].name);      \

@@ -89,10 +89,12 @@ static lr_client *holder_and_waiter(const char *name, proc_bg *holder, const cha
 	return c;
 }
 
-/* `leaserun run --lock lock --wait 0.3 -- true`: its exit status. */
+/* `leaserun run --lock lock --wait 0.1 -- true`: its exit status. A free
+ * lock is taken at once whatever the wait, and a held one stays held (its
+ * holder sleeps for a minute): a longer wait would show nothing more. */
 static int try_lock(const char *lock)
 {
-	proc_result r = RUN("run", "--lock", lock, "--wait", "0.3", "--", "true");
+	proc_result r = RUN("run", "--lock", lock, "--wait", "0.1", "--", "true");
 	int st = r.status;
 	if (st == 5) {
 		CHECK_HAS(r.err, "leaserun: run: waited "); /* the command the user ran */

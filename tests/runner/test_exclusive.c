@@ -26,9 +26,10 @@
 static etcdh_cluster *cluster;
 
 #define STEP(name, run) "{\"name\":\"" name "\",\"run\":\"" run "\"}"
-/* Step 0 heartbeats for about 6 s, long after a takeover, and for 1 s when
- * it runs again; step 1 only marks. */
-#define BEATING MARK_START "; " MARK_BEATS_FIRST("120", "20") "; " MARK_END
+/* Step 0 heartbeats for about 6 s, long after a takeover, and for 0.5 s
+ * when it runs again (ten heartbeats: an old execution still alive would
+ * show at the new one's first); step 1 only marks. */
+#define BEATING MARK_START "; " MARK_BEATS_FIRST("120", "10") "; " MARK_END
 #define TASK "{\"id\":\"%s\",\"steps\":[" STEP("beat", BEATING) "," \
              STEP("after", MARK_START "; " MARK_END) "]}"
 /* The same with a loop that leaves the step's group and session, writing
@@ -37,7 +38,7 @@ static etcdh_cluster *cluster;
                  "$LEASERUN_STEP $LEASERUN_ATTEMPT $LEASERUN_RUNNER $LEASERUN_FENCE $P " \
                  "$($MARKS/now) >> $MARKS/marks; sleep 0.05; done' & "
 #define TASK_ESCAPING "{\"id\":\"%s\",\"steps\":[" STEP("beat", MARK_START "; " ESCAPING \
-                      MARK_BEATS_FIRST("120", "20") "; " MARK_END) "," \
+                      MARK_BEATS_FIRST("120", "10") "; " MARK_END) "," \
                       STEP("after", MARK_START "; " MARK_END) "]}"
 
 /* No two executions of one step overlapped: fail otherwise. Returns the
