@@ -839,8 +839,10 @@ typedef struct lr_runner_stats {
 	/* Step executions (handler calls) by how they ended: ok (committed
 	 * or completing the task), retry and fail (as the handler returned),
 	 * stopped (cancel, lease loss or shutdown came first: nothing was
-	 * committed, whatever the handler returned). */
-	uint64_t steps_ok, steps_retry, steps_fail, steps_stopped;
+	 * committed, whatever the handler returned), not_started (a shell step
+	 * this runner could not start: no attempt of the task's, the task
+	 * released). */
+	uint64_t steps_ok, steps_retry, steps_fail, steps_stopped, steps_not_started;
 
 	/* Gauges: the figures now. */
 	uint64_t tasks_running;   /* claims this runner holds */

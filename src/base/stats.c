@@ -190,6 +190,7 @@ void lr_stats_snapshot(const lr_stats *const *ss, size_t n, lr_runner_stats *out
 		out->steps_retry += get(&s->steps_retry);
 		out->steps_fail += get(&s->steps_fail);
 		out->steps_stopped += get(&s->steps_stopped);
+		out->steps_not_started += get(&s->steps_not_started);
 		out->tasks_running += get(&s->tasks_running);
 		out->tasks_pending += get(&s->tasks_pending);
 	}

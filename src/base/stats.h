@@ -55,7 +55,8 @@ typedef struct lr_stats {
 	    attempts_failed, tasks_succeeded, tasks_failed,
 	    tasks_cancelled, tasks_let_go, lease_losses;
 	/* Step executions by how they ended (lr_runner_stats.steps_*). */
-	atomic_uint_least64_t steps_ok, steps_retry, steps_fail, steps_stopped;
+	atomic_uint_least64_t steps_ok, steps_retry, steps_fail, steps_stopped,
+	    steps_not_started;
 	/* Gauges: claims held, workers busy with a job, pending tasks seen. */
 	atomic_uint_least64_t tasks_running, slots_busy, tasks_pending;
 	lr_hist claim, commit, completion;

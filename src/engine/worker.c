@@ -529,7 +529,10 @@ static bool run_step(struct hold *h)
 	lr_step_result res = lr_step_run(h->w, &h->who, t, hd, &state, &error, &end);
 	enum lr_stop_reason why = lr_stop_reason(&h->w->stop);
 	bool go_on;
-	lr_stats_step(&h->r->stats, why != LR_STOP_NONE, res);
+	if (why == LR_STOP_NONE && res != LR_STEP_OK && end == LR_ATTEMPT_NOT_STARTED)
+		lr_stats_inc(&h->r->stats.steps_not_started);
+	else
+		lr_stats_step(&h->r->stats, why != LR_STOP_NONE, res);
 	if (why != LR_STOP_NONE) {
 		/* Whatever the handler returned, nothing is committed. */
 		stopped(h, why, true);

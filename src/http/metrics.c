@@ -31,8 +31,8 @@ struct series {
 struct family {
 	const char *name, *type, *help;
 	const char *label;       /* the label's name, NULL for none */
-	struct series s[4];      /* ends with a NULL label_value after the
-	                            first, or at 4 */
+	struct series s[5];      /* ends with a NULL label_value after the
+	                            first, or at 5 */
 };
 
 static const struct family families[] = {
@@ -44,10 +44,13 @@ static const struct family families[] = {
 	  { { NULL, STAT(claims_lost) } } },
 	{ "leaserun_step_executions_total", "counter",
 	  "Step executions by how they ended: ok, retry, fail (as the handler "
-	  "returned), stopped (cancel, lease loss or shutdown came first).",
+	  "returned), stopped (cancel, lease loss or shutdown came first), "
+	  "not_started (this runner could not start a shell step: the task was "
+	  "released, no attempt spent, and the runner holds off claiming).",
 	  "result",
 	  { { "ok", STAT(steps_ok) }, { "retry", STAT(steps_retry) },
-	    { "fail", STAT(steps_fail) }, { "stopped", STAT(steps_stopped) } } },
+	    { "fail", STAT(steps_fail) }, { "stopped", STAT(steps_stopped) },
+	    { "not_started", STAT(steps_not_started) } } },
 	{ "leaserun_step_commits_total", "counter",
 	  "Fenced step-commit txns (a task's last step is committed by its "
 	  "completion, counted in leaserun_tasks_finished_total).", NULL,

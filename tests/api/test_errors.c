@@ -162,6 +162,49 @@ TEST(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step)
 }
 
 /* Timeouts that would not fit the clocks' milliseconds are refused. */
+/* A shell step its runner cannot start (here: TMPDIR gone, where its state
+ * files go) is counted as not started, spends no attempt of the task's,
+ * and the task runs once the runner can start it. */
+TEST(a_shell_step_its_runner_cannot_start_is_counted_and_costs_no_attempt)
+{
+	lr_client *c = hosted_client("/errors-not-started/");
+	const char *saved = getenv("TMPDIR");
+	char *old = saved != NULL ? strdup(saved) : NULL;
+	setenv("TMPDIR", "/nonexistent/leaserun-test", 1);
+	struct hosted h;
+	hosted_new(&h, c, "not-started", 1);
+	CHECK_OK(lr_runner_handle(h.r, NULL, lr_shell_step, NULL), &err);
+	hosted_start(&h);
+	hosted_submit(c, "{\"id\":\"ns\",\"max_attempts\":1,"
+	                 "\"steps\":[{\"name\":\"a\",\"run\":\"true\"}]}");
+	lr_runner_stats st;
+	int64_t t0 = lr_mono_ms();
+	do {
+		lr_sleep_ms(20);
+		lr_runner_get_stats(h.r, &st);
+	} while (st.steps_not_started == 0 && lr_mono_ms() - t0 < 10000);
+	CHECK(st.steps_not_started >= 1);
+	lr_task_status ts;
+	CHECK_OK(lr_task_get(c, "ns", &ts, &err), &err);
+	CHECK(ts.state == LR_TASK_PENDING || ts.state == LR_TASK_RUNNING);
+	lr_task_status_clear(&ts);
+	if (old != NULL)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
+	free(old);
+	CHECK_INT(hosted_wait_done(c, "ns", 40000), ==, LR_TASK_SUCCEEDED);
+	hosted_stop(&h);
+	lr_runner_get_stats(h.r, &st);
+	CHECK(st.steps_retry == 0 && st.steps_fail == 0 && st.attempts_failed == 0);
+	CHECK(st.steps_ok == 1);
+	CHECK_OK(lr_task_get(c, "ns", &ts, &err), &err);
+	CHECK_INT(ts.attempt, ==, 1); /* its one attempt, spent once */
+	lr_task_status_clear(&ts);
+	lr_runner_free(h.r);
+	lr_client_close(c);
+}
+
 TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 {
 	const double bad[] = { -1, 0.0001, 86401, 1e300, 1.0 / 0.0, 0.0 / 0.0 };
@@ -477,6 +520,7 @@ TEST_LIST(
 	TEST_CASE(a_runner_without_an_lr_err_reports_an_unreachable_etcd),
 	TEST_CASE(a_checkpoint_over_512_kib_is_too_large),
 	TEST_CASE(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step),
+	TEST_CASE(a_shell_step_its_runner_cannot_start_is_counted_and_costs_no_attempt),
 	TEST_CASE(null_handles_and_out_pointers_are_refused_with_their_name),
 	TEST_CASE(a_running_runner_refuses_configuration_and_a_second_run),
 	TEST_CASE(a_runner_stopped_before_it_runs_returns_0_with_no_error),
