@@ -122,10 +122,12 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 
 /* As many descriptors as the hard limit allows (the soft one is often far
  * below it). EXIT_RUNTIME, said, when not even the slots' own fit and one
- * step: the worker would claim tasks only to give them back; *short_of
- * the descriptors all slots running a step need when the limit is below
- * (a step that cannot start is given back, its attempt uncounted). */
-static int raise_fd_limit(int concurrency, unsigned long long *short_of)
+ * step: the worker would claim tasks only to give them back. *short_of
+ * gets the descriptors all slots running a step need when the limit
+ * (*limit) is below that (a step that cannot start is given back, its
+ * attempt uncounted), 0 otherwise. */
+static int raise_fd_limit(int concurrency, unsigned long long *short_of,
+                          unsigned long long *limit)
 {
 	struct rlimit rl;
 	*short_of = 0;
@@ -140,6 +142,7 @@ static int raise_fd_limit(int concurrency, unsigned long long *short_of)
 	unsigned long long busy = FDS_OWN + (unsigned long long)FDS_SLOT_BUSY * concurrency;
 	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= busy)
 		return CLI_CONTINUE;
+	*limit = rl.rlim_cur;
 	if (rl.rlim_cur < idle + FDS_SLOT_BUSY) {
 		fprintf(stderr, "leaserun: worker: --concurrency %d needs about %llu open files, "
 		        "and this process may open %llu (ulimit -n): raise the limit or lower "
@@ -203,12 +206,12 @@ int cmd_worker(int argc, char **argv)
 	lr_err err = { 0 };
 	int nargs;
 
-	unsigned long long fds_short = 0;
+	unsigned long long fds_short = 0, fds_limit = 0;
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc == CLI_CONTINUE)
 		rc = runner_opts(&f, &o);
 	if (rc == CLI_CONTINUE)
-		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short);
+		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short, &fds_limit);
 	if (rc == CLI_CONTINUE) {
 		catch_stop_signals();
 		rc = cli_open(&common, &c);
@@ -228,15 +231,12 @@ int cmd_worker(int argc, char **argv)
 	rc = sweep_state_dirs(r);
 	if (rc != CLI_CONTINUE)
 		goto cleanup;
-	if (fds_short > 0) {
-		struct rlimit rl;
-		getrlimit(RLIMIT_NOFILE, &rl);
+	if (fds_short > 0)
 		lr_runner_log(r, LR_LOG_WARN, NULL, NULL, -1,
 		              "--concurrency %d may need about %llu open files, and this process "
 		              "may open %llu (ulimit -n): a step that cannot start is given back "
 		              "to be run elsewhere; raise the limit", o.concurrency, fds_short,
-		              (unsigned long long)rl.rlim_cur);
-	}
+		              fds_limit);
 	/* Its only children are guards: what a killed one leaves comes here
 	 * and is stopped, so that the step may run again. */
 	(void)lr_orphans_adopt();

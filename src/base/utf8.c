@@ -64,6 +64,23 @@ size_t lr_utf8_escape(const char *s, size_t len, size_t max_chars, char *buf, si
 	return i;
 }
 
+size_t lr_utf8_whole(const char *s, size_t n)
+{
+	size_t i = n, back = 0;
+
+	while (i > 0 && back < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+		i--;
+		back++;
+	}
+	if (i == 0)
+		return n;
+	unsigned char lead = (unsigned char)s[i - 1];
+	size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+	if (n - (i - 1) < need && i - 1 > 0)
+		return i - 1;
+	return n;
+}
+
 json_t *lr_json_string_lossy(const char *s)
 {
 	json_t *j = json_string(s);

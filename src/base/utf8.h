@@ -11,6 +11,9 @@
 /* Length of the valid UTF-8 character at s (n bytes available), 0 when the
  * bytes there are not one (overlong forms and surrogates included). */
 size_t lr_utf8_char_len(const unsigned char *s, size_t n);
+/* The longest prefix of s[0..n) that does not end inside a character (a
+ * text cut short, split or truncated, stays valid on both sides). */
+size_t lr_utf8_whole(const char *s, size_t n);
 /* A JSON string of s, each byte that is not part of a valid character
  * replaced by U+FFFD. NULL when out of memory. */
 json_t *lr_json_string_lossy(const char *s);

@@ -28,6 +28,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "records/spec.h"
 
 extern char **environ;
@@ -59,25 +60,6 @@ struct tail {
 	int lines;
 };
 
-/* The longest prefix of s[0..n) that does not end inside a UTF-8
- * character, so that a split line stays valid text on both sides. */
-static size_t utf8_cut(const char *s, size_t n)
-{
-	size_t i = n, back = 0;
-
-	while (i > 0 && back < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
-		i--;
-		back++;
-	}
-	if (i == 0)
-		return n;
-	unsigned char lead = (unsigned char)s[i - 1];
-	size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-	if (n - (i - 1) < need && i - 1 > 0)
-		return i - 1;
-	return n;
-}
-
 static void tail_drop_first(struct tail *t)
 {
 	char *nl = memchr(t->buf, '\n', t->len);
@@ -95,7 +77,7 @@ static void tail_push(struct tail *t, const char *line)
 	if (n == 0)
 		return; /* a blank line tells nothing in an error message */
 	if (n == TAIL_LINE_MAX)
-		n = utf8_cut(line, n);
+		n = lr_utf8_whole(line, n);
 	while (t->lines > 0 &&
 	       (t->lines >= TAIL_LINES || t->len + n + 1 > sizeof(t->buf) - 1))
 		tail_drop_first(t);
@@ -173,7 +155,7 @@ static void feed(struct child *c, struct out_stream *s, const char *data,
 		}
 		s->buf[s->len++] = data[i] != '\0' ? data[i] : '?';
 		if (s->len == LR_EXEC_LINE_MAX)
-			deliver(c, s, utf8_cut(s->buf, s->len), 0);
+			deliver(c, s, lr_utf8_whole(s->buf, s->len), 0);
 	}
 }
 

@@ -314,16 +314,8 @@ static void say(char *buf, size_t size, const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(buf, size, fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n < size)
-		return;
-	/* Cut: the last character's lead byte, back over at most three
-	 * continuation bytes; dropped when its character is incomplete. */
-	size_t len = strlen(buf), at = len;
-	while (at > 0 && len - at < 3 && ((unsigned char)buf[at - 1] & 0xC0) == 0x80)
-		at--;
-	if (at > 0 && (unsigned char)buf[at - 1] >= 0xC0 &&
-	    lr_utf8_char_len((const unsigned char *)buf + at - 1, len - at + 1) == 0)
-		buf[at - 1] = '\0';
+	if (n >= 0 && (size_t)n >= size) /* cut: not inside a character */
+		buf[lr_utf8_whole(buf, strlen(buf))] = '\0';
 }
 
 /* Lower bound of id in the deps, kept sorted. */

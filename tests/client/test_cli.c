@@ -1329,6 +1329,18 @@ TEST(status_lists_tasks_from_an_etcd_with_a_low_max_txn_ops)
 	etcdh_destroy(small);
 }
 
+/* Whether the file at log comes to hold text within timeout_ms. */
+static bool log_says(const char *log, const char *text, int timeout_ms)
+{
+	bool said = false;
+	for (int64_t t0 = lr_mono_ms(); !said && lr_mono_ms() - t0 < timeout_ms; lr_sleep_ms(20)) {
+		char *now = proc_slurp(log);
+		said = strstr(now, text) != NULL;
+		free(now);
+	}
+	return said;
+}
+
 /* A worker whose steps cannot keep their state (TMPDIR missing) does not
  * start; one whose TMPDIR goes away under it releases the tasks it cannot
  * start with their attempts given back, claims nothing for a while, and
@@ -1360,26 +1372,13 @@ TEST(a_step_its_runner_cannot_start_costs_the_task_no_attempt)
 	else
 		unsetenv("TMPDIR");
 	free(old);
-	for (int64_t t0 = lr_mono_ms(); lr_mono_ms() - t0 < 10000;) {
-		char *text = proc_slurp(log);
-		bool up = strstr(text, "registered with lease") != NULL;
-		free(text);
-		if (up)
-			break;
-		lr_sleep_ms(20);
-	}
+	(void)log_says(log, "registered with lease", 10000); /* then as before */
 	CHECK(rmdir(dir) == 0);
 	r = RUN_STDIN("{\"id\":\"nh\",\"max_attempts\":1,\"steps\":[{\"name\":\"s\","
 	              "\"run\":\"true\"}]}", "submit");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
-	bool said = false;
-	for (int64_t t0 = lr_mono_ms(); !said && lr_mono_ms() - t0 < 10000; lr_sleep_ms(20)) {
-		char *text = proc_slurp(log);
-		said = strstr(text, "could not start on this runner") != NULL;
-		free(text);
-	}
-	CHECK(said);
+	CHECK(log_says(log, "could not start on this runner", 10000));
 	char *done = fixture_get(c, "done/", "nh");
 	CHECK(done == NULL); /* one attempt allowed, none spent */
 	free(done);
