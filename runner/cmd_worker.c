@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include "base/fdtable.h"
 #include "engine/runner_int.h"
 #include "exec/orphans.h"
 #include "http/server.h"
@@ -113,13 +114,6 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	return rc;
 }
 
-/* Descriptors a worker keeps open: its own (etcd, its loop, metrics) and,
- * for each slot, those of its stop (4), and of a running shell step (its
- * guard's pipes and its state directory: 5 more). */
-#define FDS_OWN 64
-#define FDS_SLOT_IDLE 4
-#define FDS_SLOT_BUSY 10
-
 /* As many descriptors as the hard limit allows (the soft one is often far
  * below it). EXIT_RUNTIME, said, when not even the slots' own fit and one
  * step: the worker would claim tasks only to give them back. *short_of
@@ -213,6 +207,8 @@ int cmd_worker(int argc, char **argv)
 	if (rc == CLI_CONTINUE)
 		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short, &fds_limit);
 	if (rc == CLI_CONTINUE) {
+		/* While this is the only thread: growing the table is cheap. */
+		lr_fd_table_reserve(FDS_OWN + FDS_SLOT_BUSY * (o.concurrency > 0 ? o.concurrency : 1));
 		catch_stop_signals();
 		rc = cli_open(&common, &c);
 	}
