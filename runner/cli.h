@@ -22,6 +22,11 @@ enum {
 #define FDS_SLOT_IDLE 4
 #define FDS_SLOT_BUSY 10
 
+/* The longest lease TTL and stop grace a command takes (`worker`, `run`):
+ * a day. */
+#define CLI_TTL_MAX_S 86400
+#define CLI_GRACE_MAX_S 86400
+
 /* Returned by helpers when the command should go on (any exit status is
  * >= 0). */
 #define CLI_CONTINUE (-1)

@@ -93,9 +93,9 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	if (f->concurrency != NULL)
 		rc = cli_int("--concurrency", f->concurrency, 1, LR_CONCURRENCY_MAX, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)
-		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
+		rc = cli_int("--ttl", f->ttl, 1, CLI_TTL_MAX_S, &ttl);
 	if (rc == CLI_CONTINUE && f->grace != NULL)
-		rc = cli_int("--grace", f->grace, 0, 86400, &grace);
+		rc = cli_int("--grace", f->grace, 0, CLI_GRACE_MAX_S, &grace);
 	if (rc == CLI_CONTINUE && f->metrics != NULL) {
 		/* A bad address is a usage error, found before connecting. */
 		struct sockaddr_storage sa;
