@@ -174,7 +174,7 @@ export class Client {
 	 * {KEY: N}}) while fn runs: taken all at once on a lease of their own,
 	 * waiting first come first served (up to `wait` seconds, 0 to a year,
 	 * then a LeaseRunError with code LR_EBUSY naming a holder; forever when
-	 * absent or Infinity; `ttl` 1 to 3600 seconds, default 10),
+	 * absent or Infinity; `ttl` 1 to 86400 seconds, default 10),
 	 * kept alive while fn runs, given back when it settles. An AbortSignal
 	 * `signal` ends the wait: withLocks then rejects with an error named
 	 * AbortError (code LR_ECANCELLED) naming the locks, and leaves nothing

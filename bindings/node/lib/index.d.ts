@@ -8,7 +8,7 @@ export type LockMode = 'IS' | 'IX' | 'S' | 'SIX' | 'X';
 export interface WithLocksOptions {
 	/** Slot pools: at most N holders of KEY at once. */
 	limits?: Record<string, number>;
-	/** The lease's TTL in whole seconds, 1 to 3600 (default 10). */
+	/** The lease's TTL in whole seconds, 1 to 86400 (default 10). */
 	ttl?: number;
 	/** Give up after this many seconds, 0 to a year (0: try once;
 	 * default or Infinity: wait forever). */

@@ -90,7 +90,7 @@ Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 	JsonPtr limits = ParseOrNull(env, OptString(info[2], "limits"), "limits");
 	// The bounds of `leaserun run --ttl/--wait`; no wait, or an infinite
 	// one, is forever.
-	int64_t ttl = static_cast<int64_t>(OptNumber(info[3], "ttl", 0, 1, 3600, true));
+	int64_t ttl = static_cast<int64_t>(OptNumber(info[3], "ttl", 0, 1, 86400, true));
 	bool forever = info[4].IsNumber() && info[4].As<Napi::Number>().DoubleValue() == INFINITY;
 	double wait_s = forever ? -1 : OptNumber(info[4], "wait", -1, 0, kMaxWaitS, false);
 	int64_t wait = wait_s < 0 ? -1 : std::llround(wait_s * 1000);

@@ -88,7 +88,7 @@ test('wait: Infinity waits for the holder; waits and TTLs C cannot take are refu
 	const range = (what) => ({ name: 'RangeError', message: new RegExp(`^${what}: `) });
 	for (const wait of [NaN, -1, -Infinity, 1e300, 31536001])
 		await assert.rejects(c.withLocks({ w: 'X' }, { wait }, () => 'taken'), range('wait'), `wait ${wait}`);
-	for (const ttl of [0.5, 0, NaN, Infinity, 3601])
+	for (const ttl of [0.5, 0, NaN, Infinity, 86401])
 		await assert.rejects(c.withLocks({ w: 'X' }, { ttl }, () => 'taken'), range('ttl'), `ttl ${ttl}`);
 	await assert.rejects(c.withLocks({ w: 'X' }, { wait: '1' }, () => 'taken'), { name: 'TypeError' });
 });
