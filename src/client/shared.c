@@ -89,9 +89,14 @@ int lr_shared_encode(const json_t *v, char **text, lr_err *err)
 	*text = NULL;
 	if (v == NULL)
 		return lr_err_set(err, LR_EINVAL, "no value");
+	/* Deeper than JSON is parsed back, it would be stored unreadable. */
+	if (lr_json_nests_over(v, LR_STATE_MAX_DEPTH))
+		return lr_err_set(err, LR_EINVAL, "value: arrays and objects nested over %d deep",
+		                  LR_STATE_MAX_DEPTH);
 	*text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	if (*text == NULL)
-		return lr_err_set(err, LR_ENOMEM, "cannot encode the value");
+		return lr_err_set(err, LR_EINVAL, "value: cannot be encoded as JSON (a string "
+		                  "that is not UTF-8?)");
 	if (strlen(*text) > LR_SPEC_MAX_BYTES) {
 		free(*text);
 		*text = NULL;
