@@ -62,6 +62,11 @@ void lr_step_set_state(lr_step *s, void *state)
 {
 	if (state == NULL)
 		state = json_null();
+	/* lr_step_state's own (borrowed) object given back after changing
+	 * it: it is the state already, and taking its one reference would
+	 * free it under the step. */
+	if (state == s->state)
+		return;
 	json_decref(s->state);
 	s->state = state;
 }
