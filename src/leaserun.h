@@ -586,8 +586,10 @@ LR_API const void *lr_step_locks(const lr_step *s);
 LR_API const void *lr_step_slots(const lr_step *s);
 /* The current state (json_t *, borrowed). */
 LR_API void *lr_step_state(lr_step *s);
-/* Replace the state (json_t *; the library steals the reference). It is
- * committed with the step (LR_STEP_OK) or by lr_step_checkpoint. */
+/* Replace the state (json_t *; the library steals the reference; NULL:
+ * JSON null). It is committed with the step (LR_STEP_OK) or by
+ * lr_step_checkpoint. Given lr_step_state(s) itself (changed in place),
+ * nothing changes and no reference is taken. */
 LR_API void lr_step_set_state(lr_step *s, void *state);
 /* Commit the current state now without advancing the step (a fenced
  * checkpoint): a resumed step starts from it. LR_ELEASE when the claim is
