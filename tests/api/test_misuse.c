@@ -173,6 +173,12 @@ static json_t *nested(int depth)
 	return v;
 }
 
+static int give_one(void *user, const void *current, void **next)
+{
+	*next = json_integer(1);
+	return 0;
+}
+
 static int give_deep(void *user, const void *current, void **next)
 {
 	*next = nested(5000);
@@ -362,6 +368,170 @@ TEST(a_hold_lost_while_etcd_is_paused_frees_its_waiter_which_has_no_lr_err)
 	lr_client_close(c);
 }
 
+/* ---- the step's state given back --------------------------------------------- */
+
+/* Changes the state in place and gives lr_step_state's (borrowed) object
+ * back to lr_step_set_state, as if it were a new one. */
+static lr_step_result gives_state_back(lr_step *s, void *user)
+{
+	json_t *st = lr_step_state(s);
+	json_object_set_new(st, "seen", json_integer(1));
+	lr_step_set_state(s, st);
+	lr_err e;
+	if (lr_step_checkpoint(s, &e) != 0) {
+		lr_step_set_error(s, "%s", e.msg);
+		return LR_STEP_FAIL;
+	}
+	lr_step_set_state(s, lr_step_state(s));
+	return LR_STEP_OK;
+}
+
+TEST(the_state_given_back_to_set_state_is_kept_not_freed)
+{
+	lr_client *c = hosted_client("/misuse-state/");
+	CHECK_INT(hosted_run_one(c, "stateful", gives_state_back, NULL, "st"), ==,
+	          LR_TASK_SUCCEEDED);
+	lr_client_close(c);
+}
+
+/* ---- client calls ---------------------------------------------------------------- */
+
+TEST(client_calls_refuse_bad_flags_ids_and_prefixes_naming_them)
+{
+	lr_client *c = hosted_client("/misuse-client/");
+	lr_shared_entry *list;
+	size_t n;
+	int64_t deleted;
+	CHECK_OK(lr_update(c, "xa", give_one, NULL, &err), &err);
+	/* 999 has the bit of LR_SHARED_PREFIX: it must not delete "xa". */
+	CHECK_INT(lr_shared_delete(c, "x", 999, &deleted, &err), ==, LR_EINVAL);
+	CHECK_HAS(err.msg, "unknown flags");
+	CHECK_INT(lr_shared_list(c, "", 1 << 8, &list, &n, &err), ==, LR_EINVAL);
+	CHECK_HAS(err.msg, "unknown flags");
+	void *got = NULL;
+	CHECK_OK(lr_shared_get(c, "xa", &got, &err), &err);
+	CHECK(got != NULL);
+	json_decref(got);
+
+	CHECK_INT(lr_cancel(c, NULL, NULL, &err), ==, LR_EINVAL);
+	CHECK_HAS(err.msg, "id must not be NULL");
+	lr_task_status st;
+	CHECK_INT(lr_task_get(c, NULL, &st, &err), ==, LR_EINVAL);
+	CHECK_HAS(err.msg, "id must not be NULL");
+
+	lr_client_opts co = { .endpoints = hosted_endpoints(), .prefix = "/caf\xc3/" };
+	lr_client *bad = NULL;
+	CHECK_INT(lr_client_open(&co, &bad, &err), ==, LR_EINVAL);
+	CHECK(bad == NULL);
+	CHECK_HAS(err.msg, "must be valid UTF-8");
+	co.prefix = "/caf\xc3\xa9/";
+	CHECK_OK(lr_client_open(&co, &bad, &err), &err);
+	lr_client_close(bad);
+
+	/* No runners to serve is allowed (rs NULL with n 0). */
+	lr_metrics_server *srv = NULL;
+	CHECK_OK(lr_metrics_serve(NULL, 0, "127.0.0.1:0", &srv, &err), &err);
+	lr_metrics_server_free(srv);
+	lr_client_close(c);
+}
+
+/* ---- a runner used from inside its own handler --------------------------------- */
+
+static lr_client *inner_client;
+static lr_runner *inner_runner;
+static char inner_notes[2048];
+
+static void inner_note(const char *what, int rc, const lr_err *e)
+{
+	size_t used = strlen(inner_notes);
+	snprintf(inner_notes + used, sizeof(inner_notes) - used, "%s: %d %s\n", what, rc,
+	         e->msg);
+}
+
+/* Runs its runner again, submits, holds a lock, then stops its runner and
+ * waits to be told to stop. */
+static lr_step_result calls_back_in(lr_step *s, void *user)
+{
+	lr_err e = { 0 };
+	inner_note("run", lr_runner_run(inner_runner, &e), &e);
+	const char *spec = "{\"id\":\"inner-child\",\"steps\":[{\"name\":\"b\",\"run\":\"-\"}]}";
+	char id[LR_ID_SIZE];
+	memset(&e, 0, sizeof(e));
+	inner_note("submit", lr_submit_text(inner_client, spec, strlen(spec), NULL, id, NULL, &e),
+	           &e);
+	json_t *locks = json_pack("{s:s}", "inner/x", "X");
+	lr_hold_opts o = { .locks = locks, .ttl_s = 2, .wait_ms = 2000, .cancel_fd = -1 };
+	lr_hold *h = NULL;
+	memset(&e, 0, sizeof(e));
+	inner_note("hold", lr_hold_acquire(inner_client, &o, &h, &e), &e);
+	memset(&e, 0, sizeof(e));
+	inner_note("release", lr_hold_release(h, &e), &e);
+	json_decref(locks);
+	lr_runner_stop(inner_runner);
+	memset(&e, 0, sizeof(e));
+	inner_note("stopped", lr_step_sleep(s, 10000), &e);
+	memset(&e, 0, sizeof(e));
+	inner_note("reason", lr_step_stop_reason(s), &e);
+	return LR_STEP_OK;
+}
+
+TEST(a_handler_may_submit_hold_and_stop_its_runner_but_not_run_it)
+{
+	inner_client = hosted_client("/misuse-inner/");
+	inner_notes[0] = '\0';
+	struct hosted h;
+	hosted_new(&h, inner_client, "inner", 1);
+	inner_runner = h.r;
+	CHECK_OK(lr_runner_handle(h.r, "a", calls_back_in, NULL), &err);
+	hosted_submit(inner_client, "{\"id\":\"inner\",\"steps\":[{\"name\":\"a\",\"run\":\"-\"},"
+	                            "{\"name\":\"b\",\"run\":\"-\"}]}");
+	hosted_start(&h);
+	pthread_join(h.th, NULL); /* it stops itself */
+	printf("%s", inner_notes);
+	CHECK_OK(h.rc, &h.err);
+	CHECK_HAS(inner_notes, "run: -1 runner inner: the runner is running already");
+	CHECK_HAS(inner_notes, "submit: 0");
+	CHECK_HAS(inner_notes, "hold: 0");
+	CHECK_HAS(inner_notes, "release: 0");
+	CHECK_HAS(inner_notes, "stopped: 1");
+	CHECK_HAS(inner_notes, "reason: 3"); /* LR_STEP_SHUTDOWN */
+	/* Stopped mid-step: nothing committed, the task is free for another. */
+	lr_task_status st;
+	CHECK_OK(lr_task_get(inner_client, "inner", &st, &err), &err);
+	CHECK_INT(st.state, ==, LR_TASK_PENDING);
+	CHECK_INT(st.next_step, ==, 0);
+	lr_task_status_clear(&st);
+	lr_runner_free(h.r);
+	lr_client_close(inner_client);
+}
+
+static void *stop_it(void *arg)
+{
+	lr_runner_stop(arg);
+	return NULL;
+}
+
+/* lr_runner_stop racing the start of lr_runner_run: a stop is for good,
+ * whichever comes first. */
+TEST(a_stop_racing_the_start_of_a_run_ends_it_cleanly)
+{
+	lr_client *c = hosted_client("/misuse-race/");
+	for (int i = 0; i < 10; i++) {
+		lr_runner_opts o = { .name = "race", .ttl_s = 2, .log = hosted_quiet };
+		lr_runner *r;
+		CHECK_OK(lr_runner_new(c, &o, &r, &err), &err);
+		pthread_t th;
+		pthread_create(&th, NULL, stop_it, r);
+		int rc = lr_runner_run(r, &err);
+		pthread_join(th, NULL);
+		CHECK_OK(rc, &err);
+		CHECK_OK(lr_runner_run(r, &err), &err); /* stopped for good */
+		lr_runner_free(r);
+	}
+	CHECK_INT(hosted_count(c, LR_K_RUNNERS, ""), ==, 0);
+	lr_client_close(c);
+}
+
 TEST_LIST(
 	TEST_CASE(a_handler_returning_no_step_result_fails_the_task_naming_the_value),
 	TEST_CASE(a_step_sleep_too_long_for_the_clock_lasts_until_the_step_is_stopped),
@@ -371,5 +541,9 @@ TEST_LIST(
 	TEST_CASE(submit_many_names_the_argument_that_is_null),
 	TEST_CASE(hold_options_out_of_range_are_refused_naming_the_field),
 	TEST_CASE(a_hold_lost_while_etcd_is_paused_frees_its_waiter_which_has_no_lr_err),
+	TEST_CASE(the_state_given_back_to_set_state_is_kept_not_freed),
+	TEST_CASE(client_calls_refuse_bad_flags_ids_and_prefixes_naming_them),
+	TEST_CASE(a_handler_may_submit_hold_and_stop_its_runner_but_not_run_it),
+	TEST_CASE(a_stop_racing_the_start_of_a_run_ends_it_cleanly),
 );
 TEST_MAIN(hosted_setup, hosted_teardown)
