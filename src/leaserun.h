@@ -86,9 +86,9 @@ typedef struct lr_client_opts {
 	const char *endpoints;       /* "host:port[,host:port...]"; default
 	                                "127.0.0.1:2379" */
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
-	                                missing trailing '/' is added); no
-	                                control characters, no blank at
-	                                either end (LR_EINVAL) */
+	                                missing trailing '/' is added); valid
+	                                UTF-8, no control characters, no
+	                                blank at either end (LR_EINVAL) */
 	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
 	                                is reported within it; 0.001..86400 */
 	double call_timeout_s;       /* default 5 (0): deadline of one etcd
@@ -485,7 +485,8 @@ typedef struct lr_shared_entry {
 	int64_t mod_revision;   /* etcd revision of its last write */
 } lr_shared_entry;
 
-/* Flags of lr_shared_list and lr_shared_delete. */
+/* Flags of lr_shared_list and lr_shared_delete; any other bit is
+ * LR_EINVAL. */
 enum {
 	LR_SHARED_KEYS_ONLY = 1 << 0, /* names (and revisions) without values */
 	LR_SHARED_PREFIX = 1 << 1,    /* delete: every name starting with it */
