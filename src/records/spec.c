@@ -304,6 +304,11 @@ static bool too_deep(const json_t *v, int left)
 	return false;
 }
 
+bool lr_json_nests_over(const json_t *v, int depth)
+{
+	return too_deep(v, depth);
+}
+
 int lr_json_check_state(const json_t *v, const char *path, lr_err *err)
 {
 	if (too_deep(v, LR_STATE_MAX_DEPTH))
