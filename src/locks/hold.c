@@ -518,6 +518,10 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 {
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, o) || LR_NULL_ARG(err, out))
 		return LR_EINVAL;
+	/* The wait reads the reason of a lost lease back, to say it. */
+	lr_err local = {0};
+	if (err == NULL)
+		err = &local;
 	*out = NULL;
 	lr_lockset *set = NULL;
 	int rc = parse_request(o, &set, err);
@@ -558,10 +562,9 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 		 * time, or this process was stopped): nothing is held, so ask
 		 * again on a new lease, behind the requests made meanwhile. */
 		warn(h, "%s: asking again on a new lease, behind the requests made meanwhile",
-		     err != NULL ? err->msg : "its lease was lost while waiting");
+		     err->msg);
 		drop_lease(h);
-		if (err != NULL)
-			*err = (lr_err){0};
+		*err = (lr_err){0};
 		rc = 0;
 	}
 	if (rc == 0) {
