@@ -101,13 +101,19 @@ TEST(a_step_sleep_too_long_for_the_clock_lasts_until_the_step_is_stopped)
 	lr_client_close(c);
 }
 
-static char bad_calls[2048];
+/* "what: rc message" appended to notes (of NOTES_SIZE). */
+#define NOTES_SIZE 2048
+static void note_in(char *notes, const char *what, int rc, const lr_err *e)
+{
+	size_t used = strlen(notes);
+	snprintf(notes + used, NOTES_SIZE - used, "%s: %d %s\n", what, rc, e->msg);
+}
+
+static char bad_calls[NOTES_SIZE];
 
 static void note(const char *what, int rc, const lr_err *e)
 {
-	size_t used = strlen(bad_calls);
-	snprintf(bad_calls + used, sizeof(bad_calls) - used, "%s: %d %s\n", what, rc,
-	         e->msg);
+	note_in(bad_calls, what, rc, e);
 }
 
 /* Calls the step's writes with what they must refuse, noting each. */
@@ -439,13 +445,11 @@ TEST(client_calls_refuse_bad_flags_ids_and_prefixes_naming_them)
 
 static lr_client *inner_client;
 static lr_runner *inner_runner;
-static char inner_notes[2048];
+static char inner_notes[NOTES_SIZE];
 
 static void inner_note(const char *what, int rc, const lr_err *e)
 {
-	size_t used = strlen(inner_notes);
-	snprintf(inner_notes + used, sizeof(inner_notes) - used, "%s: %d %s\n", what, rc,
-	         e->msg);
+	note_in(inner_notes, what, rc, e);
 }
 
 /* Runs its runner again, submits, holds a lock, then stops its runner and
