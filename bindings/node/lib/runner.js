@@ -194,6 +194,10 @@ export class Runner extends EventEmitter {
 		options = objectOr(options, 'Runner: options', {});
 		if (options.log !== undefined && typeof options.log !== 'function')
 			throw new TypeError(`Runner: log must be a function, not ${typeof options.log}`);
+		// A string 'false' is truthy: a switch is a boolean or left out.
+		for (const flag of ['exitWhenIdle', 'stopOnSignals'])
+			if (options[flag] !== undefined && typeof options[flag] !== 'boolean')
+				throw new TypeError(`Runner: ${flag} must be true or false, not ${typeof options[flag]}`);
 		this.#client = client;
 		this.#options = options;
 		// Made now: a bad option is refused where it is given, and a stop()

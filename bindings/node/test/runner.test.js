@@ -578,6 +578,9 @@ test('Runner options are checked where they are given; a stop() before run() is 
 	assert.throws(() => new Runner(c, { ttl: NaN }), { name: 'RangeError', message: /^ttl: / });
 	assert.throws(() => new Runner(c, { name: 5 }), { name: 'TypeError', message: /^name: / });
 	assert.throws(() => new Runner(c, { name: 'a/b' }), { code: 'LR_EINVAL', message: /runner name/ });
+	// A switch given as the string 'false' would be on.
+	for (const flag of ['exitWhenIdle', 'stopOnSignals'])
+		assert.throws(() => new Runner(c, { [flag]: 'false' }), { name: 'TypeError', message: new RegExp(`^Runner: ${flag} must be true or false`) });
 	// A stop asked for while the process is still setting up (a SIGTERM
 	// handler of its own) must not be lost: run() ends at once.
 	const runner = new Runner(c, { name: 'early-stop', ttl: 2, stopOnSignals: false, log: quietLog() });
