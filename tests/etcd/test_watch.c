@@ -188,6 +188,62 @@ TEST(compaction_is_reported_to_the_watcher)
 	seen_free(&s);
 }
 
+/* etcd keeps a compacted watcher on its stream until the client cancels
+ * it: a client that only forgets it leaves one behind on the server, for
+ * as long as the stream lives, each time a watcher is compacted. */
+TEST(a_compacted_watcher_is_not_left_on_the_server)
+{
+	lr_etcd *c = client_open(NULL);
+	const char *p = test_prefix("compact-left");
+	char k[160];
+	snprintf(k, sizeof(k), "%sx", p);
+	int64_t first, last = 0;
+	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &first, NULL, &err), &err);
+	for (int i = 0; i < 3; i++)
+		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &last, NULL, &err), &err);
+	Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+	cr.revision = last;
+	ProtobufCMessage *resp;
+	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
+	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
+	lr_etcd_reply_free(resp);
+
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	/* A live watcher keeps the stream open after the others are gone. */
+	struct seen live, s[3];
+	seen_init(&live, 10);
+	lr_watcher *lw, *wr[3];
+	CHECK_OK(lr_watch_add(w, k, 0, 0, on_batch, &live, &lw, &err), &err);
+	int64_t end = lr_mono_ms() + 5000;
+	while (live.created == 0 && lr_mono_ms() < end)
+		lr_sleep_ms(10);
+	long before = etcd_watcher_count(0);
+	CHECK_INT(before, >=, 1);
+	for (int i = 0; i < 3; i++) {
+		seen_init(&s[i], 10);
+		CHECK_OK(lr_watch_add(w, k, 0, first, on_batch, &s[i], &wr[i], &err), &err);
+	}
+	for (int i = 0; i < 3; i++) {
+		while (s[i].compacted == 0 && lr_mono_ms() < end)
+			lr_sleep_ms(10);
+		CHECK_INT(s[i].compacted, ==, 1);
+		lr_watcher_cancel(wr[i]);
+	}
+	long after = etcd_watcher_count(0);
+	while (after > before && lr_mono_ms() < end) {
+		lr_sleep_ms(20);
+		after = etcd_watcher_count(0);
+	}
+	CHECK_INT(after, ==, before);
+	lr_watcher_cancel(lw);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	seen_free(&live);
+	for (int i = 0; i < 3; i++)
+		seen_free(&s[i]);
+}
+
 /* ---- three members: nothing lost or repeated across restarts ---------- */
 
 struct writer {
@@ -422,6 +478,7 @@ TEST_LIST(
 	TEST_CASE(puts_and_deletes_arrive_in_revision_order),
 	TEST_CASE(watch_from_a_past_revision_replays_history),
 	TEST_CASE(compaction_is_reported_to_the_watcher),
+	TEST_CASE(a_compacted_watcher_is_not_left_on_the_server),
 	TEST_CASE(nothing_is_lost_or_repeated_across_member_restarts),
 	TEST_CASE(a_paused_member_does_not_stall_a_watch),
 	TEST_CASE(an_outage_is_told_to_the_watcher_and_so_is_the_end_of_it),
