@@ -2,6 +2,7 @@
  * member restart in a three-member cluster, compaction. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,23 +153,32 @@ TEST(watch_from_a_past_revision_replays_history)
 	seen_free(&s);
 }
 
-TEST(compaction_is_reported_to_the_watcher)
+/* Key k (of `name`, under the test's prefix) written 1 + puts times, then
+ * compacted at the last revision (returned); *first: the first one. */
+static int64_t written_then_compacted(lr_etcd *c, const char *name, char k[160], int puts,
+                                      bool physical, int64_t *first)
 {
-	lr_etcd *c = client_open(NULL);
-	const char *p = test_prefix("compact");
-	char k[160];
-	snprintf(k, sizeof(k), "%sx", p);
-	int64_t first, last = 0;
-	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &first, NULL, &err), &err);
-	for (int i = 0; i < 5; i++)
+	snprintf(k, 160, "%sx", test_prefix(name));
+	int64_t last = 0;
+	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, first, NULL, &err), &err);
+	for (int i = 0; i < puts; i++)
 		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &last, NULL, &err), &err);
 	Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
 	cr.revision = last;
-	cr.physical = true;
+	cr.physical = physical;
 	ProtobufCMessage *resp;
 	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
 	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
 	lr_etcd_reply_free(resp);
+	return last;
+}
+
+TEST(compaction_is_reported_to_the_watcher)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[160];
+	int64_t first;
+	int64_t last = written_then_compacted(c, "compact", k, 5, true, &first);
 
 	lr_watch *w;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);
@@ -194,19 +204,9 @@ TEST(compaction_is_reported_to_the_watcher)
 TEST(a_compacted_watcher_is_not_left_on_the_server)
 {
 	lr_etcd *c = client_open(NULL);
-	const char *p = test_prefix("compact-left");
 	char k[160];
-	snprintf(k, sizeof(k), "%sx", p);
-	int64_t first, last = 0;
-	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &first, NULL, &err), &err);
-	for (int i = 0; i < 3; i++)
-		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &last, NULL, &err), &err);
-	Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
-	cr.revision = last;
-	ProtobufCMessage *resp;
-	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
-	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
-	lr_etcd_reply_free(resp);
+	int64_t first;
+	written_then_compacted(c, "compact-left", k, 3, false, &first);
 
 	lr_watch *w;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);
