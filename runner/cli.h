@@ -15,6 +15,18 @@ enum {
 	EXIT_BUSY = 5,      /* `run --wait` ran out before the locks were free */
 };
 
+/* Descriptors a worker keeps open: its own (etcd, its loop, metrics) and,
+ * for each slot, those of its stop (4), and of a running shell step (its
+ * guard's pipes and its state directory: 5 more). */
+#define FDS_OWN 64
+#define FDS_SLOT_IDLE 4
+#define FDS_SLOT_BUSY 10
+
+/* The longest lease TTL and stop grace a command takes (`worker`, `run`):
+ * a day. */
+#define CLI_TTL_MAX_S 86400
+#define CLI_GRACE_MAX_S 86400
+
 /* Returned by helpers when the command should go on (any exit status is
  * >= 0). */
 #define CLI_CONTINUE (-1)

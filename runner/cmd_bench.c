@@ -23,6 +23,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fdtable.h"
 #include "base/stats.h"
 #include "client/client.h"
 #include "etcd/kv.h"
@@ -878,6 +879,8 @@ int cmd_bench(int argc, char **argv)
 	if (rc == CLI_CONTINUE)
 		rc = bench_prefix(common.prefix, prefix, sizeof(prefix));
 	if (rc == CLI_CONTINUE) {
+		/* As `leaserun worker` does, while this is the only thread. */
+		lr_fd_table_reserve(FDS_OWN + FDS_SLOT_IDLE * (int)(o.runners * o.conc));
 		common.prefix = prefix;
 		rc = cli_open(&common, &c);
 	}

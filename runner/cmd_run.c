@@ -170,9 +170,9 @@ int cmd_run(int argc, char **argv)
 	if (rc == CLI_CONTINUE && json_object_size(locks) + json_object_size(limits) == 0)
 		rc = cli_usage_error("run: nothing to hold: give --lock or --limit");
 	if (rc == CLI_CONTINUE && ttl_s != NULL)
-		rc = cli_int("--ttl", ttl_s, 1, 3600, &ttl);
+		rc = cli_int("--ttl", ttl_s, 1, CLI_TTL_MAX_S, &ttl);
 	if (rc == CLI_CONTINUE && grace_s != NULL)
-		rc = cli_int("--grace", grace_s, 0, 3600, &grace);
+		rc = cli_int("--grace", grace_s, 0, CLI_GRACE_MAX_S, &grace);
 	if (rc == CLI_CONTINUE && wait_s != NULL)
 		rc = cli_seconds("--wait", wait_s, 0, MAX_WAIT_S, &wait);
 	cli_within within;

@@ -32,8 +32,14 @@ static const char usage[] =
     "  --watch      redraw whenever a task changes, until interrupted; while\n"
     "               etcd does not answer, say so above the last tasks read\n";
 
-/* Changes in a burst are drawn together: at most one redraw this often. */
+/* Changes in a burst are drawn together: at most one redraw this often,
+ * and, where a redraw takes long (it reads every task shown), no sooner
+ * than WATCH_COST times what the last one took, up to WATCH_MAX_REDRAW_MS:
+ * a screen of thousands of tasks that change all the time keeps the
+ * command (and etcd, which serves the reads) at about a tenth of a core. */
 #define WATCH_MIN_REDRAW_MS 100
+#define WATCH_MAX_REDRAW_MS 2000
+#define WATCH_COST 10
 
 struct query {
 	const char *id;
@@ -173,8 +179,9 @@ static int watch_frame(lr_client *c, lr_changes *ch, const struct query *q,
 }
 
 /* Wait until the records changed (true) or a stop signal came (false). A
- * change right after a redraw waits for the rest of its burst. */
-static bool wait_change(lr_changes *ch, int sfd, int64_t last_draw)
+ * change before `next_at` (monotonic ms) waits until then, for the rest of
+ * its burst. */
+static bool wait_change(lr_changes *ch, int sfd, int64_t next_at)
 {
 	struct pollfd p[2] = { { .fd = lr_changes_fd(ch), .events = POLLIN },
 		               { .fd = sfd, .events = POLLIN } };
@@ -190,7 +197,7 @@ static bool wait_change(lr_changes *ch, int sfd, int64_t last_draw)
 		if (p[0].revents != 0)
 			break;
 	}
-	int64_t wait = last_draw + WATCH_MIN_REDRAW_MS - lr_mono_ms();
+	int64_t wait = next_at - lr_mono_ms();
 	if (wait > 0 && poll(&p[1], 1, (int)wait) > 0)
 		return false;
 	lr_changes_clear(ch);
@@ -226,7 +233,10 @@ static int watch(const cli_common *common, const struct query *q,
 	for (int first = 1; rc == CLI_CONTINUE; first = 0) {
 		int64_t drawn = lr_mono_ms();
 		rc = watch_frame(c, ch, q, st, first, &last);
-		if (rc == CLI_CONTINUE && !wait_change(ch, sfd, drawn))
+		int64_t gap = (lr_mono_ms() - drawn) * WATCH_COST;
+		gap = gap < WATCH_MIN_REDRAW_MS ? WATCH_MIN_REDRAW_MS
+		      : gap > WATCH_MAX_REDRAW_MS ? WATCH_MAX_REDRAW_MS : gap;
+		if (rc == CLI_CONTINUE && !wait_change(ch, sfd, drawn + gap))
 			rc = EXIT_OK;
 	}
 out:

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include "base/fdtable.h"
 #include "engine/runner_int.h"
 #include "exec/orphans.h"
 #include "http/server.h"
@@ -92,9 +93,9 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	if (f->concurrency != NULL)
 		rc = cli_int("--concurrency", f->concurrency, 1, LR_CONCURRENCY_MAX, &conc);
 	if (rc == CLI_CONTINUE && f->ttl != NULL)
-		rc = cli_int("--ttl", f->ttl, 1, 86400, &ttl);
+		rc = cli_int("--ttl", f->ttl, 1, CLI_TTL_MAX_S, &ttl);
 	if (rc == CLI_CONTINUE && f->grace != NULL)
-		rc = cli_int("--grace", f->grace, 0, 86400, &grace);
+		rc = cli_int("--grace", f->grace, 0, CLI_GRACE_MAX_S, &grace);
 	if (rc == CLI_CONTINUE && f->metrics != NULL) {
 		/* A bad address is a usage error, found before connecting. */
 		struct sockaddr_storage sa;
@@ -112,13 +113,6 @@ static int runner_opts(const struct worker_flags *f, lr_runner_opts *o)
 	};
 	return rc;
 }
-
-/* Descriptors a worker keeps open: its own (etcd, its loop, metrics) and,
- * for each slot, those of its stop (4), and of a running shell step (its
- * guard's pipes and its state directory: 5 more). */
-#define FDS_OWN 64
-#define FDS_SLOT_IDLE 4
-#define FDS_SLOT_BUSY 10
 
 /* As many descriptors as the hard limit allows (the soft one is often far
  * below it). EXIT_RUNTIME, said, when not even the slots' own fit and one
@@ -213,6 +207,8 @@ int cmd_worker(int argc, char **argv)
 	if (rc == CLI_CONTINUE)
 		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short, &fds_limit);
 	if (rc == CLI_CONTINUE) {
+		/* While this is the only thread: growing the table is cheap. */
+		lr_fd_table_reserve(FDS_OWN + FDS_SLOT_BUSY * (o.concurrency > 0 ? o.concurrency : 1));
 		catch_stop_signals();
 		rc = cli_open(&common, &c);
 	}

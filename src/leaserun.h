@@ -86,9 +86,9 @@ typedef struct lr_client_opts {
 	const char *endpoints;       /* "host:port[,host:port...]"; default
 	                                "127.0.0.1:2379" */
 	const char *prefix;          /* key prefix; default "/leaserun/" (a
-	                                missing trailing '/' is added); no
-	                                control characters, no blank at
-	                                either end (LR_EINVAL) */
+	                                missing trailing '/' is added); valid
+	                                UTF-8, no control characters, no
+	                                blank at either end (LR_EINVAL) */
 	double dial_timeout_s;       /* default 5 (0): an unreachable cluster
 	                                is reported within it; 0.001..86400 */
 	double call_timeout_s;       /* default 5 (0): deadline of one etcd
@@ -317,11 +317,15 @@ struct lr_log_record; /* see Logging below */
 typedef struct lr_hold_opts {
 	const void *locks;   /* json_t {"PATH": "MODE"} (borrowed), or NULL */
 	const void *limits;  /* json_t {"KEY": N} (borrowed), or NULL */
-	int64_t ttl_s;       /* the lease's TTL; 0: 10 (etcd may raise it) */
-	int64_t wait_ms;     /* how long to wait for them: -1 forever, 0 try once */
+	int64_t ttl_s;       /* the lease's TTL; 0: 10 (etcd may raise it); at
+	                        most 9000000000 (etcd's longest) */
+	int64_t wait_ms;     /* how long to wait for them: -1 forever, 0 try
+	                        once; below -1: LR_EINVAL */
 	const char *name;    /* who holds, as `leaserun locks` shows it; NULL:
 	                        the host name */
-	int cancel_fd;       /* readable: stop waiting (LR_ECANCELLED); -1: none */
+	int cancel_fd;       /* readable: stop waiting (LR_ECANCELLED); -1: none.
+	                        0 is a descriptor (stdin), so an options struct
+	                        zeroed must set -1; one not open is LR_EINVAL */
 	/* Warnings while waiting, on the caller's thread: a lock or slot key
 	 * in the way that hung on no lease (put by hand: no holder writes
 	 * one, and it would never expire) was deleted. An lr_log_fn; NULL:
@@ -347,7 +351,8 @@ typedef struct lr_hold_opts {
 LR_API int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *err);
 /* Whether o's locks and limits are valid, as lr_hold_acquire checks them,
  * without etcd: 0, or LR_EINVAL with a message naming what is wrong (an
- * empty request is invalid too). Pure; any thread. */
+ * empty request is invalid too; so are ttl_s, wait_ms and cancel_fd out of
+ * their ranges). Pure; any thread. */
 LR_API int lr_hold_check(const lr_hold_opts *o, lr_err *err);
 /* The fencing token: the revision of the txn that took them. It grows with
  * every later acquisition of any lock, so a system that keeps the highest
@@ -462,8 +467,9 @@ LR_API int lr_runners_list(lr_client *c, lr_runner_info **out, size_t *n, lr_err
  * not exist) and sets *next to the new value (a new reference that the
  * library steals). It returns 0 to write, LR_ECANCELLED to stop without
  * writing (lr_update then returns LR_ECANCELLED), or another negative code
- * that is passed back. fn may run several times; it runs on the caller's
- * thread. */
+ * that is passed back. A value that is not JSON (as for
+ * lr_step_shared_put_many) is LR_EINVAL, nothing written. fn may run
+ * several times; it runs on the caller's thread. */
 typedef int (*lr_update_fn)(void *user, const void *current, void **next);
 LR_API int lr_update(lr_client *c, const char *name, lr_update_fn fn, void *user,
               lr_err *err);
@@ -479,7 +485,8 @@ typedef struct lr_shared_entry {
 	int64_t mod_revision;   /* etcd revision of its last write */
 } lr_shared_entry;
 
-/* Flags of lr_shared_list and lr_shared_delete. */
+/* Flags of lr_shared_list and lr_shared_delete; any other bit is
+ * LR_EINVAL. */
 enum {
 	LR_SHARED_KEYS_ONLY = 1 << 0, /* names (and revisions) without values */
 	LR_SHARED_PREFIX = 1 << 1,    /* delete: every name starting with it */
@@ -547,6 +554,8 @@ typedef enum lr_step_result {
 	LR_STEP_RETRY = 1,     /* a failed attempt: retried after backoff,
 	                          until max_attempts */
 	LR_STEP_FAIL = 2,      /* permanent failure: the task ends failed */
+	/* Any other value returned is a bug of the handler's: taken as
+	 * LR_STEP_FAIL, with an error that names the value. */
 } lr_step_result;
 
 /* A step handler. Runs on one of the runner's worker threads (one task per
@@ -578,8 +587,10 @@ LR_API const void *lr_step_locks(const lr_step *s);
 LR_API const void *lr_step_slots(const lr_step *s);
 /* The current state (json_t *, borrowed). */
 LR_API void *lr_step_state(lr_step *s);
-/* Replace the state (json_t *; the library steals the reference). It is
- * committed with the step (LR_STEP_OK) or by lr_step_checkpoint. */
+/* Replace the state (json_t *; the library steals the reference; NULL:
+ * JSON null). It is committed with the step (LR_STEP_OK) or by
+ * lr_step_checkpoint. Given lr_step_state(s) itself (changed in place),
+ * nothing changes and no reference is taken. */
 LR_API void lr_step_set_state(lr_step *s, void *state);
 /* Commit the current state now without advancing the step (a fenced
  * checkpoint): a resumed step starts from it. LR_ELEASE when the claim is
@@ -593,7 +604,9 @@ LR_API int lr_step_checkpoint(lr_step *s, lr_err *err);
  * names[i]; n is 1 to LR_SHARED_PUT_MAX. All or nothing. Errors:
  * LR_ELEASE when the claim is gone (stop at once: the step is stopped
  * too), LR_ECANCELLED when the step was stopped already, LR_EINVAL for an
- * invalid name or a NULL value, LR_ETOOLARGE when the values encode to
+ * invalid name, a NULL value or one that is not JSON (a string that is
+ * not UTF-8, arrays and objects nested over 1000 deep, which could not be
+ * read back), LR_ETOOLARGE when the values encode to
  * over 1 MiB together. A write whose reply was lost is sent again: writing
  * the same values twice leaves the same result, unless another writer
  * changed one of these names in between, which the second write then
@@ -640,7 +653,8 @@ typedef enum lr_step_stop {
 	LR_STEP_SHUTDOWN = 3,  /* the runner is stopping */
 } lr_step_stop;
 LR_API lr_step_stop lr_step_stop_reason(const lr_step *s);
-/* Wait up to timeout_ms (or until it must stop); returns
+/* Wait up to timeout_ms (or until it must stop; a year or more, such as
+ * INT64_MAX: until it must stop; 0 or less: not at all); returns
  * lr_step_cancelled(). */
 LR_API int lr_step_sleep(lr_step *s, int64_t timeout_ms);
 /* A file descriptor that becomes readable once the step must stop: a
@@ -690,11 +704,12 @@ typedef struct lr_runner_opts {
 	const char *name;        /* default "<hostname>-<pid>" */
 	int concurrency;         /* default 1; at most LR_CONCURRENCY_MAX */
 	int ttl_s;               /* lease TTL asked for; default 10 */
-	int grace_s;             /* default 10; -1 for 0 */
+	int grace_s;             /* default 10; -1 for 0; below -1: LR_EINVAL */
 	int exit_when_idle;      /* stop once no task is pending or claimed */
 	lr_log_fn log;           /* default lr_log_stderr */
 	void *log_user;
-	lr_log_level log_level;  /* records below it are not even made
+	lr_log_level log_level;  /* records below it are not even made; one
+	                            of lr_log_level (LR_EINVAL otherwise)
 	                            (default LR_LOG_DEBUG: all go to log) */
 	/* Threads the workers share. 0 (the default): a thread per worker.
 	 * 1 to concurrency: the workers run as fibers spread over that many
@@ -740,7 +755,8 @@ LR_API void lr_runner_free(lr_runner *r);
  * a handler of its own). A step with no handler fails the task with an
  * error naming it. Handlers are set while lr_runner_run is not running:
  * during a run (the workers read them without a lock), or with r or fn
- * NULL, it returns LR_EINVAL and changes nothing. Having no lr_err, it
+ * NULL, or step_name "" (no step has it), it returns LR_EINVAL and
+ * changes nothing. Having no lr_err, it
  * says why through r's log sink (LR_LOG_ERROR). LR_ENOMEM. */
 LR_API int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn,
                      void *user);

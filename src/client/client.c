@@ -31,6 +31,10 @@ static const char *prefix_flaw(const char *p, size_t n)
 		if (ch < 0x20 || ch == 0x7f)
 			return "must not contain control characters";
 	}
+	/* Nor bytes that no one could type or see, nor JSON hold. */
+	for (size_t i = 0, k; i < n; i += k)
+		if ((k = lr_utf8_char_len((const unsigned char *)p + i, n - i)) == 0)
+			return "must be valid UTF-8";
 	/* Every other ASCII blank is a control character. */
 	if (p[0] == ' ' || p[n - 1] == ' ')
 		return "must not start or end with a blank";

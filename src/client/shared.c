@@ -89,9 +89,14 @@ int lr_shared_encode(const json_t *v, char **text, lr_err *err)
 	*text = NULL;
 	if (v == NULL)
 		return lr_err_set(err, LR_EINVAL, "no value");
+	/* Deeper than JSON is parsed back, it would be stored unreadable. */
+	if (lr_json_nests_over(v, LR_STATE_MAX_DEPTH))
+		return lr_err_set(err, LR_EINVAL, "value: arrays and objects nested over %d deep",
+		                  LR_STATE_MAX_DEPTH);
 	*text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	if (*text == NULL)
-		return lr_err_set(err, LR_ENOMEM, "cannot encode the value");
+		return lr_err_set(err, LR_EINVAL, "value: cannot be encoded as JSON (a string "
+		                  "that is not UTF-8?)");
 	if (strlen(*text) > LR_SPEC_MAX_BYTES) {
 		free(*text);
 		*text = NULL;
@@ -269,6 +274,16 @@ int lr_shared_get(lr_client *c, const char *name, void **value, lr_err *err)
 
 /* ---- listing and deletion by name prefix ------------------------------------ */
 
+/* LR_EINVAL for a flag that is none of ours: 999 would otherwise mean
+ * "delete by prefix". */
+static int check_flags(const char *what, int flags, lr_err *err)
+{
+	if ((flags & ~(LR_SHARED_KEYS_ONLY | LR_SHARED_PREFIX)) == 0)
+		return 0;
+	return lr_err_set(err, LR_EINVAL, "%s: unknown flags %#x (LR_SHARED_KEYS_ONLY, "
+	                  "LR_SHARED_PREFIX)", what, (unsigned)flags);
+}
+
 /* LR_EINVAL unless prefix is "" or the start of a valid name. */
 static int check_prefix(const char *what, const char *prefix, lr_err *err)
 {
@@ -335,7 +350,9 @@ int lr_shared_list(lr_client *c, const char *name_prefix, int flags,
 		return LR_EINVAL;
 	*out = NULL;
 	*n = 0;
-	rc = check_prefix("list shared values", name_prefix, err);
+	rc = check_flags("list shared values", flags, err);
+	if (rc == 0)
+		rc = check_prefix("list shared values", name_prefix, err);
 	if (rc != 0)
 		return rc;
 	snprintf(kind, sizeof(kind), "%s%s", LR_K_SHARED, name_prefix);
@@ -372,8 +389,10 @@ int lr_shared_delete(lr_client *c, const char *name, int flags,
 		*deleted = 0;
 	if (LR_NULL_ARG(err, c))
 		return LR_EINVAL;
-	rc = prefix ? check_prefix("delete shared values", name, err)
-	            : lr_shared_key(c, name, key, err);
+	rc = check_flags("delete shared values", flags, err);
+	if (rc == 0)
+		rc = prefix ? check_prefix("delete shared values", name, err)
+		            : lr_shared_key(c, name, key, err);
 	if (rc != 0)
 		return rc;
 	if (prefix) {

@@ -30,6 +30,8 @@ int lr_check_task_id(const char *what, const char *id, lr_err *err)
 {
 	if (id != NULL && lr_id_valid(id))
 		return 0;
+	if (id == NULL)
+		return lr_err_set(err, LR_EINVAL, "%s: id must not be NULL", what);
 	return lr_err_set(err, LR_EINVAL,
 	                  "%s: invalid task id \"%.*s\": expected 1 to %d of "
 	                  "A-Z a-z 0-9 . _ : -",

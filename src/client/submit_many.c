@@ -366,9 +366,8 @@ int lr_submit_many(lr_client *c, const lr_submit_opts *opts,
 	if (summary == NULL)
 		summary = &local_sum;
 	memset(summary, 0, sizeof(*summary));
-	if (c == NULL || input == NULL || outcome == NULL)
-		rc = lr_err_set(err, LR_EINVAL, "submit: client, input and "
-		                "outcome are required");
+	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, input) || LR_NULL_ARG(err, outcome))
+		rc = LR_EINVAL;
 	else if (in_flight < 1 || in_flight > MAX_IN_FLIGHT)
 		rc = lr_err_set(err, LR_EINVAL, "submit: in_flight must be 1 to %d, "
 		                "got %d", MAX_IN_FLIGHT, in_flight);

@@ -44,7 +44,8 @@ void lr_msg_free(struct lr_msg *m)
 int lr_inbox_init(lr_inbox *in)
 {
 	in->head = in->tail = NULL;
-	in->wake_sent = false;
+	in->queued = 0;
+	in->wake_sent = in->results_wake = in->results_queued = false;
 	in->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (in->wake_fd < 0)
 		return LR_ESYS;
@@ -80,8 +81,10 @@ void lr_inbox_post(lr_inbox *in, struct lr_msg *m)
 	if (m == NULL)
 		return;
 	bool wake = false, result = false;
+	size_t n = 0;
 	struct lr_msg *tail = m;
 	for (;; tail = tail->next) {
+		n++;
 		wake = wake || !tail->lazy;
 		result = result || tail->result;
 		if (tail->next == NULL)
@@ -92,6 +95,8 @@ void lr_inbox_post(lr_inbox *in, struct lr_msg *m)
 	 * results_wake on. */
 	in->results_queued = in->results_queued || result;
 	wake = wake || (result && in->results_wake);
+	in->queued += n;
+	wake = wake || in->queued >= LR_INBOX_LAZY_MAX;
 	if (in->tail != NULL)
 		in->tail->next = m;
 	else
@@ -115,6 +120,7 @@ struct lr_msg *lr_inbox_take(lr_inbox *in)
 	pthread_mutex_lock(&in->mu);
 	struct lr_msg *m = in->head;
 	in->head = in->tail = NULL;
+	in->queued = 0;
 	in->wake_sent = false;
 	in->results_queued = false;
 	pthread_mutex_unlock(&in->mu);

@@ -96,12 +96,18 @@ struct lr_msg *lr_msg_new(enum lr_msg_kind kind);
 /* Free one message and what it owns (not the ones chained after it). */
 void lr_msg_free(struct lr_msg *m);
 
+/* Lazy messages queued that wake the loop all the same: a runner that
+ * sleeps while other runners finish and purge tasks would otherwise keep
+ * a message for each of their events until its next wake-up. */
+#define LR_INBOX_LAZY_MAX 1024
+
 typedef struct lr_inbox {
 	pthread_mutex_t mu;
 	struct lr_msg *head, *tail;
 	bool wake_sent;  /* wake_fd written since the loop last took */
 	bool results_wake;   /* results wake the loop, lazy or not */
 	bool results_queued; /* a result is queued, not taken yet */
+	size_t queued;   /* messages queued, not taken yet */
 	int wake_fd;     /* eventfd, readable while a wake-up is pending */
 } lr_inbox;
 

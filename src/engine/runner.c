@@ -96,6 +96,12 @@ int lr_runner_new(lr_client *c, const lr_runner_opts *o, lr_runner **out, lr_err
 		                  o->threads, o->concurrency > 0 ? o->concurrency : 1);
 	if (o->ttl_s < 0)
 		return lr_err_set(err, LR_EINVAL, "ttl %d: must be at least 1 second", o->ttl_s);
+	if (o->grace_s < -1)
+		return lr_err_set(err, LR_EINVAL, "grace %d: must be 0 (10 s), -1 (none) or more "
+		                  "seconds", o->grace_s);
+	if (o->log_level < LR_LOG_DEBUG || o->log_level > LR_LOG_ERROR)
+		return lr_err_set(err, LR_EINVAL, "log_level %d: must be LR_LOG_DEBUG (0) to "
+		                  "LR_LOG_ERROR (3)", (int)o->log_level);
 	lr_runner *r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
@@ -180,6 +186,13 @@ int lr_runner_handle(lr_runner *r, const char *step_name, lr_step_fn fn, void *u
 {
 	if (r == NULL || fn == NULL)
 		return null_arg(r, "lr_runner_handle", r == NULL ? "r" : "fn");
+	if (step_name != NULL && step_name[0] == '\0') {
+		/* Every step has a name: the handler would never run. */
+		lr_runner_log(r, LR_LOG_ERROR, NULL, NULL, -1,
+		              "lr_runner_handle: step_name must not be empty (NULL handles "
+		              "every step without a handler of its own)");
+		return LR_EINVAL;
+	}
 	struct lr_handler *h = calloc(1, sizeof(*h));
 	if (h == NULL)
 		return LR_ENOMEM;

@@ -62,6 +62,11 @@ void lr_step_set_state(lr_step *s, void *state)
 {
 	if (state == NULL)
 		state = json_null();
+	/* lr_step_state's own (borrowed) object given back after changing
+	 * it: it is the state already, and taking its one reference would
+	 * free it under the step. */
+	if (state == s->state)
+		return;
 	json_decref(s->state);
 	s->state = state;
 }
@@ -76,13 +81,21 @@ int64_t lr_step_deadline_ms(const lr_step *s)
 	return lr_stop_deadline(&s->w->stop);
 }
 
+/* Longer than any deadline on the monotonic clock: a wait till the step
+ * must stop, and small enough to add to the clock (a year of ms). */
+#define SLEEP_MAX_MS ((int64_t)366 * 24 * 3600 * 1000)
+
 int lr_step_sleep(lr_step *s, int64_t timeout_ms)
 {
+	if (timeout_ms > SLEEP_MAX_MS)
+		timeout_ms = SLEEP_MAX_MS;
 	return lr_stop_wait(&s->w->stop, timeout_ms) != LR_STOP_NONE;
 }
 
 int lr_step_checkpoint(lr_step *s, lr_err *err)
 {
+	if (LR_NULL_ARG(err, s))
+		return LR_EINVAL;
 	if (lr_step_cancelled(s))
 		return lr_err_set(err, LR_ECANCELLED, "checkpoint %s step %s: the step was stopped",
 		                  s->h->id, s->name);
@@ -149,6 +162,15 @@ lr_step_result lr_step_run(struct lr_worker *w, const lr_claimant *who, lr_claim
 	lr_step_result res = hd->fn(&s, hd->user);
 	lr_batch_back(w->r->batch);
 	atomic_store(&w->handler_since, 0);
+	if (res != LR_STEP_OK && res != LR_STEP_RETRY && res != LR_STEP_FAIL) {
+		/* Not a result (an uninitialised variable, a code of another
+		 * API): a bug of the handler's, which running it again would
+		 * repeat. */
+		snprintf(s.error, sizeof(s.error),
+		         "the handler returned %d, which is no lr_step_result "
+		         "(LR_STEP_OK, LR_STEP_RETRY or LR_STEP_FAIL)", (int)res);
+		res = LR_STEP_FAIL;
+	}
 	if (res == LR_STEP_OK) {
 		lr_err e = {0};
 		if (lr_json_check_state(s.state, "state", &e) != 0) {

@@ -53,6 +53,8 @@ int lr_step_shared_put_many(lr_step *s, size_t n, const char *const names[],
 	const char **key_ptrs = NULL;
 	int rc;
 
+	if (LR_NULL_ARG(err, s) || LR_NULL_ARG(err, names) || LR_NULL_ARG(err, values))
+		return LR_EINVAL;
 	if (n < 1 || n > LR_SHARED_PUT_MAX) {
 		rc = lr_err_set(err, LR_EINVAL, "%zu values: write 1 to %d at once",
 		                n, LR_SHARED_PUT_MAX);
@@ -82,5 +84,7 @@ out:
 int lr_step_shared_put(lr_step *s, const char *name, const void *value,
                        lr_err *err)
 {
+	if (LR_NULL_ARG(err, s))
+		return LR_EINVAL;
 	return lr_step_shared_put_many(s, 1, &name, &value, err);
 }

@@ -47,6 +47,9 @@ typedef struct lr_stop {
 	unsigned sleeper_posts; /* posts of it made by requests (under mu) */
 } lr_stop;
 
+/* The descriptors lr_stop_init opens. */
+#define LR_STOP_FDS 4
+
 int lr_stop_init(lr_stop *s);
 void lr_stop_free(lr_stop *s);
 

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fdtable.h"
 #include "engine/runner_int.h"
 #include "fiber/fiber.h"
 #include "records/spec.h"
@@ -809,6 +810,9 @@ int lr_workers_start(lr_runner *r, lr_err *err)
 		return lr_err_set(err, LR_ENOMEM, "runner: out of memory");
 	}
 	lr_batch_on_limit(r->batch, note_limit, r);
+	/* The stops' descriptors, with room for the gRPC calls and files
+	 * that come with the first tasks: one growth of the table. */
+	lr_fd_table_reserve(LR_STOP_FDS * r->concurrency + 64);
 	for (int i = 0; i < r->concurrency; i++) {
 		struct lr_worker *w = &r->workers[i];
 		w->r = r;

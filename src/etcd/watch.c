@@ -334,6 +334,12 @@ static void w_message(void *owner, const uint8_t *data, size_t len)
 		goto out;
 	lr_watch_batch b = { .revision = rev };
 	if (r->compact_revision > 0 || r->canceled) {
+		/* etcd (3.4, 3.5) keeps a compacted watcher on the stream, and
+		 * counts it, until the client cancels it or the stream ends:
+		 * without this, each compacted watcher stays there for the
+		 * stream's life. A cancelled one is gone already. */
+		if (r->compact_revision > 0)
+			send_cancel(w, wr->id);
 		wr->state = W_DEAD;
 		b.kind = r->compact_revision > 0 ? LR_WATCH_COMPACTED : LR_WATCH_CANCELLED;
 		b.compact_revision = r->compact_revision;

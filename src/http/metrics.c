@@ -288,7 +288,8 @@ int lr_metrics_serve(lr_runner *const *rs, size_t n, const char *listen,
 		free(s);
 		return lr_err_set(err, LR_ENOMEM, "metrics: out of memory");
 	}
-	memcpy(s->rs, rs, n * sizeof(*rs));
+	if (n > 0) /* rs may be NULL then */
+		memcpy(s->rs, rs, n * sizeof(*rs));
 	s->n = n;
 	lr_http_opts o = {
 		.listen = listen,

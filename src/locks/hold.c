@@ -8,6 +8,7 @@
  * caller's thread; the keepalive and watch callbacks on the client's
  * stream threads, sharing the table under a mutex. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -467,11 +468,33 @@ static int wait_and_take(lr_hold *h, const lr_hold_opts *o, const char *who, int
 	return rc;
 }
 
+/* etcd's longest lease (its MaxLeaseTTL). */
+#define HOLD_MAX_TTL_S 9000000000LL
+
+/* The numbers of o: each in its documented range, the fd open. */
+static int check_numbers(const lr_hold_opts *o, lr_err *err)
+{
+	if (o->ttl_s < 0 || o->ttl_s > HOLD_MAX_TTL_S)
+		return lr_err_set(err, LR_EINVAL, "hold: ttl_s %lld: must be 0 (10 s) to %lld "
+		                  "seconds", (long long)o->ttl_s, HOLD_MAX_TTL_S);
+	if (o->wait_ms < -1)
+		return lr_err_set(err, LR_EINVAL, "hold: wait_ms %lld: must be -1 (for ever), 0 "
+		                  "(try once) or more", (long long)o->wait_ms);
+	/* A closed one would look like a cancel at the first wait. */
+	if (o->cancel_fd < -1 || (o->cancel_fd >= 0 && fcntl(o->cancel_fd, F_GETFD) == -1))
+		return lr_err_set(err, LR_EINVAL, "hold: cancel_fd %d: not an open descriptor "
+		                  "(-1: none)", o->cancel_fd);
+	return 0;
+}
+
 /* The request of o, parsed: *set is new, never NULL on success. */
 static int parse_request(const lr_hold_opts *o, lr_lockset **set, lr_err *err)
 {
 	*set = NULL;
-	int rc = lr_lockset_parse(o->locks, o->limits, set, err);
+	int rc = check_numbers(o, err);
+	if (rc != 0)
+		return rc;
+	rc = lr_lockset_parse(o->locks, o->limits, set, err);
 	if (rc == 0 && *set == NULL)
 		rc = lr_err_set(err, LR_EINVAL, "hold: no locks and no limits to hold");
 	return rc;
@@ -495,6 +518,10 @@ int lr_hold_acquire(lr_client *c, const lr_hold_opts *o, lr_hold **out, lr_err *
 {
 	if (LR_NULL_ARG(err, c) || LR_NULL_ARG(err, o) || LR_NULL_ARG(err, out))
 		return LR_EINVAL;
+	/* The wait reads the reason of a lost lease back, to say it. */
+	lr_err local = {0};
+	if (err == NULL)
+		err = &local;
 	*out = NULL;
 	lr_lockset *set = NULL;
 	int rc = parse_request(o, &set, err);

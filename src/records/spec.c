@@ -281,9 +281,7 @@ int lr_json_string(const json_t *v, size_t min_len, size_t max_len,
 	return 0;
 }
 
-/* Whether v nests arrays and objects more than `left` levels deep; looks
- * no deeper than that. */
-static bool too_deep(const json_t *v, int left)
+bool lr_json_nests_over(const json_t *v, int left)
 {
 	if (!json_is_array(v) && !json_is_object(v))
 		return false;
@@ -294,11 +292,11 @@ static bool too_deep(const json_t *v, int left)
 	json_t *e;
 	if (json_is_array(v)) {
 		json_array_foreach(v, i, e)
-			if (too_deep(e, left - 1))
+			if (lr_json_nests_over(e, left - 1))
 				return true;
 	} else {
 		json_object_foreach((json_t *)v, k, e)
-			if (too_deep(e, left - 1))
+			if (lr_json_nests_over(e, left - 1))
 				return true;
 	}
 	return false;
@@ -306,7 +304,7 @@ static bool too_deep(const json_t *v, int left)
 
 int lr_json_check_state(const json_t *v, const char *path, lr_err *err)
 {
-	if (too_deep(v, LR_STATE_MAX_DEPTH))
+	if (lr_json_nests_over(v, LR_STATE_MAX_DEPTH))
 		return lr_err_set(err, LR_EINVAL, "%s: arrays and objects nested over %d deep",
 		                  path, LR_STATE_MAX_DEPTH);
 	/* With no buffer, json_dumpb only measures. */

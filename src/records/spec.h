@@ -3,6 +3,7 @@
 #ifndef LR_SPEC_H
 #define LR_SPEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -114,6 +115,10 @@ int lr_json_int(const json_t *v, int64_t lo, int64_t hi, const char *path,
 /* v is a string of min_len..max_len bytes; *out is borrowed from v. */
 int lr_json_string(const json_t *v, size_t min_len, size_t max_len,
                    const char *path, const char **out, lr_err *err);
+
+/* v nests arrays and objects more than depth levels deep (looking no
+ * deeper): a document that would not be read back. */
+bool lr_json_nests_over(const json_t *v, int depth);
 
 /* v encodes (JSON_COMPACT) to at most LR_STATE_MAX_BYTES and nests at
  * most LR_STATE_MAX_DEPTH deep: LR_ETOOLARGE when it is larger, LR_EINVAL

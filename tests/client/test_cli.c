@@ -1016,7 +1016,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 {
 	lr_client *c = fixture_client("cli_usage");
 	cli_use_client(c);
-	const char *const cases[][6] = {
+	const char *const cases[][7] = {
 		{ "frobnicate" },
 		{ "status", "--bogus" },
 		{ "status", "--state", "sleeping" },
@@ -1029,6 +1029,9 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 		{ "worker", "--concurrency", "0" },
 		{ "worker", "--concurrency", "1025" }, /* more than a runner can have */
 		{ "worker", "--ttl", "0" },
+		{ "worker", "--ttl", "86401" }, /* more than a day */
+		{ "run", "--lock", "x", "--ttl", "86401", "--", "true" },
+		{ "run", "--lock", "x", "--grace", "86401", "--", "true" },
 		{ "worker", "--grace", "-1" },
 		{ "worker", "--name", "bad name" },
 		{ "purge" },
@@ -1046,7 +1049,7 @@ TEST(bad_flags_and_arguments_exit_2_with_a_reason)
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *a = cases[i];
-		proc_result r = cli_run(NULL, a[0], a[1], a[2], a[3], a[4], a[5],
+		proc_result r = cli_run(NULL, a[0], a[1], a[2], a[3], a[4], a[5], a[6],
 		                      (char *)NULL);
 		if (r.status != 2)
 			TEST_FAIL("case %zu (%s %s): exit %d", i, a[0],
@@ -1117,6 +1120,10 @@ TEST(whole_number_flags_take_digits_alone_and_store_nothing)
 	CHECK_INT(fixture_count(c, ""), ==, 0);
 	/* Leading zeros are still digits. */
 	proc_result r = RUN("status", "--limit", "007");
+	CHECK_INT(r.status, ==, 0);
+	proc_result_free(&r);
+	/* `run` takes the TTL and grace `worker` takes, up to a day. */
+	r = RUN("run", "--lock", "cli_digits", "--ttl", "86400", "--grace", "86400", "--", "true");
 	CHECK_INT(r.status, ==, 0);
 	proc_result_free(&r);
 	lr_client_close(c);

@@ -1,8 +1,13 @@
 /* common.c - set-up shared by the etcd client tests. */
 #include "common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "test.h"
@@ -65,4 +70,36 @@ lr_keepalive *kept_lease(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *grante
 	if (granted != NULL)
 		*granted = g;
 	return k;
+}
+
+long etcd_watcher_count(int i)
+{
+	static const char metric[] = "\netcd_debugging_mvcc_watcher_total ";
+	const char *ep = etcdh_endpoint(cluster, i);
+	const char *colon = ep != NULL ? strrchr(ep, ':') : NULL;
+	static char buf[1 << 20];
+	size_t len = 0;
+	long n = -1;
+
+	if (colon == NULL)
+		return -1;
+	struct sockaddr_in a = { .sin_family = AF_INET,
+		                 .sin_port = htons((uint16_t)atoi(colon + 1)) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1)) {
+		ssize_t r;
+		while (len < sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+			len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	const char *at = strstr(buf, metric);
+	if (at != NULL)
+		n = atol(at + sizeof(metric) - 1);
+	return n;
 }

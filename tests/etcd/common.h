@@ -30,4 +30,8 @@ const char *test_prefix(const char *name);
 /* Poll (test helper, not library code) until cond() or timeout. */
 int wait_until(int (*cond)(void *), void *arg, int timeout_ms);
 
+/* etcd's count of watchers (etcd_debugging_mvcc_watcher_total) on member
+ * i, read from its /metrics; -1 when it cannot be read. */
+long etcd_watcher_count(int i);
+
 #endif

@@ -2,6 +2,7 @@
  * member restart in a three-member cluster, compaction. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,23 +153,32 @@ TEST(watch_from_a_past_revision_replays_history)
 	seen_free(&s);
 }
 
-TEST(compaction_is_reported_to_the_watcher)
+/* Key k (of `name`, under the test's prefix) written 1 + puts times, then
+ * compacted at the last revision (returned); *first: the first one. */
+static int64_t written_then_compacted(lr_etcd *c, const char *name, char k[160], int puts,
+                                      bool physical, int64_t *first)
 {
-	lr_etcd *c = client_open(NULL);
-	const char *p = test_prefix("compact");
-	char k[160];
-	snprintf(k, sizeof(k), "%sx", p);
-	int64_t first, last = 0;
-	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &first, NULL, &err), &err);
-	for (int i = 0; i < 5; i++)
+	snprintf(k, 160, "%sx", test_prefix(name));
+	int64_t last = 0;
+	CHECK_OK(lr_kv_put(c, k, "v", 1, 0, first, NULL, &err), &err);
+	for (int i = 0; i < puts; i++)
 		CHECK_OK(lr_kv_put(c, k, "v", 1, 0, &last, NULL, &err), &err);
 	Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
 	cr.revision = last;
-	cr.physical = true;
+	cr.physical = physical;
 	ProtobufCMessage *resp;
 	CHECK_OK(lr_etcd_unary(c, "/etcdserverpb.KV/Compact", &cr.base,
 	                       &etcdserverpb__compaction_response__descriptor, &resp, 0, &err), &err);
 	lr_etcd_reply_free(resp);
+	return last;
+}
+
+TEST(compaction_is_reported_to_the_watcher)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[160];
+	int64_t first;
+	int64_t last = written_then_compacted(c, "compact", k, 5, true, &first);
 
 	lr_watch *w;
 	CHECK_OK(lr_watch_new(c, &w, &err), &err);
@@ -186,6 +196,52 @@ TEST(compaction_is_reported_to_the_watcher)
 	lr_watch_free(w);
 	lr_etcd_close(c);
 	seen_free(&s);
+}
+
+/* etcd keeps a compacted watcher on its stream until the client cancels
+ * it: a client that only forgets it leaves one behind on the server, for
+ * as long as the stream lives, each time a watcher is compacted. */
+TEST(a_compacted_watcher_is_not_left_on_the_server)
+{
+	lr_etcd *c = client_open(NULL);
+	char k[160];
+	int64_t first;
+	written_then_compacted(c, "compact-left", k, 3, false, &first);
+
+	lr_watch *w;
+	CHECK_OK(lr_watch_new(c, &w, &err), &err);
+	/* A live watcher keeps the stream open after the others are gone. */
+	struct seen live, s[3];
+	seen_init(&live, 10);
+	lr_watcher *lw, *wr[3];
+	CHECK_OK(lr_watch_add(w, k, 0, 0, on_batch, &live, &lw, &err), &err);
+	int64_t end = lr_mono_ms() + 5000;
+	while (live.created == 0 && lr_mono_ms() < end)
+		lr_sleep_ms(10);
+	long before = etcd_watcher_count(0);
+	CHECK_INT(before, >=, 1);
+	for (int i = 0; i < 3; i++) {
+		seen_init(&s[i], 10);
+		CHECK_OK(lr_watch_add(w, k, 0, first, on_batch, &s[i], &wr[i], &err), &err);
+	}
+	for (int i = 0; i < 3; i++) {
+		while (s[i].compacted == 0 && lr_mono_ms() < end)
+			lr_sleep_ms(10);
+		CHECK_INT(s[i].compacted, ==, 1);
+		lr_watcher_cancel(wr[i]);
+	}
+	long after = etcd_watcher_count(0);
+	while (after > before && lr_mono_ms() < end) {
+		lr_sleep_ms(20);
+		after = etcd_watcher_count(0);
+	}
+	CHECK_INT(after, ==, before);
+	lr_watcher_cancel(lw);
+	lr_watch_free(w);
+	lr_etcd_close(c);
+	seen_free(&live);
+	for (int i = 0; i < 3; i++)
+		seen_free(&s[i]);
 }
 
 /* ---- three members: nothing lost or repeated across restarts ---------- */
@@ -422,6 +478,7 @@ TEST_LIST(
 	TEST_CASE(puts_and_deletes_arrive_in_revision_order),
 	TEST_CASE(watch_from_a_past_revision_replays_history),
 	TEST_CASE(compaction_is_reported_to_the_watcher),
+	TEST_CASE(a_compacted_watcher_is_not_left_on_the_server),
 	TEST_CASE(nothing_is_lost_or_repeated_across_member_restarts),
 	TEST_CASE(a_paused_member_does_not_stall_a_watch),
 	TEST_CASE(an_outage_is_told_to_the_watcher_and_so_is_the_end_of_it),

@@ -4,6 +4,7 @@
 // would fill the pool); none blocks the event loop.
 import native from './native.js';
 import { LeaseRunError } from './errors.js';
+import { jsonText } from './json.js';
 
 const STATES = ['pending', 'running', 'succeeded', 'failed', 'cancelled'];
 
@@ -52,6 +53,22 @@ function stateNumber(state) {
 	const n = STATES.indexOf(state);
 	if (n < 0) throw new TypeError(`state: expected one of ${STATES.join(', ')}, got ${state}`);
 	return n;
+}
+
+// A spec as JSON text. Bytes are the file's text, as `leaserun submit
+// FILE` reads it (JSON.stringify would make a Buffer {"type": "Buffer",
+// "data": [...]}); bytes that are not UTF-8 are refused as jansson would.
+function specText(spec) {
+	if (typeof spec === 'string') return spec;
+	if (ArrayBuffer.isView(spec)) {
+		const bytes = new Uint8Array(spec.buffer, spec.byteOffset, spec.byteLength);
+		try {
+			return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+		} catch {
+			throw new LeaseRunError('invalid spec: the bytes given are not UTF-8 text', 'LR_EINVAL');
+		}
+	}
+	return jsonText(spec);
 }
 
 function parse(text) {
@@ -126,12 +143,12 @@ export class Client {
 		return this.#native;
 	}
 
-	/** Validate and store a task (an object or JSON text); resolves to
-	 * {id, created}. Submitting an identical spec again is a success. */
+	/** Validate and store a task (an object, or JSON text as a string or
+	 * as UTF-8 bytes: a Buffer read from a file); resolves to {id,
+	 * created}. Submitting an identical spec again is a success. */
 	async submit(spec, options) {
 		const { id } = optionsOf(options, 'submit');
-		const text = typeof spec === 'string' ? spec : JSON.stringify(spec);
-		return this.#native.submit(text, id ?? null);
+		return this.#native.submit(specText(spec), id ?? null);
 	}
 
 	/** One task's status; rejects with code LR_ENOTFOUND when there is none. */
@@ -157,7 +174,7 @@ export class Client {
 	 * {KEY: N}}) while fn runs: taken all at once on a lease of their own,
 	 * waiting first come first served (up to `wait` seconds, 0 to a year,
 	 * then a LeaseRunError with code LR_EBUSY naming a holder; forever when
-	 * absent or Infinity; `ttl` 1 to 3600 seconds, default 10),
+	 * absent or Infinity; `ttl` 1 to 86400 seconds, default 10),
 	 * kept alive while fn runs, given back when it settles. An AbortSignal
 	 * `signal` ends the wait: withLocks then rejects with an error named
 	 * AbortError (code LR_ECANCELLED) naming the locks, and leaves nothing
@@ -186,8 +203,8 @@ export class Client {
 		if (signal?.aborted) throw aborted();
 		const acquire = native.holdAcquire(
 			this.#native,
-			locks && Object.keys(locks).length ? JSON.stringify(locks) : null,
-			limits && Object.keys(limits).length ? JSON.stringify(limits) : null,
+			locks && Object.keys(locks).length ? jsonText(locks) : null,
+			limits && Object.keys(limits).length ? jsonText(limits) : null,
 			ttl,
 			wait,
 		);

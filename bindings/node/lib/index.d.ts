@@ -8,7 +8,7 @@ export type LockMode = 'IS' | 'IX' | 'S' | 'SIX' | 'X';
 export interface WithLocksOptions {
 	/** Slot pools: at most N holders of KEY at once. */
 	limits?: Record<string, number>;
-	/** The lease's TTL in whole seconds, 1 to 3600 (default 10). */
+	/** The lease's TTL in whole seconds, 1 to 86400 (default 10). */
 	ttl?: number;
 	/** Give up after this many seconds, 0 to a year (0: try once;
 	 * default or Infinity: wait forever). */
@@ -147,10 +147,11 @@ export class Client {
 	static connect(options?: ConnectOptions): Promise<Client>;
 	readonly prefix: string;
 	readonly shared: Shared;
-	/** Validate and store a task; an identical spec again is a success
-	 * (created false). LR_EINVAL names the field, LR_EEXIST: same id,
-	 * another spec. */
-	submit(spec: TaskSpec | string, options?: { id?: string }): Promise<{ id: string; created: boolean }>;
+	/** Validate and store a task (an object, or JSON text: a string, or
+	 * UTF-8 bytes as read from a file); an identical spec again is a
+	 * success (created false). LR_EINVAL names the field (an empty `id`
+	 * too), LR_EEXIST: same id, another spec. */
+	submit(spec: TaskSpec | string | Uint8Array, options?: { id?: string }): Promise<{ id: string; created: boolean }>;
 	/** LR_ENOTFOUND when there is no such task. */
 	status(id: string): Promise<TaskStatus>;
 	/** Oldest first; limit: a whole number up to 1e9 (0, the default: all),
@@ -245,9 +246,9 @@ export class Step<S = any> {
 	checkpoint(): Promise<void>;
 	/** Write shared values in one txn fenced by this step's claim (at most
 	 * 100, 1 MiB together); LR_ELEASE once another holder may have the
-	 * task. */
+	 * task. A string or an array is a TypeError (rejected). */
 	sharedPut(values: Record<string, Json> | Map<string, Json>): Promise<void>;
-	/** A log line tagged with runner, task and step. */
+	/** A log line tagged with runner, task and step (a NUL written as \0). */
 	log(msg: string, level?: LogLevel): void;
 }
 
@@ -286,6 +287,8 @@ export interface RunnerStats {
 }
 
 export class Runner extends EventEmitter<RunnerEvents> {
+	/** Options are checked here: a TypeError or RangeError naming the
+	 * option, LR_EINVAL for a name the library refuses. */
 	constructor(client: Client, options?: RunnerOptions);
 	/** Handle steps named stepName (null or '*': every step without a
 	 * handler of its own). A handler that throws is a failed attempt
@@ -295,6 +298,7 @@ export class Runner extends EventEmitter<RunnerEvents> {
 	 * the graceful stop. LR_EINUSE when the name is held by a live runner.
 	 * A runner runs once. */
 	run(): Promise<void>;
+	/** A graceful stop; asked before run(), run() ends at once. */
 	stop(): void;
 	stats(): RunnerStats;
 }

@@ -76,7 +76,8 @@ export function currentRun(
 	threadId: string,
 ): Promise<{ id: string; seq: number; status: TaskStatus | null } | null>;
 
-/** The run's final status (polling). */
+/** The run's final status (polling every intervalMs, at least 1, doubling
+ * to 1 s; timeoutMs 0 or Infinity: no limit; others a RangeError). */
 export function waitRun(
 	client: Client,
 	id: string,

@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 
 import { Client, objectOr } from './client.js';
 import { Fail, LeaseRunError } from './errors.js';
+import { jsonText } from './json.js';
 import native from './native.js';
 
 const LEVELS = { debug: 0, info: 1, warn: 2, error: 3 };
@@ -52,7 +53,7 @@ function isFail(err) {
 // undefined) is an error, never "unchanged". Throws JSON.stringify's own
 // TypeError for a BigInt or a cycle.
 function stateText(state) {
-	const text = JSON.stringify(state ?? null);
+	const text = jsonText(state ?? null);
 	if (text === undefined) {
 		const type = typeof state;
 		const what = `${type === 'object' ? 'an' : 'a'} ${type}`;
@@ -145,9 +146,14 @@ export class Step {
 	 * taken the task. At most 100 values, 1 MiB together. Rejects (never
 	 * throws) on values that are not JSON or a `values` that is no object. */
 	async sharedPut(values) {
+		// Object.entries would take a string or an array too, as values
+		// named "0", "1", ...
+		if (typeof values !== 'object' || values === null || Array.isArray(values))
+			throw new TypeError(`sharedPut: expected an object or a Map of name -> value, not ${
+				values === null ? 'null' : Array.isArray(values) ? 'an array' : typeof values}`);
 		const entries = values instanceof Map ? [...values] : Object.entries(values);
 		const texts = entries.map(([k, v]) => {
-			const text = JSON.stringify(v);
+			const text = jsonText(v);
 			if (text === undefined)
 				throw new LeaseRunError(`sharedPut: the value of ${String(k)} is not JSON (${typeof v})`, 'LR_EINVAL');
 			return text;
@@ -155,9 +161,11 @@ export class Step {
 		return this.#handle.sharedPut(entries.map(([k]) => k), texts);
 	}
 
-	/** A log line tagged with runner, task and step. */
+	/** A log line tagged with runner, task and step. A NUL character
+	 * (which the library refuses) is written as \\0: a line of a tool's
+	 * output must not fail the step. */
 	log(msg, level = 'info') {
-		this.#handle.log(levelNumber(level, 'level'), String(msg));
+		this.#handle.log(levelNumber(level, 'level'), String(msg).replaceAll('\0', '\\0'));
 	}
 }
 
@@ -186,8 +194,15 @@ export class Runner extends EventEmitter {
 		options = objectOr(options, 'Runner: options', {});
 		if (options.log !== undefined && typeof options.log !== 'function')
 			throw new TypeError(`Runner: log must be a function, not ${typeof options.log}`);
+		// A string 'false' is truthy: a switch is a boolean or left out.
+		for (const flag of ['exitWhenIdle', 'stopOnSignals'])
+			if (options[flag] !== undefined && typeof options[flag] !== 'boolean')
+				throw new TypeError(`Runner: ${flag} must be true or false, not ${typeof options[flag]}`);
 		this.#client = client;
 		this.#options = options;
+		// Made now: a bad option is refused where it is given, and a stop()
+		// asked before run() is kept (run() then ends at once).
+		this.#nativeRunner();
 	}
 
 	/** Handle steps named stepName (null or '*': every step without a
@@ -249,9 +264,10 @@ export class Runner extends EventEmitter {
 		}
 	}
 
-	/** Ask for a graceful stop (any time; harmless when not running). */
+	/** Ask for a graceful stop (any time; harmless once stopped; before
+	 * run(), run() ends at once). */
 	stop() {
-		this.#native?.stop();
+		this.#native.stop();
 	}
 
 	/** What the runner has done: counters and latency summaries. */

@@ -115,6 +115,9 @@ private:
 	{
 		ConnPtr conn = Conn(info.Env());
 		auto text = std::make_shared<std::string>(OptString(info[0], "spec"));
+		// Only a missing id means "generate one": an empty one is refused
+		// (as `leaserun submit --id ''`), never a new task on every retry.
+		bool has_id = !info[1].IsUndefined() && !info[1].IsNull();
 		std::string id_override = OptString(info[1], "id");
 		struct Out {
 			char id[LR_ID_SIZE];
@@ -123,9 +126,10 @@ private:
 		auto out = std::make_shared<Out>();
 		return Job::Start(
 		    info.Env(),
-		    [conn, text, id_override, out](lr_err *err) {
+		    [conn, text, has_id, id_override, out](lr_err *err) {
 			    return lr_submit_text(conn->get(), text->data(), text->size(),
-			                          OrNull(id_override), out->id, &out->created, err);
+			                          has_id ? id_override.c_str() : nullptr, out->id,
+			                          &out->created, err);
 		    },
 		    [out](Napi::Env env) {
 			    Napi::Object o = Napi::Object::New(env);

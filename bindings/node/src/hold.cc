@@ -63,9 +63,19 @@ struct CancelFd {
 	}
 };
 
-json_t *ParseOrNull(const std::string &text)
+// The locks or limits given as JSON text ("" for none), parsed on the
+// JavaScript thread: text jansson refuses is an error naming `what`, never
+// "none" (that would hold the locks without the slots, or the reverse).
+using JsonPtr = std::shared_ptr<json_t>;
+JsonPtr ParseOrNull(Napi::Env env, const std::string &text, const char *what)
 {
-	return text.empty() ? nullptr : json_loads(text.c_str(), 0, nullptr);
+	if (text.empty())
+		return nullptr;
+	json_error_t je;
+	json_t *v = json_loadb(text.data(), text.size(), 0, &je);
+	if (v == nullptr)
+		throw MakeError(env, LR_EINVAL, std::string("withLocks: ") + what + ": " + je.text);
+	return JsonPtr(v, json_decref);
 }
 
 // holdAcquire(client, locksJson, limitsJson, ttlSeconds, waitSeconds) ->
@@ -76,10 +86,11 @@ Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 {
 	Napi::Env env = info.Env();
 	ConnPtr conn = ClientConn(info[0]);
-	std::string locks = OptString(info[1], "locks"), limits = OptString(info[2], "limits");
+	JsonPtr locks = ParseOrNull(env, OptString(info[1], "locks"), "locks");
+	JsonPtr limits = ParseOrNull(env, OptString(info[2], "limits"), "limits");
 	// The bounds of `leaserun run --ttl/--wait`; no wait, or an infinite
 	// one, is forever.
-	int64_t ttl = static_cast<int64_t>(OptNumber(info[3], "ttl", 0, 1, 3600, true));
+	int64_t ttl = static_cast<int64_t>(OptNumber(info[3], "ttl", 0, 1, 86400, true));
 	bool forever = info[4].IsNumber() && info[4].As<Napi::Number>().DoubleValue() == INFINITY;
 	double wait_s = forever ? -1 : OptNumber(info[4], "wait", -1, 0, kMaxWaitS, false);
 	int64_t wait = wait_s < 0 ? -1 : std::llround(wait_s * 1000);
@@ -98,17 +109,13 @@ Napi::Value HoldAcquire(const Napi::CallbackInfo &info)
 	out.Set("promise", Job::StartOnThread(
 	    env,
 	    [st, locks, limits, ttl, wait, cancel](lr_err *err) {
-		    json_t *l = ParseOrNull(locks), *m = ParseOrNull(limits);
 		    lr_hold_opts o = {};
-		    o.locks = l;
-		    o.limits = m;
+		    o.locks = locks.get();
+		    o.limits = limits.get();
 		    o.ttl_s = ttl;
 		    o.wait_ms = wait;
 		    o.cancel_fd = cancel->fd;
-		    int rc = lr_hold_acquire(st->conn->get(), &o, &st->hold, err);
-		    json_decref(l);
-		    json_decref(m);
-		    return rc;
+		    return lr_hold_acquire(st->conn->get(), &o, &st->hold, err);
 	    },
 	    [st](Napi::Env env) {
 		    Napi::Object o = Napi::Object::New(env);

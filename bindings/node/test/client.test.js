@@ -159,3 +159,22 @@ test("list's limit is a whole number up to 1e9: others are refused, naming limit
 	assert.deepEqual((await c.list({ limit: 1 })).map((x) => x.id), ['l1']);
 	assert.equal((await c.list({ limit: 0 })).length, 2);
 });
+
+test('an empty id is refused like a bad one, never read as "generate one"', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	// A retried submit with id '' must not make a new task each time.
+	await assert.rejects(c.submit(spec(undefined, ['a']), { id: '' }), { code: 'LR_EINVAL', message: /id/ });
+	assert.deepEqual(await c.list(), []);
+});
+
+test('a spec given as bytes is read as UTF-8 JSON text; bytes that are not UTF-8 are refused', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const bytes = Buffer.from(JSON.stringify(spec('bytes-1', ['a'], { state: { word: 'grüß' } })));
+	assert.deepEqual(await c.submit(bytes), { id: 'bytes-1', created: true });
+	assert.deepEqual(await c.submit(new Uint8Array(bytes)), { id: 'bytes-1', created: false });
+	await assert.rejects(c.submit(Buffer.from([0x7b, 0xff, 0xfe, 0x7d])), {
+		code: 'LR_EINVAL',
+		message: /UTF-8/,
+	});
+	assert.deepEqual((await c.list()).map((s) => s.id), ['bytes-1']);
+});

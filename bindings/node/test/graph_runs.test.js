@@ -183,3 +183,20 @@ test('a run after its thread\'s runs were purged takes its own input and a fresh
 	assert.deepEqual(await run({ n: 1000 }), { id: 'lg.P.2', seq: 2, created: true });
 	assert.equal(await n(), 1001);
 });
+
+test('waitRun refuses an interval or a timeout that would poll without pause or never time out', async (t) => {
+	const c = await connect(t, await startEtcd(t), '/wait-opts/');
+	const run = await submitRun(c, 'nobody', 'w1', { input: {} }); // no runner: stays pending
+	let calls = 0;
+	const counted = Object.create(c, { status: { value: (id) => ((calls += 1), c.status(id)) } });
+	for (const intervalMs of [0, -1, NaN])
+		await assert.rejects(waitRun(counted, run.id, { timeoutMs: 200, intervalMs }), {
+			name: 'RangeError',
+			message: /^waitRun: intervalMs: /,
+		});
+	await assert.rejects(waitRun(counted, run.id, { timeoutMs: NaN }), { name: 'RangeError', message: /timeoutMs/ });
+	await assert.rejects(waitRun(counted, run.id, { intervalMs: '5' }), { name: 'TypeError', message: /intervalMs/ });
+	assert.equal(calls, 0);
+	await assert.rejects(waitRun(counted, run.id, { timeoutMs: 250, intervalMs: 50 }), { code: 'LR_ETIMEDOUT' });
+	assert.ok(calls >= 1 && calls <= 6, `${calls} status calls in 250 ms: it polls without pause`);
+});

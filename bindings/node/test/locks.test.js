@@ -88,7 +88,7 @@ test('wait: Infinity waits for the holder; waits and TTLs C cannot take are refu
 	const range = (what) => ({ name: 'RangeError', message: new RegExp(`^${what}: `) });
 	for (const wait of [NaN, -1, -Infinity, 1e300, 31536001])
 		await assert.rejects(c.withLocks({ w: 'X' }, { wait }, () => 'taken'), range('wait'), `wait ${wait}`);
-	for (const ttl of [0.5, 0, NaN, Infinity, 3601])
+	for (const ttl of [0.5, 0, NaN, Infinity, 86401])
 		await assert.rejects(c.withLocks({ w: 'X' }, { ttl }, () => 'taken'), range('ttl'), `ttl ${ttl}`);
 	await assert.rejects(c.withLocks({ w: 'X' }, { wait: '1' }, () => 'taken'), { name: 'TypeError' });
 });
@@ -214,4 +214,26 @@ test('an aborted wait rejects at once, naming the locks, and leaves nothing queu
 	assert.deepEqual(await wants(m, prefix), []);
 	// Given back: taken again at once.
 	assert.equal(await c.withLocks({ 'abort/x': 'X' }, { wait: 1 }, () => 'ok'), 'ok');
+});
+
+test('locks or limits a strict JSON reader cannot take are refused, never dropped', async (t) => {
+	const m = await startEtcd(t);
+	const prefix = '/node-locks-odd/';
+	const c = await connect(t, m, prefix);
+	let ran = 0;
+	const fn = () => (ran += 1);
+	// 1e20 is written 100000000000000000000 by JSON.stringify, a lone
+	// surrogate as "\ud800": were they read as "no limits" or "no locks",
+	// the other half would be held alone.
+	await assert.rejects(c.withLocks({ a: 'X' }, { limits: { gpu: 1e20 }, wait: 0 }, fn), {
+		code: 'LR_EINVAL',
+		message: /limits\.gpu/,
+	});
+	await assert.rejects(c.withLocks({ '\ud800': 'X' }, { limits: { gpu: 1 }, wait: 0 }, fn), {
+		code: 'LR_EINVAL',
+		message: /^locks\./,
+	});
+	assert.equal(ran, 0);
+	const keys = await etcdctl(m.endpoint, 'get', '--prefix', prefix, '--keys-only');
+	assert.equal(keys.trim(), '');
 });

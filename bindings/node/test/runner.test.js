@@ -508,3 +508,89 @@ test("a step's eventfd is closed when the step ends, not when it is collected", 
 	assert.equal(handles.length, 21);
 	assert.ok(eventfds() - before < 4, `${eventfds() - before} more eventfds after 20 steps`);
 });
+
+test('integers beyond 64 bits and lone surrogates pass through spec, state and shared values', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	// JSON.stringify writes 1e20 as 100000000000000000000 and a string cut
+	// inside an emoji as "\ud83d": a strict JSON reader refuses both, and
+	// the step would fail with "the state is not JSON".
+	const cut = '😀'.slice(0, 1);
+	const odd = { big: 1e20, neg: -(2 ** 64), safe: 2 ** 53, tiny: 1.25e-7, text: `a${cut}b`, [cut]: 1 };
+	const seen = {};
+	startRunner(t, c, { name: 'odd' }, (r) => {
+		r.handle('first', async (step) => {
+			seen.spec = structuredClone(step.state);
+			step.state = { ...odd, more: 1e19 };
+			await step.checkpoint();
+			await step.sharedPut({ 'odd.v': odd });
+		});
+		r.handle('second', async (step) => {
+			seen.committed = structuredClone(step.state);
+		});
+	});
+	await c.submit(spec('odd-1', ['first', 'second'], { state: odd, max_attempts: 1 }));
+	const st = await waitDone(c, 'odd-1');
+	assert.equal(st.state, 'succeeded', st.error);
+	// A lone surrogate becomes U+FFFD, as whenever Node.js writes UTF-8.
+	const expected = { ...odd, text: 'a\ufffdb', '\ufffd': 1 };
+	delete expected[cut];
+	assert.deepEqual(seen.spec, expected);
+	assert.deepEqual(seen.committed, { ...expected, more: 1e19 });
+	assert.deepEqual(await c.shared.get('odd.v'), expected);
+});
+
+test('step.log writes a NUL as \\0 instead of failing the step', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const records = [];
+	startRunner(t, c, { name: 'lognul', log: quietLog(records) }, (r) => {
+		r.handle('talk', async (step) => {
+			step.log('tool output: a\0b');
+		});
+	});
+	await c.submit(spec('ln-1', ['talk'], { max_attempts: 1 }));
+	const st = await waitDone(c, 'ln-1');
+	assert.equal(st.state, 'succeeded', st.error);
+	assert.ok(records.some((rec) => rec.msg === 'tool output: a\\0b'), JSON.stringify(records));
+});
+
+test('sharedPut refuses a string or an array (no values named "0", "1"), storing nothing', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	const outcomes = [];
+	startRunner(t, c, { name: 'shtypes' }, (r) => {
+		r.handle('put', async (step) => {
+			for (const v of ['ab', ['q'], 5]) {
+				outcomes.push(await step.sharedPut(v).then(() => 'resolved', (err) => `${err.name}: ${err.message}`));
+			}
+		});
+	});
+	await c.submit(spec('sp-1', ['put']));
+	assert.equal((await waitDone(c, 'sp-1')).state, 'succeeded');
+	assert.deepEqual(outcomes, [
+		'TypeError: sharedPut: expected an object or a Map of name -> value, not string',
+		'TypeError: sharedPut: expected an object or a Map of name -> value, not an array',
+		'TypeError: sharedPut: expected an object or a Map of name -> value, not number',
+	]);
+	assert.deepEqual(await c.shared.list('', { keysOnly: true }), []);
+});
+
+test('Runner options are checked where they are given; a stop() before run() is kept', async (t) => {
+	const c = await connect(t, await startEtcd(t));
+	assert.throws(() => new Runner(c, { ttl: NaN }), { name: 'RangeError', message: /^ttl: / });
+	assert.throws(() => new Runner(c, { name: 5 }), { name: 'TypeError', message: /^name: / });
+	assert.throws(() => new Runner(c, { name: 'a/b' }), { code: 'LR_EINVAL', message: /runner name/ });
+	// A switch given as the string 'false' would be on.
+	for (const flag of ['exitWhenIdle', 'stopOnSignals'])
+		assert.throws(() => new Runner(c, { [flag]: 'false' }), { name: 'TypeError', message: new RegExp(`^Runner: ${flag} must be true or false`) });
+	// A stop asked for while the process is still setting up (a SIGTERM
+	// handler of its own) must not be lost: run() ends at once.
+	const runner = new Runner(c, { name: 'early-stop', ttl: 2, stopOnSignals: false, log: quietLog() });
+	runner.handle(null, async () => {});
+	runner.stop();
+	let settled = false;
+	const done = runner.run().then(() => (settled = true));
+	onEnd(t, async () => {
+		runner.stop();
+		await done;
+	});
+	await waitFor(() => settled, 5000, 'run() to end after an early stop()');
+});

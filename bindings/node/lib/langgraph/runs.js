@@ -88,8 +88,21 @@ export async function currentRun(client, threadId) {
 	return { id: hint.run, seq: hint.seq, status: await statusOrNull(client, hint.run) };
 }
 
-/** Resolve to the run's final status (polling; timeoutMs 0: no limit). */
-export async function waitRun(client, id, { timeoutMs = 0, intervalMs = 100 } = {}) {
+// A number option of waitRun: a RangeError (a TypeError for another type)
+// naming it, rather than a poll that never waits (0, NaN, a negative
+// interval) or a limit silently gone (NaN).
+function msOption(v, name, lo) {
+	if (typeof v !== 'number') throw new TypeError(`waitRun: ${name}: expected a number, not ${typeof v}`);
+	if (!(v >= lo)) throw new RangeError(`waitRun: ${name}: expected a number of milliseconds from ${lo}, got ${v}`);
+	return v;
+}
+
+/** Resolve to the run's final status (polling every intervalMs, at least
+ * 1, doubling to 1 s; timeoutMs 0 or Infinity: no limit). */
+export async function waitRun(client, id, options) {
+	const { timeoutMs = 0, intervalMs = 100 } = options ?? {};
+	msOption(timeoutMs, 'timeoutMs', 0);
+	msOption(intervalMs, 'intervalMs', 1);
 	const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : Infinity;
 	for (let wait = intervalMs; ; wait = Math.min(wait * 2, 1000)) {
 		const st = await client.status(id);
