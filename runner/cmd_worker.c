@@ -204,11 +204,12 @@ int cmd_worker(int argc, char **argv)
 	int rc = cli_parse(&cmd, argc, argv, &common, NULL, &nargs);
 	if (rc == CLI_CONTINUE)
 		rc = runner_opts(&f, &o);
+	int slots = rc == CLI_CONTINUE && o.concurrency > 0 ? o.concurrency : 1;
 	if (rc == CLI_CONTINUE)
-		rc = raise_fd_limit(o.concurrency > 0 ? o.concurrency : 1, &fds_short, &fds_limit);
+		rc = raise_fd_limit(slots, &fds_short, &fds_limit);
 	if (rc == CLI_CONTINUE) {
 		/* While this is the only thread: growing the table is cheap. */
-		lr_fd_table_reserve(FDS_OWN + FDS_SLOT_BUSY * (o.concurrency > 0 ? o.concurrency : 1));
+		lr_fd_table_reserve(FDS_OWN + FDS_SLOT_BUSY * slots);
 		catch_stop_signals();
 		rc = cli_open(&common, &c);
 	}

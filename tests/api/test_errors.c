@@ -161,7 +161,6 @@ TEST(a_last_step_whose_state_etcd_refuses_fails_once_naming_the_step)
 	etcdh_destroy(tight);
 }
 
-/* Timeouts that would not fit the clocks' milliseconds are refused. */
 /* A shell step its runner cannot start (here: TMPDIR gone, where its state
  * files go) is counted as not started, spends no attempt of the task's,
  * and the task runs once the runner can start it. */
@@ -205,6 +204,7 @@ TEST(a_shell_step_its_runner_cannot_start_is_counted_and_costs_no_attempt)
 	lr_client_close(c);
 }
 
+/* Timeouts that would not fit the clocks' milliseconds are refused. */
 TEST(timeouts_beyond_a_day_or_not_numbers_are_refused)
 {
 	const double bad[] = { -1, 0.0001, 86401, 1e300, 1.0 / 0.0, 0.0 / 0.0 };
