@@ -1,6 +1,6 @@
-/* channel.c - the gRPC channel to etcd: endpoints parsed and resolved,
- * TLS credentials, the dial within the dial timeout, and why a connection
- * failed, in words (TLS verdicts in particular).
+/* channel.c - the gRPC channels to etcd, one per member: endpoints parsed
+ * and resolved, TLS credentials, the dial within the dial timeout, and why
+ * a connection failed, in words (TLS verdicts in particular).
  * Threads: opened and dialled by lr_etcd_open's caller; failures described
  * for failing unary calls on any thread. Takes no lock: what it reads is
  * set before the client is handed out. */
@@ -24,6 +24,7 @@
 #include "etcd/rpc.h"
 
 #define LR_DIAL_POLL_MS 100   /* look at a failing channel's reason */
+#define LR_DIAL_SLICE_MS 20   /* look at several members' states */
 #define LR_DIAL_AFTER_PAUSE_MS 1000 /* the least a dial has after a pause */
 #define LR_TLS_LIKELY_MS 1000 /* of failures that read like TLS ones */
 
@@ -109,14 +110,14 @@ static enum tls_verdict tls_diagnose(const lr_channel *c, const char *reason,
 	return TLS_NO;
 }
 
-/* The reason gRPC gives for the channel's failed connections, into buf
- * ("" when it gives none): a call that does not wait for a connection fails
+/* The reason gRPC gives for a channel's failed connections, into buf (""
+ * when it gives none): a call that does not wait for a connection fails
  * at once with it while the channel is in TRANSIENT_FAILURE. */
-void lr__connect_failure(lr_channel *c, char *buf, size_t size)
+static void channel_failure(grpc_channel *ch, char *buf, size_t size)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
 	grpc_call *call = grpc_channel_create_call(
-	    c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
 	    grpc_slice_from_static_string("/etcdserverpb.Maintenance/Status"), NULL,
 	    lr__deadline_in_ms(500), NULL);
 	grpc_metadata_array trail;
@@ -145,6 +146,15 @@ void lr__connect_failure(lr_channel *c, char *buf, size_t size)
 	grpc_call_unref(call);
 	grpc_completion_queue_shutdown(cq);
 	grpc_completion_queue_destroy(cq);
+}
+
+void lr__connect_failure(lr_channel *c, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	for (int i = 0; i < c->n_members && buf[0] == '\0'; i++)
+		if (grpc_channel_check_connectivity_state(c->members[i].channel, 0) !=
+		    GRPC_CHANNEL_READY)
+			channel_failure(c->members[i].channel, buf, size);
 }
 
 /* "etcd <addr>: TLS failed: <why>" for a TLS failure in gRPC's text
@@ -199,10 +209,10 @@ static bool wants_tls(const lr_etcd_opts *o)
 	       strstr(o->endpoints, "https://") != NULL;
 }
 
-/* Append "addr:port" for one endpoint to the target list. Literal addresses
- * are used as they are; names are resolved once, here. */
-static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
-                        bool first, lr_err *err)
+/* One endpoint's address as gRPC takes it ("a:p", "[a]:p" for IPv6) into
+ * m->addr. Literal addresses are used as they are; names are resolved
+ * once, here. */
+static int parse_endpoint(const char *ep, lr_member *m, lr_err *err)
 {
 	const char *s = strip_scheme(ep);
 	const char *colon = strrchr(s, ':');
@@ -259,58 +269,38 @@ static int add_endpoint(char *target, size_t size, const char *ep, bool *v6,
 		}
 		freeaddrinfo(res);
 	}
-	if (!first && is6 != *v6)
-		return lr_err_set(err, LR_EINVAL,
-		                  "endpoints: cannot mix IPv4 and IPv6 (%s)", ep);
-	*v6 = is6;
-	size_t used = strlen(target);
-	int n = snprintf(target + used, size - used, is6 ? "%s[%s]:%ld" : "%s%s:%ld",
-	                 first ? "" : ",", addr, port);
-	if (n < 0 || (size_t)n >= size - used)
-		return lr_err_set(err, LR_EINVAL, "endpoints: list too long");
+	snprintf(m->addr, sizeof(m->addr), is6 ? "[%s]:%ld" : "%s:%ld", addr, port);
+	snprintf(m->host, sizeof(m->host), "%s", host);
 	return 0;
 }
 
-/* The endpoint list as gRPC's target ("ipv4:a:p,b:p"), into *out. */
-static int build_target(const char *endpoints, char **out, lr_err *err)
+/* The endpoint list parsed into c->members. */
+static int parse_members(lr_channel *c, const char *endpoints, lr_err *err)
 {
 	if (endpoints == NULL || endpoints[0] == '\0')
 		return lr_err_set(err, LR_EINVAL, "endpoints: the list is empty");
-	size_t size = strlen(endpoints) * 4 + 64;
-	char *list = calloc(1, size);
 	char *copy = strdup(endpoints);
-	int rc = 0;
-	if (list == NULL || copy == NULL) {
-		rc = lr_err_set(err, LR_ENOMEM, "endpoints: out of memory");
-		goto out;
+	c->members = calloc(LR_MAX_MEMBERS, sizeof(*c->members));
+	if (copy == NULL || c->members == NULL) {
+		free(copy);
+		return lr_err_set(err, LR_ENOMEM, "endpoints: out of memory");
 	}
-	bool v6 = false, first = true;
+	int rc = 0;
 	char *save = NULL;
-	for (char *ep = strtok_r(copy, ",", &save); ep != NULL;
+	for (char *ep = strtok_r(copy, ",", &save); ep != NULL && rc == 0;
 	     ep = strtok_r(NULL, ",", &save)) {
 		while (*ep == ' ')
 			ep++;
 		if (*ep == '\0')
 			continue;
-		rc = add_endpoint(list, size, ep, &v6, first, err);
-		if (rc != 0)
-			goto out;
-		first = false;
+		if (c->n_members == LR_MAX_MEMBERS)
+			rc = lr_err_set(err, LR_EINVAL, "endpoints: more than %d", LR_MAX_MEMBERS);
+		else
+			rc = parse_endpoint(ep, &c->members[c->n_members++], err);
 	}
-	if (first) {
-		rc = lr_err_set(err, LR_EINVAL, "endpoints: the list is empty");
-		goto out;
-	}
-	size_t tl = strlen(list) + 8;
-	*out = malloc(tl);
-	if (*out == NULL) {
-		rc = lr_err_set(err, LR_ENOMEM, "endpoints: out of memory");
-		goto out;
-	}
-	snprintf(*out, tl, "%s:%s", v6 ? "ipv6" : "ipv4", list);
-out:
-	free(list);
 	free(copy);
+	if (rc == 0 && c->n_members == 0)
+		rc = lr_err_set(err, LR_EINVAL, "endpoints: the list is empty");
 	return rc;
 }
 
@@ -372,27 +362,8 @@ out:
 	return rc;
 }
 
-/* The host of the first endpoint ("https://[::1]:2379,..." -> "::1"). */
-static bool first_host(const char *endpoints, char *buf, size_t size)
-{
-	const char *s = strip_scheme(endpoints + strspn(endpoints, " "));
-	size_t len = strcspn(s, ",");
-	const char *colon = memrchr(s, ':', len);
-	if (colon != NULL)
-		len = (size_t)(colon - s);
-	if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
-		s++;
-		len -= 2;
-	}
-	if (len == 0 || len >= size)
-		return false;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	return true;
-}
-
-/* The channel to c->target, with TLS credentials when asked for. */
-static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
+/* A channel to each member, with TLS credentials when asked for. */
+static int create_channels(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 {
 	grpc_channel_credentials *creds = NULL;
 	int rc = make_credentials(o, &creds, err);
@@ -400,6 +371,8 @@ static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 		return rc;
 	grpc_arg args[10];
 	size_t n = 0;
+	/* round_robin over the member's one address: it reconnects on its
+	 * own (pick_first would wait for a call to ask). */
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_STRING,
 	                        .key = GRPC_ARG_LB_POLICY_NAME,
 	                        .value.string = "round_robin" };
@@ -407,9 +380,9 @@ static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 	                        .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
 	                        .value.integer = LR_MAX_MESSAGE };
 	/* A member that stops answering (frozen, its host gone) keeps its
-	 * connection READY, and round robin keeps sending it calls, until a
-	 * ping goes unanswered: at most 6 + 3 s. etcd refuses pings more often
-	 * than every 5 s (GOAWAY too_many_pings). */
+	 * connection READY until a ping goes unanswered: at most 6 + 3 s
+	 * (route.c leaves it out sooner). etcd refuses pings more often than
+	 * every 5 s (GOAWAY too_many_pings). */
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_KEEPALIVE_TIME_MS,
 	                        .value.integer = 6000 };
@@ -431,25 +404,28 @@ static int create_channel(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 	args[n++] = (grpc_arg){ .type = GRPC_ARG_INTEGER,
 	                        .key = GRPC_ARG_ENABLE_RETRIES,
 	                        .value.integer = 0 };
-	/* The name checked against the server certificate: gRPC would check
-	 * the whole target ("127.0.0.1:2379,127.0.0.1:22379", after names were
-	 * resolved), so give it the host of the first endpoint as written. One
-	 * channel checks one name: every member's certificate must hold it. */
-	char host[256];
-	const char *name = o->tls_server_name;
-	if (name == NULL && c->tls && first_host(o->endpoints, host, sizeof(host)))
-		name = host;
-	if (name != NULL)
-		args[n++] = (grpc_arg){ .type = GRPC_ARG_STRING,
-		                        .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
-		                        .value.string = (char *)name };
 	grpc_channel_args cargs = { .num_args = n, .args = args };
-	c->channel = grpc_channel_create(c->target, creds, &cargs);
+	for (int i = 0; i < c->n_members && rc == 0; i++) {
+		lr_member *m = &c->members[i];
+		/* The name checked against the member's certificate: gRPC
+		 * would check the target (its address, the name resolved), so
+		 * give it the host as written, or tls_server_name for all. */
+		const char *name = o->tls_server_name != NULL ? o->tls_server_name
+		                   : c->tls ? m->host : NULL;
+		args[n] = (grpc_arg){ .type = GRPC_ARG_STRING,
+		                      .key = GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+		                      .value.string = (char *)name };
+		cargs.num_args = name != NULL ? n + 1 : n;
+		char target[sizeof(m->addr) + 8];
+		snprintf(target, sizeof(target), "%s:%s", m->addr[0] == '[' ? "ipv6" : "ipv4",
+		         m->addr);
+		m->channel = grpc_channel_create(target, creds, &cargs);
+		if (m->channel == NULL)
+			rc = lr_err_set(err, LR_EINTERNAL, "etcd %s: cannot create channel",
+			                m->addr);
+	}
 	grpc_channel_credentials_release(creds);
-	if (c->channel == NULL)
-		return lr_err_set(err, LR_EINTERNAL, "etcd %s: cannot create channel",
-		                  c->endpoints);
-	return 0;
+	return rc;
 }
 
 int lr__channel_open(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
@@ -464,38 +440,57 @@ int lr__channel_open(lr_channel *c, const lr_etcd_opts *o, lr_err *err)
 		c->tls_server_name = strdup(o->tls_server_name);
 	if (c->endpoints == NULL || (o->tls_server_name != NULL && c->tls_server_name == NULL))
 		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
-	int rc = build_target(o->endpoints, &c->target, err);
+	int rc = parse_members(c, o->endpoints, err);
 	if (rc == 0)
-		rc = create_channel(c, o, err);
+		rc = create_channels(c, o, err);
 	return rc;
 }
 
 void lr__channel_close(lr_channel *c)
 {
-	if (c->channel != NULL)
-		grpc_channel_destroy(c->channel);
+	for (int i = 0; i < c->n_members; i++)
+		if (c->members[i].channel != NULL)
+			grpc_channel_destroy(c->members[i].channel);
+	free(c->members);
 	free(c->tls_server_name);
-	free(c->target);
 	free(c->endpoints);
 	memset(c, 0, sizeof(*c));
 }
 
-/* Wait until some endpoint is connected, at most wait_ms. A TLS
+/* The best state among the members: READY when one is, TRANSIENT_FAILURE
+ * only when all are (each asked to connect when idle). */
+static grpc_connectivity_state best_state(lr_channel *c, grpc_connectivity_state *each)
+{
+	grpc_connectivity_state best = GRPC_CHANNEL_SHUTDOWN;
+	for (int i = 0; i < c->n_members; i++) {
+		each[i] = grpc_channel_check_connectivity_state(c->members[i].channel, 1);
+		if (each[i] == GRPC_CHANNEL_READY)
+			best = GRPC_CHANNEL_READY;
+		else if (each[i] != GRPC_CHANNEL_TRANSIENT_FAILURE && best != GRPC_CHANNEL_READY)
+			best = GRPC_CHANNEL_CONNECTING;
+		else if (best == GRPC_CHANNEL_SHUTDOWN)
+			best = GRPC_CHANNEL_TRANSIENT_FAILURE;
+	}
+	return best;
+}
+
+/* Wait until some member is connected, at most wait_ms. A TLS
  * failure ends the wait at once when gRPC's reason is certain (unknown CA,
  * name mismatch), and after LR_TLS_LIKELY_MS of failed connections that all
  * read like one (a refused client certificate reads as a dropped
  * connection). A channel in TRANSIENT_FAILURE stays there through its
- * reconnects, so its reason is polled. Time this process did not run (a
+ * reconnects, so its reason is polled (when every member's is). Time this process did not run (a
  * SIGSTOP, a starved machine: a wait that ended long after its time) is
  * not counted: etcd was not given it. */
 int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 {
 	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+	grpc_connectivity_state each[LR_MAX_MEMBERS];
 	int64_t end = lr_mono_ms() + wait_ms;
 	int64_t likely_since = -1;
 	char last[256] = "";
 	int rc = 0;
-	grpc_connectivity_state st = grpc_channel_check_connectivity_state(c->channel, 1);
+	grpc_connectivity_state st = best_state(c, each);
 	while (st != GRPC_CHANNEL_READY) {
 		int64_t now = lr_mono_ms();
 		int64_t wake = end;
@@ -516,14 +511,20 @@ int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 				rc = LR_ETLS;
 				break;
 			}
-			if (now + LR_DIAL_POLL_MS < wake)
-				wake = now + LR_DIAL_POLL_MS;
 		}
+		if (st == GRPC_CHANNEL_TRANSIENT_FAILURE && now + LR_DIAL_POLL_MS < wake)
+			wake = now + LR_DIAL_POLL_MS;
+		/* Several members: each watched until a short slice's end, and
+		 * every watch back before the states are looked at again. */
+		if (c->n_members > 1 && now + LR_DIAL_SLICE_MS < wake)
+			wake = now + LR_DIAL_SLICE_MS;
 		if (now >= end)
 			break;
-		grpc_channel_watch_connectivity_state(c->channel, st, lr__mono_ms_to_timespec(wake),
-		                                      cq, NULL);
-		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+		for (int i = 0; i < c->n_members; i++)
+			grpc_channel_watch_connectivity_state(c->members[i].channel, each[i],
+			                                      lr__mono_ms_to_timespec(wake), cq, NULL);
+		for (int i = 0; i < c->n_members; i++)
+			grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
 		/* Woken this late, the process did not run for at least as
 		 * long (when it stopped is unknown): that time back, and a
 		 * second at least from now. */
@@ -533,7 +534,7 @@ int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 			if (end < woke + LR_DIAL_AFTER_PAUSE_MS)
 				end = woke + LR_DIAL_AFTER_PAUSE_MS;
 		}
-		st = grpc_channel_check_connectivity_state(c->channel, 1);
+		st = best_state(c, each);
 	}
 	grpc_completion_queue_shutdown(cq);
 	while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type != GRPC_QUEUE_SHUTDOWN)

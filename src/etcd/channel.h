@@ -1,6 +1,7 @@
-/* channel.h - the etcd client's gRPC channel: endpoints parsed and
- * resolved, TLS credentials, the dial, and why a connection failed, in
- * words. Internal to src/etcd/; below the streams and the unary calls. */
+/* channel.h - the etcd client's gRPC channels, one per member: endpoints
+ * parsed and resolved, TLS credentials, the dial, and why a connection
+ * failed, in words. Which member a call goes to is route.h's. Internal to
+ * src/etcd/; below the streams and the unary calls. */
 #ifndef LR_ETCD_CHANNEL_H
 #define LR_ETCD_CHANNEL_H
 
@@ -16,18 +17,32 @@
 /* Replies up to this size are accepted (gRPC's default is 4 MiB). */
 #define LR_MAX_MESSAGE (64 * 1024 * 1024)
 
-/* Set once by lr__channel_open, then only read: any thread. */
+/* At most this many endpoints. */
+#define LR_MAX_MEMBERS 64
+
+/* One member: a channel to its one address, and whether it answers
+ * (route.c; atomics, any thread). */
+typedef struct lr_member {
+	grpc_channel *channel;
+	char addr[64];           /* "a:p" or "[a]:p", for messages */
+	char host[256];          /* as written: the name its certificate must hold */
+	_Atomic bool left_out;   /* a call went unanswered since its last answer */
+} lr_member;
+
+/* Set once by lr__channel_open, then only read (but the members' routing
+ * state): any thread. */
 typedef struct lr_channel {
 	char *endpoints;       /* as given, for messages */
-	char *target;          /* gRPC's: "ipv4:a:p,b:p" */
-	grpc_channel *channel;
+	lr_member *members;
+	int n_members;
+	_Atomic unsigned next; /* round robin (route.c) */
 	int64_t dial_timeout_ms;
 	bool tls, has_cacert, client_cert; /* for messages about TLS failures */
 	char *tls_server_name;
 } lr_channel;
 
-/* Parse the endpoints, load the TLS files and create the channel (not yet
- * connected). LR_EINVAL for a malformed endpoint list or unreadable files,
+/* Parse the endpoints, load the TLS files and create a channel for each
+ * (not yet connected). LR_EINVAL for a malformed endpoint list or unreadable files,
  * LR_ETLS for certificates gRPC refuses. On failure, lr__channel_close
  * still frees what was made. */
 int lr__channel_open(lr_channel *ch, const lr_etcd_opts *o, lr_err *err);
@@ -37,8 +52,9 @@ void lr__channel_close(lr_channel *ch);
  * why not (TLS, refused, ...). */
 int lr__channel_dial(lr_channel *ch, int64_t wait_ms, lr_err *err);
 
-/* gRPC's reason for the last failed connection, in words, into buf ("" for
- * none). Makes a call that fails fast: blocks for at most half a second. */
+/* gRPC's reason for a failed connection to a member not connected, in
+ * words, into buf ("" for none). Makes calls that fail fast: blocks for at
+ * most half a second a member. */
 void lr__connect_failure(lr_channel *ch, char *buf, size_t size);
 /* A TLS failure as an lr_err (LR_ETLS) when gRPC's text `details` reads
  * like one (only a certain one with sure_only); 0, err untouched,

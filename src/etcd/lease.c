@@ -5,8 +5,9 @@
  * a few at most in flight: etcd answers them in order on the stream, so
  * each reply is matched with its own send time, and a link whose round
  * trip is longer than TTL/3 still keeps the lease. A renewal unanswered for
- * TTL/3 plus the last round trip means the member may be cut off: the
- * stream is opened again (round robin moves to another member).
+ * TTL/3 plus the last round trip means the member may be cut off or
+ * frozen: the stream is opened again on another member (route.h leaves
+ * the silent one out until it answers).
  *
  * Threads: grant/revoke/ttl block their caller. The keepalive's stream
  * callbacks (opened, message, closed, tick) run on the client's stream
@@ -279,8 +280,8 @@ restart:
 		int64_t overdue = l->n_sent > 0 ? l->sent[0].ms + l->ttl_ms / 3 + rtt : INT64_MAX;
 		int64_t due;
 		if (now >= overdue) {
-			/* The member may be cut off. Reconnect (round robin
-			 * moves to another member), and renew there at once. */
+			/* The member may be cut off. Reconnect (to another
+			 * member, route.h), and renew there at once. */
 			reset = true;
 			snprintf(k->trouble, sizeof(k->trouble), "no reply for %lld ms",
 			         (long long)(now - l->sent[0].ms));

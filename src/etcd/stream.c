@@ -9,7 +9,10 @@
  * each call's bookkeeping. It is never held while an owner callback or an
  * auth hook runs (except `token`, which only copies). Owner callbacks run
  * on the stream thread only, one at a time. Streams carry the `hasleader`
- * metadata so that a member cut off from the leader refuses them. */
+ * metadata so that a member cut off from the leader refuses them; each
+ * call goes to the member route.c picks, and a reset (a reply overdue)
+ * leaves that member out. The thread also probes the members left out,
+ * every second, until one answers. */
 #include "etcd/stream.h"
 
 #include <pthread.h>
@@ -22,14 +25,17 @@
 #include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "etcd/route.h"
 #include "etcd/rpc.h"
 
 #define LR_STREAM_BACKOFF_MIN_MS 50
 #define LR_STREAM_BACKOFF_MAX_MS 2000
 /* The longest the stream thread waits in gRPC at a time (see stream_thread). */
 #define LR_STREAM_WAIT_SLICE_MS 100
+/* A member left out is asked this often whether it answers again. */
+#define LR_PROBE_EVERY_MS 1000
 
-enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE, TAG_UNARY };
+enum tag_kind { TAG_START, TAG_SEND, TAG_RECV, TAG_STATUS, TAG_WAKE, TAG_UNARY, TAG_PROBE };
 
 struct scall;
 
@@ -38,6 +44,21 @@ struct scall;
 struct tag {
 	int kind; /* enum tag_kind */
 	struct scall *call;
+};
+
+/* A Status call to a member left out: any answer takes it back. */
+struct probe {
+	struct tag t; /* first: the queue hands back &t */
+	int member;
+	bool busy;
+	int64_t next_ms;
+	grpc_call *call;
+	grpc_metadata_array head, trail;
+	grpc_byte_buffer *reply;
+	grpc_status_code status;
+	grpc_slice details;
+	grpc_metadata md[2];
+	char *token;
 };
 
 struct sendq {
@@ -50,6 +71,7 @@ struct sendq {
 struct scall {
 	lr_stream *stream; /* NULL once the stream was removed */
 	grpc_call *call;
+	int member;        /* its index in the channel's members */
 	struct tag t_start, t_send, t_recv, t_status;
 	int outstanding;
 	bool send_busy;
@@ -83,7 +105,7 @@ struct lr_stream {
 };
 
 struct lr_streams {
-	grpc_channel *channel;  /* borrowed */
+	lr_channel *chan;       /* borrowed */
 	lr_call_stats *stats;   /* borrowed */
 	lr_stream_auth auth;
 
@@ -96,6 +118,7 @@ struct lr_streams {
 	bool closing;
 	bool queue_down;        /* the thread left its loop: post nothing more */
 	lr_stream *streams;
+	struct probe *probes;   /* one per member when there are several */
 	int wakes_pending;
 	struct tag t_wake;
 	lr_stream *in_callback; /* stream whose owner runs now */
@@ -186,7 +209,9 @@ static void open_call(lr_streams *st, lr_stream *s)
 	grpc_metadata_array_init(&sc->md_in);
 	grpc_metadata_array_init(&sc->md_trail);
 	sc->details = grpc_empty_slice();
-	sc->call = grpc_channel_create_call(st->channel, NULL, GRPC_PROPAGATE_DEFAULTS, st->cq,
+	sc->member = lr__route_pick(st->chan);
+	sc->call = grpc_channel_create_call(st->chan->members[sc->member].channel, NULL,
+	                                    GRPC_PROPAGATE_DEFAULTS, st->cq,
 	                                    grpc_slice_from_static_string(s->method), NULL,
 	                                    gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	size_t nmd = 0;
@@ -234,9 +259,10 @@ static void wake_locked(lr_streams *st)
 		return;
 	/* A connectivity watch whose deadline is now: the one portable way to
 	 * post an event onto a completion queue from outside. */
-	grpc_connectivity_state cs = grpc_channel_check_connectivity_state(st->channel, 0);
-	grpc_channel_watch_connectivity_state(st->channel, cs, gpr_now(GPR_CLOCK_MONOTONIC),
-	                                      st->cq, &st->t_wake);
+	grpc_channel *ch = st->chan->members[0].channel;
+	grpc_connectivity_state cs = grpc_channel_check_connectivity_state(ch, 0);
+	grpc_channel_watch_connectivity_state(ch, cs, gpr_now(GPR_CLOCK_MONOTONIC), st->cq,
+	                                      &st->t_wake);
 	st->wakes_pending++;
 }
 
@@ -293,8 +319,10 @@ void lr_stream_reset(lr_stream *s, const char *why)
 	(void)why;
 	lr_streams *st = s->st;
 	pthread_mutex_lock(&st->mu);
-	if (s->cur != NULL && !s->cur->ended)
+	if (s->cur != NULL && !s->cur->ended) {
+		lr__route_unanswered(st->chan, s->cur->member);
 		grpc_call_cancel(s->cur->call, NULL);
+	}
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -357,6 +385,87 @@ void lr_stream_healthy(lr_stream *s)
 	pthread_mutex_unlock(&st->mu);
 }
 
+/* ---- members left out, probed ----------------------------------------------- */
+
+/* Ask p's member for its status, at most a probe period; st->mu held. */
+static void probe_start(lr_streams *st, struct probe *p)
+{
+	static uint8_t none; /* StatusRequest has no fields: zero bytes */
+	p->call = grpc_channel_create_call(st->chan->members[p->member].channel, NULL,
+	                                   GRPC_PROPAGATE_DEFAULTS, st->cq,
+	                                   grpc_slice_from_static_string(
+	                                       "/etcdserverpb.Maintenance/Status"),
+	                                   NULL, lr__deadline_in_ms(LR_PROBE_EVERY_MS), NULL);
+	size_t nmd = 0;
+	p->token = st->auth.token != NULL ? st->auth.token(st->auth.ctx) : NULL;
+	if (p->token != NULL)
+		lr__metadata(&p->md[nmd++], "token", p->token);
+	grpc_metadata_array_init(&p->head);
+	grpc_metadata_array_init(&p->trail);
+	p->reply = NULL;
+	p->details = grpc_empty_slice();
+	grpc_byte_buffer *req = lr__buffer_of(grpc_slice_from_static_buffer(&none, 0));
+	/* The reply must be read too: gRPC gives the status after it. */
+	grpc_op ops[6];
+	memset(ops, 0, sizeof(ops));
+	lr__op_send_metadata(&ops[0], p->md, nmd);
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &p->head;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &p->reply;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &p->trail;
+	ops[5].data.recv_status_on_client.status = &p->status;
+	ops[5].data.recv_status_on_client.status_details = &p->details;
+	p->busy = grpc_call_start_batch(p->call, ops, 6, &p->t, NULL) == GRPC_CALL_OK;
+	grpc_byte_buffer_destroy(req); /* gRPC took its own reference */
+	if (!p->busy) {
+		grpc_call_unref(p->call);
+		grpc_metadata_array_destroy(&p->head);
+		grpc_metadata_array_destroy(&p->trail);
+		free(p->token);
+	}
+}
+
+/* p's call ended: its member is back if it answered; st->mu held. */
+static void probe_done(lr_streams *st, struct probe *p)
+{
+	if (p->status != GRPC_STATUS_DEADLINE_EXCEEDED && p->status != GRPC_STATUS_UNAVAILABLE &&
+	    p->status != GRPC_STATUS_CANCELLED)
+		lr__route_answered(st->chan, p->member);
+	if (p->reply != NULL)
+		grpc_byte_buffer_destroy(p->reply);
+	grpc_call_unref(p->call);
+	grpc_metadata_array_destroy(&p->head);
+	grpc_metadata_array_destroy(&p->trail);
+	grpc_slice_unref(p->details);
+	free(p->token);
+	p->busy = false;
+}
+
+/* Probe the members left out whose time came; the time of the next probe
+ * due. st->mu held. */
+static int64_t probe_members(lr_streams *st, int64_t now)
+{
+	int64_t next = INT64_MAX;
+	for (int i = 0; st->probes != NULL && !st->closing && i < st->chan->n_members; i++) {
+		struct probe *p = &st->probes[i];
+
+		if (p->busy || !lr__route_left_out(st->chan, i))
+			continue;
+		if (now >= p->next_ms) {
+			probe_start(st, p);
+			p->next_ms = now + LR_PROBE_EVERY_MS;
+		}
+		if (p->next_ms < next)
+			next = p->next_ms;
+	}
+	return next;
+}
+
 /* ---- the stream thread ----------------------------------------------------- */
 
 /* Run a callback for s (its owner's, or an auth hook for its call) with the
@@ -396,6 +505,10 @@ static void on_event(lr_streams *st, struct tag *t, bool ok)
 		st->wakes_pending--;
 		return;
 	}
+	if (t->kind == TAG_PROBE) {
+		probe_done(st, (struct probe *)t);
+		return;
+	}
 	struct scall *sc = t->call;
 	sc->outstanding--;
 	lr_stream *s = sc->stream;
@@ -423,6 +536,7 @@ static void on_event(lr_streams *st, struct tag *t, bool ok)
 			if (urc == 0 && current && !sc->answered && !s->auth_failed)
 				lr_backoff_reset(&s->backoff);
 			sc->answered = true;
+			lr__route_answered(st->chan, sc->member);
 			if (urc == 0 && current)
 				OWNER_CALL(st, s, s->ops->message(s->owner, data, len));
 			free(data);
@@ -451,8 +565,8 @@ static bool unary_done(void *tag)
 	return true;
 }
 
-/* Open what is down and due, run what timers are due; the time of the next
- * one. st->mu held. */
+/* Open what is down and due, run what timers are due, probe the members
+ * left out; the time of the next one. st->mu held. */
 static int64_t visit_streams(lr_streams *st)
 {
 	int64_t now = lr_mono_ms();
@@ -477,7 +591,8 @@ static int64_t visit_streams(lr_streams *st)
 		if (s->next_tick < next)
 			next = s->next_tick;
 	}
-	return next;
+	int64_t probe = probe_members(st, now);
+	return probe < next ? probe : next;
 }
 
 static void *stream_thread(void *arg)
@@ -493,6 +608,9 @@ static void *stream_thread(void *arg)
 			bool open_calls = false;
 			for (lr_stream *s = st->streams; s != NULL; s = s->next)
 				if (s->cur != NULL)
+					open_calls = true;
+			for (int i = 0; st->probes != NULL && i < st->chan->n_members; i++)
+				if (st->probes[i].busy)
 					open_calls = true;
 			if (!open_calls && !calls_left)
 				break;
@@ -589,15 +707,24 @@ void lr_stream_remove(lr_stream *s)
 
 /* ---- the thread started and stopped ---------------------------------------- */
 
-int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
+int lr__streams_start(lr_channel *chan, lr_call_stats *stats,
                       const lr_stream_auth *auth, lr_streams **out, lr_err *err)
 {
 	*out = NULL;
 	lr_streams *st = calloc(1, sizeof(*st));
 	if (st == NULL)
 		return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
-	st->channel = channel;
+	st->chan = chan;
 	st->stats = stats;
+	if (chan->n_members > 1) {
+		st->probes = calloc((size_t)chan->n_members, sizeof(*st->probes));
+		if (st->probes == NULL) {
+			free(st);
+			return lr_err_set(err, LR_ENOMEM, "etcd: out of memory");
+		}
+		for (int i = 0; i < chan->n_members; i++)
+			st->probes[i] = (struct probe){ .t = { TAG_PROBE, NULL }, .member = i };
+	}
 	if (auth != NULL)
 		st->auth = *auth;
 	pthread_mutex_init(&st->mu, NULL);
@@ -622,6 +749,9 @@ void lr__streams_stop(lr_streams *st)
 		for (lr_stream *s = st->streams; s != NULL; s = s->next)
 			if (s->cur != NULL)
 				grpc_call_cancel(s->cur->call, NULL);
+		for (int i = 0; st->probes != NULL && i < st->chan->n_members; i++)
+			if (st->probes[i].busy)
+				grpc_call_cancel(st->probes[i].call, NULL);
 		/* Under the same lock as `closing`: the thread cannot see one
 		 * without the other and leave before this event comes. */
 		wake_locked(st);
@@ -644,6 +774,7 @@ void lr__streams_stop(lr_streams *st)
 		grpc_completion_queue_destroy(st->cq);
 	pthread_cond_destroy(&st->cond);
 	pthread_mutex_destroy(&st->mu);
+	free(st->probes);
 	free(st);
 }
 

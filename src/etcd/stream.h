@@ -12,6 +12,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "etcd/callstats.h"
+#include "etcd/channel.h"
 #include "fiber/fiber.h"
 #include "leaserun.h"
 
@@ -53,9 +54,10 @@ typedef struct lr_stream_auth {
 	int (*renew)(void *ctx, const char *sent);
 } lr_stream_auth;
 
-/* Start the stream thread on `channel` (borrowed, outlives the thread).
- * Reopened streams are counted in `stats` (borrowed, may be NULL). */
-int lr__streams_start(grpc_channel *channel, lr_call_stats *stats,
+/* Start the stream thread on the members of `chan` (borrowed, outlives
+ * the thread). Reopened streams are counted in `stats` (borrowed, may be
+ * NULL). */
+int lr__streams_start(lr_channel *chan, lr_call_stats *stats,
                       const lr_stream_auth *auth, lr_streams **out, lr_err *err);
 /* Cancel every call, stop the thread (no stream callback runs after it
  * returns) and free the streams left. NULL is a no-op. */
@@ -80,8 +82,9 @@ void lr_stream_remove(lr_stream *s);
  * re-sends its state in `opened`. Any thread. */
 int lr_stream_send(lr_stream *s, const ProtobufCMessage *msg);
 
-/* Cancel the current call so that the stream reconnects (for example when
- * replies stop arriving). Any thread. */
+/* Replies stopped arriving: cancel the current call so that the stream
+ * reconnects, to another member when there is one (its member is left out
+ * for a while, route.h). Any thread. */
 void lr_stream_reset(lr_stream *s, const char *why);
 
 /* Run the stream's tick function soon (a timer became earlier). Any thread. */

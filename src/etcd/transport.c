@@ -55,7 +55,7 @@ int lr_etcd_open(const lr_etcd_opts *o, lr_etcd **out, lr_err *err)
 		rc = lr__channel_open(&c->chan, o, err);
 	if (rc == 0) {
 		lr_stream_auth auth = lr__stream_auth(c);
-		rc = lr__streams_start(c->chan.channel, c->stats, &auth, &c->streams, err);
+		rc = lr__streams_start(&c->chan, c->stats, &auth, &c->streams, err);
 	}
 	if (rc == 0)
 		rc = lr__channel_dial(&c->chan, c->chan.dial_timeout_ms, err);

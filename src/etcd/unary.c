@@ -12,8 +12,9 @@
  * only to read or draw them. Every attempt and call is counted in
  * c->stats.
  *
- * Balancing: round_robin over every endpoint (channel.c), so a retried call
- * goes to another member when one is down. */
+ * Balancing: each attempt goes to the member route.c picks (in turn, but
+ * not one down or lately unanswered), so a retried call goes to another
+ * member when one is down or frozen. */
 #include "etcd/transport_int.h"
 
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "etcd/auth.h"
+#include "etcd/route.h"
 #include "etcd/rpc.h"
 #include "fiber/fiber.h"
 
@@ -55,7 +57,9 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 	grpc_byte_buffer *req = lr__buffer_of(req_bytes);
 	lr_unary_wait w;
 	lr__unary_wait_begin(c->streams, &w);
-	grpc_call *call = grpc_channel_create_call(c->chan.channel, NULL, GRPC_PROPAGATE_DEFAULTS,
+	int member = lr__route_pick(&c->chan);
+	grpc_call *call = grpc_channel_create_call(c->chan.members[member].channel, NULL,
+	                                           GRPC_PROPAGATE_DEFAULTS,
 	                                           w.cq, grpc_slice_from_static_string(method),
 	                                           NULL, deadline, NULL);
 	grpc_metadata md[2];
@@ -96,6 +100,10 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 		snprintf(r->details, sizeof(r->details), "grpc_call_start_batch: %d", ce);
 	} else {
 		lr__unary_wait(&w);
+		if (r->status == GRPC_STATUS_DEADLINE_EXCEEDED)
+			lr__route_unanswered(&c->chan, member);
+		else if (r->status != GRPC_STATUS_UNAVAILABLE)
+			lr__route_answered(&c->chan, member);
 		/* The texts are for error messages only: not made for calls
 		 * that succeed (most of them). */
 		if (r->status != GRPC_STATUS_OK)
@@ -220,8 +228,7 @@ static int describe_failure(lr_etcd *c, const char *method, const struct lr_atte
                             bool write, lr_err *err)
 {
 	int rc = lr__status_code(r->status, r->details, write);
-	if (r->status == GRPC_STATUS_DEADLINE_EXCEEDED &&
-	    grpc_channel_check_connectivity_state(c->chan.channel, 0) != GRPC_CHANNEL_READY) {
+	if (r->status == GRPC_STATUS_DEADLINE_EXCEEDED && !lr__route_connected(&c->chan)) {
 		/* The call waited for a connection that never came. */
 		char last[256];
 		lr__connect_failure(&c->chan, last, sizeof(last));

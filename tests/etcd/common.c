@@ -72,14 +72,12 @@ lr_keepalive *kept_lease(lr_etcd *c, int64_t ttl_s, int64_t *id, int64_t *grante
 	return k;
 }
 
-long etcd_watcher_count(int i)
+long etcd_metric(int i, const char *name, const char *label)
 {
-	static const char metric[] = "\netcd_debugging_mvcc_watcher_total ";
 	const char *ep = etcdh_endpoint(cluster, i);
 	const char *colon = ep != NULL ? strrchr(ep, ':') : NULL;
 	static char buf[1 << 20];
 	size_t len = 0;
-	long n = -1;
 
 	if (colon == NULL)
 		return -1;
@@ -98,8 +96,22 @@ long etcd_watcher_count(int i)
 	}
 	close(fd);
 	buf[len] = '\0';
-	const char *at = strstr(buf, metric);
-	if (at != NULL)
-		n = atol(at + sizeof(metric) - 1);
-	return n;
+	long sum = -1;
+	size_t nl = strlen(name);
+	for (char *line = buf; line != NULL && *line != '\0';) {
+		char *end = strchr(line, '\n');
+		if (end != NULL)
+			*end = '\0';
+		char *value = strrchr(line, ' ');
+		if (strncmp(line, name, nl) == 0 && (line[nl] == ' ' || line[nl] == '{') &&
+		    (label == NULL || strstr(line, label) != NULL) && value != NULL)
+			sum = (sum < 0 ? 0 : sum) + atol(value + 1);
+		line = end != NULL ? end + 1 : NULL;
+	}
+	return sum;
+}
+
+long etcd_watcher_count(int i)
+{
+	return etcd_metric(i, "etcd_debugging_mvcc_watcher_total", NULL);
 }

@@ -30,6 +30,10 @@ const char *test_prefix(const char *name);
 /* Poll (test helper, not library code) until cond() or timeout. */
 int wait_until(int (*cond)(void *), void *arg, int timeout_ms);
 
+/* The sum of etcd's metric `name` over its lines holding `label` (NULL:
+ * all), on member i, read from its /metrics; -1 when none can be read. */
+long etcd_metric(int i, const char *name, const char *label);
+
 /* etcd's count of watchers (etcd_debugging_mvcc_watcher_total) on member
  * i, read from its /metrics; -1 when it cannot be read. */
 long etcd_watcher_count(int i);

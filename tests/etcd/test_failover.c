@@ -1,5 +1,6 @@
-/* test_failover.c - three members, the leader killed: KV calls carry on
- * with the others and the keepalive keeps the lease alive. */
+/* test_failover.c - three members, the leader killed or a member frozen:
+ * KV calls carry on with the others and the keepalive keeps the lease
+ * alive. */
 #include <stdio.h>
 #include <string.h>
 
@@ -79,6 +80,93 @@ TEST(a_client_on_one_dead_member_of_three_still_connects)
 	CHECK_INT(etcdh_restart(cluster, 0), ==, 0);
 }
 
+/* A frozen member keeps its connections, and gRPC sees it gone only when
+ * a keepalive ping goes unanswered, 9 to 11 s later: meanwhile it must
+ * cost one unanswered attempt, not every third call. */
+TEST(a_frozen_member_costs_one_unanswered_call_not_every_third)
+{
+	lr_etcd_opts o = { .endpoints = etcdh_endpoints(cluster), .dial_timeout_s = 5,
+		           .call_timeout_s = 3 }; /* attempts of 1 s */
+	lr_etcd *c = NULL;
+	CHECK_OK(lr_etcd_open(&o, &c, &err), &err);
+	int leader = etcdh_leader(cluster);
+	CHECK(leader >= 0);
+	int frozen = (leader + 1) % 3;
+	CHECK_INT(etcdh_pause(cluster, frozen), ==, 0);
+	int slow = 0;
+	for (int i = 0; i < 30; i++) {
+		int64_t t0 = lr_mono_ms();
+		lr_range_result r;
+		CHECK_OK(lr_kv_get(c, "/failover/k00", &r, &err), &err);
+		lr_range_result_free(&r);
+		if (lr_mono_ms() - t0 >= 800)
+			slow++;
+	}
+	CHECK_INT(etcdh_resume(cluster, frozen), ==, 0);
+	printf("# %d of 30 reads waited for the frozen member\n", slow);
+	CHECK_INT(slow, <=, 2);
+
+	/* Back, it answers the probe and gets its share again. */
+	lr_sleep_ms(2500);
+	long before = etcd_metric(frozen, "grpc_server_handled_total", "\"Range\"");
+	for (int i = 0; i < 30; i++) {
+		lr_range_result r;
+		CHECK_OK(lr_kv_get(c, "/failover/k00", &r, &err), &err);
+		lr_range_result_free(&r);
+	}
+	long after = etcd_metric(frozen, "grpc_server_handled_total", "\"Range\"");
+	printf("# %ld of the next 30 reads went to it\n", after - before);
+	CHECK_INT(after - before, >=, 5);
+	lr_etcd_close(c);
+}
+
+/* Which member serves an open LeaseKeepAlive stream: -1 for none. */
+static int keepalive_member(const int *members, int n)
+{
+	for (int k = 0; k < n; k++) {
+		int i = members[k];
+		long started = etcd_metric(i, "grpc_server_started_total", "\"LeaseKeepAlive\"");
+		long handled = etcd_metric(i, "grpc_server_handled_total", "\"LeaseKeepAlive\"");
+		if (started > handled)
+			return i;
+	}
+	return -1;
+}
+
+/* The keepalive stream's member freezes: the stream goes to the other
+ * member at its first overdue reply, and the lease lives on. */
+TEST(a_keepalive_stream_whose_member_freezes_moves_to_another)
+{
+	int leader = etcdh_leader(cluster);
+	CHECK(leader >= 0);
+	int followers[2] = { (leader + 1) % 3, (leader + 2) % 3 };
+	char eps[256];
+	snprintf(eps, sizeof(eps), "%s,%s", etcdh_endpoint(cluster, followers[0]),
+	         etcdh_endpoint(cluster, followers[1]));
+	lr_etcd *c = client_open(eps);
+	int lost = 0;
+	int64_t id;
+	lr_keepalive *k = kept_lease(c, 3, &id, NULL, on_lost, &lost);
+	int on = -1;
+	for (int i = 0; i < 50 && on < 0; i++) {
+		lr_sleep_ms(100);
+		on = keepalive_member(followers, 2);
+	}
+	CHECK(on >= 0);
+	CHECK_INT(etcdh_pause(cluster, on), ==, 0);
+	lr_sleep_ms(7000);
+	int now_on = keepalive_member(followers[0] == on ? &followers[1] : &followers[0], 1);
+	CHECK_INT(etcdh_resume(cluster, on), ==, 0);
+	CHECK_INT(lost, ==, 0);
+	CHECK(now_on >= 0);
+	int64_t ttl;
+	CHECK_OK(lr_lease_ttl(c, id, &ttl, NULL, &err), &err);
+	CHECK_INT(ttl, >, 0);
+	lr_keepalive_free(k);
+	lr_lease_revoke(c, id, NULL);
+	lr_etcd_close(c);
+}
+
 static void count_reopens(void *user, const lr_etcd_call_stat *st)
 {
 	if (st->stream)
@@ -146,6 +234,8 @@ static int setup(void) { return cluster_up(3, NULL); }
 TEST_LIST(
 	TEST_CASE(leader_killed_kv_calls_and_keepalive_carry_on),
 	TEST_CASE(a_client_on_one_dead_member_of_three_still_connects),
+	TEST_CASE(a_frozen_member_costs_one_unanswered_call_not_every_third),
+	TEST_CASE(a_keepalive_stream_whose_member_freezes_moves_to_another),
 	TEST_CASE(without_a_quorum_streams_reopen_with_a_growing_backoff),
 );
 TEST_MAIN(setup, cluster_down)

@@ -28,6 +28,7 @@ static const char script[] =
     "ca other_ca unrelated-test-ca\n"
     "leaf server etcd-server IP:127.0.0.1,DNS:localhost ca\n"
     "leaf named etcd-named DNS:etcd.test ca\n"
+    "leaf local etcd-local DNS:localhost ca\n"
     "leaf client leaserun-client DNS:leaserun-client ca\n"
     "leaf rogue leaserun-rogue DNS:leaserun-rogue other_ca\n";
 
@@ -71,6 +72,8 @@ int pki_make(pki *p)
 	path(p->server_key, p->dir, "server", "key");
 	path(p->named, p->dir, "named", "pem");
 	path(p->named_key, p->dir, "named", "key");
+	path(p->local, p->dir, "local", "pem");
+	path(p->local_key, p->dir, "local", "key");
 	path(p->client, p->dir, "client", "pem");
 	path(p->client_key, p->dir, "client", "key");
 	path(p->rogue, p->dir, "rogue", "pem");

@@ -13,6 +13,7 @@ typedef struct pki {
 	char other_ca[PATH_MAX];    /* an unrelated CA, self-signed */
 	char server[PATH_MAX], server_key[PATH_MAX];   /* IP:127.0.0.1, DNS:localhost */
 	char named[PATH_MAX], named_key[PATH_MAX];     /* DNS:etcd.test only */
+	char local[PATH_MAX], local_key[PATH_MAX];     /* DNS:localhost only */
 	char client[PATH_MAX], client_key[PATH_MAX];   /* signed by ca */
 	char rogue[PATH_MAX], rogue_key[PATH_MAX];     /* signed by other_ca */
 } pki;

@@ -19,6 +19,7 @@
 static pki certs;
 /* Serves https with a certificate for 127.0.0.1 and localhost. */
 static etcdh_cluster *tls_cluster;
+static etcdh_cluster *local_cluster; /* its certificate: DNS:localhost only */
 /* Serves https with a certificate for etcd.test only, and requires client
  * certificates signed by the test CA. */
 static etcdh_cluster *mtls_cluster;
@@ -128,13 +129,22 @@ TEST(a_plain_client_on_a_tls_port_is_told_to_give_a_ca)
 	CHECK_HAS(r.err.msg, "lr_client_opts.cacert");
 }
 
-TEST(several_endpoints_share_one_checked_name)
+TEST(each_endpoint_is_checked_against_its_own_host)
 {
-	/* The first endpoint's host is the name checked, not the list. */
+	/* Not the list, nor the first endpoint's host: its own. */
 	char eps[128];
 	snprintf(eps, sizeof(eps), "%s,127.0.0.1:1", etcdh_endpoint(tls_cluster, 0));
 	struct open_result r = try_open(eps, certs.ca, NULL, NULL, NULL);
 	CHECK_OK(r.rc, &r.err);
+	/* A member whose certificate holds "localhost" but not 127.0.0.1,
+	 * after an endpoint written as 127.0.0.1. */
+	const char *local_ep = etcdh_endpoint(local_cluster, 0);
+	snprintf(eps, sizeof(eps), "127.0.0.1:1,localhost%s", strrchr(local_ep, ':'));
+	r = try_open(eps, certs.ca, NULL, NULL, NULL);
+	CHECK_OK(r.rc, &r.err);
+	/* Written as 127.0.0.1 itself, it is refused, naming that name. */
+	r = try_open(local_ep, certs.ca, NULL, NULL, NULL);
+	check_refused(r, local_ep, "not valid for the name 127.0.0.1", true);
 }
 
 /* ---- mutual TLS: the client proves who it is too ---------------------- */
@@ -358,7 +368,7 @@ TEST_LIST(
 	TEST_CASE(tls_with_an_unrelated_ca_fails_at_once_saying_the_certificate_was_not_verified),
 	TEST_CASE(tls_checks_the_server_name_and_tls_server_name_overrides_it),
 	TEST_CASE(a_plain_client_on_a_tls_port_is_told_to_give_a_ca),
-	TEST_CASE(several_endpoints_share_one_checked_name),
+	TEST_CASE(each_endpoint_is_checked_against_its_own_host),
 	TEST_CASE(mtls_without_a_client_certificate_fails_saying_one_is_required),
 	TEST_CASE(mtls_with_a_certificate_of_another_ca_fails_saying_it_was_not_accepted),
 	TEST_CASE(the_command_runs_a_task_over_mutual_tls),
@@ -380,8 +390,10 @@ static int setup(void)
 	etcdh_opts mtls = { .members = 1, .tls_cert = certs.named,
 		            .tls_key = certs.named_key, .client_ca = certs.ca,
 		            .ctl_cert = certs.client, .ctl_key = certs.client_key };
+	etcdh_opts local = { .members = 1, .tls_cert = certs.local,
+		             .tls_key = certs.local_key };
 	etcdh_opts plain = { .members = 1 };
-	if (etcdh_start(&tls, &tls_cluster) != 0 ||
+	if (etcdh_start(&tls, &tls_cluster) != 0 || etcdh_start(&local, &local_cluster) != 0 ||
 	    etcdh_start(&mtls, &mtls_cluster) != 0 || etcdh_start(&plain, &plain_cluster) != 0)
 		return -1;
 	return 0;
@@ -390,6 +402,7 @@ static int setup(void)
 static void teardown(void)
 {
 	etcdh_destroy(tls_cluster);
+	etcdh_destroy(local_cluster);
 	etcdh_destroy(mtls_cluster);
 	etcdh_destroy(plain_cluster);
 	pki_remove(&certs);
