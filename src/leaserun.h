@@ -877,6 +877,9 @@ typedef struct lr_runner_stats {
 	                             Lease/LeaseKeepAlive entry's latency) */
 	uint64_t watch_reconnects;     /* Watch/Watch stream reopens */
 	uint64_t keepalive_reconnects; /* Lease/LeaseKeepAlive reopens */
+	uint64_t etcd_members_left_out; /* gauge: members that let a call or a
+	                             stream go unanswered, left out (calls go
+	                             to the others) until they answer again */
 	size_t n_etcd;            /* entries of etcd[] in use */
 	lr_etcd_method_stats etcd[LR_ETCD_METHODS]; /* in the order first
 	                             called */

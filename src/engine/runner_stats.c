@@ -91,8 +91,11 @@ static void add_clients(lr_runner *const *rs, size_t n, lr_runner_stats *out)
 		bool seen = false;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = rs[j]->client == rs[i]->client;
-		if (!seen)
-			lr_etcd_call_stats(lr_client_etcd(rs[i]->client), add_call, &c);
+		if (seen)
+			continue;
+		lr_etcd_call_stats(lr_client_etcd(rs[i]->client), add_call, &c);
+		out->etcd_members_left_out +=
+		    (uint64_t)lr_etcd_members_left_out(lr_client_etcd(rs[i]->client));
 	}
 	for (size_t i = 0; i < out->n_etcd; i++) {
 		lr_etcd_method_stats *m = &out->etcd[i];

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "etcd/auth.h"
+#include "etcd/route.h"
 
 /* gRPC 1.51's grpc_shutdown can return while its event engine threads
  * still work: after a failed TLS handshake, one may be starting the next
@@ -100,6 +101,14 @@ bool lr_etcd_connected(lr_etcd *c)
 	int64_t wait = c->call_timeout_ms < c->chan.dial_timeout_ms ? c->call_timeout_ms
 	                                                            : c->chan.dial_timeout_ms;
 	return lr__channel_dial(&c->chan, wait, &ignore) == 0;
+}
+
+int lr_etcd_members_left_out(lr_etcd *c)
+{
+	int n = 0;
+	for (int i = 0; i < c->chan.n_members; i++)
+		n += lr__route_left_out(&c->chan, i);
+	return n;
 }
 
 void lr_etcd_call_stats(lr_etcd *c, lr_etcd_call_stat_fn fn, void *user)

@@ -40,6 +40,11 @@ const char *lr_etcd_endpoints(const lr_etcd *c);
  * reach. Blocks; any thread. */
 bool lr_etcd_connected(lr_etcd *c);
 
+/* How many members are left out now (something sent to them went
+ * unanswered: calls go to the others until they answer, route.h). Any
+ * thread; cheap. */
+int lr_etcd_members_left_out(lr_etcd *c);
+
 /* Flags of lr_etcd_unary. */
 enum {
 	/* Retry UNAVAILABLE replies with backoff until the call's deadline.

@@ -75,6 +75,11 @@ static const struct family families[] = {
 	  "Times the etcd LeaseKeepAlive stream was opened again after it "
 	  "ended.", NULL,
 	  { { NULL, STAT(keepalive_reconnects) } } },
+	{ "leaserun_etcd_members_left_out", "gauge",
+	  "etcd members that let a call or a stream go unanswered (frozen, "
+	  "their host silent): calls go to the other members until they answer "
+	  "again.", NULL,
+	  { { NULL, STAT(etcd_members_left_out) } } },
 	{ "leaserun_tasks_running", "gauge",
 	  "Tasks whose claim this runner holds.", NULL,
 	  { { NULL, STAT(tasks_running) } } },

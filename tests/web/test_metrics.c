@@ -43,6 +43,7 @@ TEST(metrics_of_a_working_runner_pass_promtool_and_move)
 	CHECK(metric_value(before, "leaserun_claims_won_total") == 0);
 	CHECK(metric_value(before, "leaserun_worker_slots") == 2);
 	CHECK(metric_value(before, "leaserun_worker_slots_free") == 2);
+	CHECK(metric_value(before, "leaserun_etcd_members_left_out") == 0);
 	CHECK_HAS(before, "leaserun_build_info{version=\"");
 	free(before);
 
