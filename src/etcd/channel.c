@@ -63,7 +63,18 @@ static const char *failure_reason(const char *details, char *addr, size_t size)
 	const char *end = strstr(p, ": ");
 	if (end == NULL)
 		return details;
-	snprintf(addr, size, "%.*s", (int)(end - p), p);
+	/* gRPC writes an address as a URI: "%5B::1%5D:2379" for [::1]:2379. */
+	size_t n = 0;
+	for (; p < end && n + 1 < size; p++) {
+		unsigned hex;
+		if (p[0] == '%' && end - p >= 3 && sscanf(p + 1, "%2x", &hex) == 1) {
+			addr[n++] = (char)hex;
+			p += 2;
+		} else {
+			addr[n++] = *p;
+		}
+	}
+	addr[n] = '\0';
 	return end + 2;
 }
 
