@@ -138,12 +138,35 @@ TEST(an_ipv6_member_is_named_as_written)
 	CHECK_HAS(err.msg, ep);
 }
 
+/* A TLS failure on one member is reported as one, whichever place the
+ * member has in the list: a member down before it does not hide it. A TLS
+ * client on a plain etcd sees its connections closed in the handshake (a
+ * likely TLS failure). */
+TEST(a_tls_failure_behind_a_member_down_is_still_reported)
+{
+	etcdh_cluster *plain;
+	etcdh_opts eo = { .members = 1 };
+	CHECK_INT(etcdh_start(&eo, &plain), ==, 0);
+	char ep[64], eps[160];
+	snprintf(ep, sizeof(ep), "%s", etcdh_endpoint(plain, 0));
+	snprintf(eps, sizeof(eps), "https://127.0.0.1:%d,https://%s", closed_port(), ep);
+	lr_etcd_opts o = { .endpoints = eps, .dial_timeout_s = 3, .cacert = SOME_CA };
+	lr_etcd *c = NULL;
+	int rc = lr_etcd_open(&o, &c, &err);
+	etcdh_destroy(plain);
+	printf("# %s\n", err.msg);
+	CHECK_INT(rc, ==, LR_ETLS);
+	CHECK_HAS(err.msg, ep);
+	CHECK_HAS(err.msg, "does not serve TLS on this port");
+}
+
 TEST_LIST(
 	TEST_CASE(empty_endpoint_list_is_invalid),
 	TEST_CASE(malformed_endpoints_are_named),
 	TEST_CASE(unresolvable_host_is_named),
 	TEST_CASE(unreachable_endpoint_fails_within_the_dial_timeout),
 	TEST_CASE(calls_on_a_cluster_that_went_away_fail_within_the_call_timeout),
+	TEST_CASE(a_tls_failure_behind_a_member_down_is_still_reported),
 	TEST_CASE(an_ipv6_member_is_named_as_written),
 );
 TEST_MAIN(NULL, NULL)
