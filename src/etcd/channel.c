@@ -325,7 +325,21 @@ static int parse_endpoint(const char *ep, lr_member *m, lr_err *err)
 	return 0;
 }
 
-/* The endpoint list parsed into c->members. */
+/* Whether m is a member already listed: the same address, and the same
+ * name checked against its certificate (with TLS). An endpoint written
+ * twice would otherwise be two members: frozen, it would cost an
+ * unanswered call for each, and count twice as left out. */
+static bool same_member_twice(const lr_channel *c, const lr_member *m)
+{
+	for (int i = 0; i < c->n_members; i++)
+		if (strcmp(c->members[i].addr, m->addr) == 0 &&
+		    (!c->tls || c->tls_server_name != NULL ||
+		     strcmp(c->members[i].host, m->host) == 0))
+			return true;
+	return false;
+}
+
+/* The endpoint list parsed into c->members, each address once. */
 static int parse_members(lr_channel *c, const char *endpoints, lr_err *err)
 {
 	if (endpoints == NULL || endpoints[0] == '\0')
@@ -344,10 +358,14 @@ static int parse_members(lr_channel *c, const char *endpoints, lr_err *err)
 			ep++;
 		if (*ep == '\0')
 			continue;
-		if (c->n_members == LR_MAX_MEMBERS)
+		lr_member m = { 0 };
+		rc = parse_endpoint(ep, &m, err);
+		if (rc == 0 && same_member_twice(c, &m))
+			continue;
+		if (rc == 0 && c->n_members == LR_MAX_MEMBERS)
 			rc = lr_err_set(err, LR_EINVAL, "endpoints: more than %d", LR_MAX_MEMBERS);
-		else
-			rc = parse_endpoint(ep, &c->members[c->n_members++], err);
+		if (rc == 0)
+			c->members[c->n_members++] = m;
 	}
 	free(copy);
 	if (rc == 0 && c->n_members == 0)
