@@ -63,7 +63,18 @@ static const char *failure_reason(const char *details, char *addr, size_t size)
 	const char *end = strstr(p, ": ");
 	if (end == NULL)
 		return details;
-	snprintf(addr, size, "%.*s", (int)(end - p), p);
+	/* gRPC writes an address as a URI: "%5B::1%5D:2379" for [::1]:2379. */
+	size_t n = 0;
+	for (; p < end && n + 1 < size; p++) {
+		unsigned hex;
+		if (p[0] == '%' && end - p >= 3 && sscanf(p + 1, "%2x", &hex) == 1) {
+			addr[n++] = (char)hex;
+			p += 2;
+		} else {
+			addr[n++] = *p;
+		}
+	}
+	addr[n] = '\0';
 	return end + 2;
 }
 
@@ -110,51 +121,91 @@ static enum tls_verdict tls_diagnose(const lr_channel *c, const char *reason,
 	return TLS_NO;
 }
 
-/* The reason gRPC gives for a channel's failed connections, into buf (""
- * when it gives none): a call that does not wait for a connection fails
- * at once with it while the channel is in TRANSIENT_FAILURE. */
-static void channel_failure(grpc_channel *ch, char *buf, size_t size)
+/* A call to one member that does not wait for a connection: while the
+ * member's channel is in TRANSIENT_FAILURE it fails at once, with gRPC's
+ * reason for the failed connections. */
+struct failure_call {
+	grpc_call *call;
+	grpc_metadata_array trail;
+	grpc_status_code status;
+	grpc_slice details;
+};
+
+static bool failure_call_start(struct failure_call *f, grpc_channel *ch,
+                               grpc_completion_queue *cq)
 {
-	grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-	grpc_call *call = grpc_channel_create_call(
+	f->call = grpc_channel_create_call(
 	    ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
 	    grpc_slice_from_static_string("/etcdserverpb.Maintenance/Status"), NULL,
 	    lr__deadline_in_ms(500), NULL);
-	grpc_metadata_array trail;
-	grpc_metadata_array_init(&trail);
-	grpc_status_code st = GRPC_STATUS_OK;
-	grpc_slice details = grpc_empty_slice();
+	grpc_metadata_array_init(&f->trail);
+	f->status = GRPC_STATUS_OK;
+	f->details = grpc_empty_slice();
 	grpc_op ops[3];
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA; /* fail fast: no wait for ready */
 	ops[1].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
 	ops[2].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[2].data.recv_status_on_client.trailing_metadata = &trail;
-	ops[2].data.recv_status_on_client.status = &st;
-	ops[2].data.recv_status_on_client.status_details = &details;
-	buf[0] = '\0';
-	if (grpc_call_start_batch(call, ops, 3, call, NULL) == GRPC_CALL_OK) {
-		grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-		if (st == GRPC_STATUS_UNAVAILABLE) {
-			char *d = grpc_slice_to_c_string(details);
-			snprintf(buf, size, "%s", d);
-			gpr_free(d);
-		}
-	}
-	grpc_slice_unref(details);
-	grpc_metadata_array_destroy(&trail);
-	grpc_call_unref(call);
-	grpc_completion_queue_shutdown(cq);
-	grpc_completion_queue_destroy(cq);
+	ops[2].data.recv_status_on_client.trailing_metadata = &f->trail;
+	ops[2].data.recv_status_on_client.status = &f->status;
+	ops[2].data.recv_status_on_client.status_details = &f->details;
+	if (grpc_call_start_batch(f->call, ops, 3, f, NULL) == GRPC_CALL_OK)
+		return true;
+	f->status = GRPC_STATUS_OK; /* no reason */
+	return false;
 }
 
+static void failure_call_free(struct failure_call *f)
+{
+	grpc_slice_unref(f->details);
+	grpc_metadata_array_destroy(&f->trail);
+	grpc_call_unref(f->call);
+}
+
+/* The reason gRPC gives for the failed connections of the members not
+ * connected, into buf ("" when none gives one): a TLS failure first
+ * (certain, then likely), whichever member it is, so that a member merely
+ * down does not hide what is wrong with another. The members are asked at
+ * once, half a second at most in all. */
 void lr__connect_failure(lr_channel *c, char *buf, size_t size)
 {
 	buf[0] = '\0';
-	for (int i = 0; i < c->n_members && buf[0] == '\0'; i++)
-		if (grpc_channel_check_connectivity_state(c->members[i].channel, 0) !=
-		    GRPC_CHANNEL_READY)
-			channel_failure(c->members[i].channel, buf, size);
+	struct failure_call f[LR_MAX_MEMBERS];
+	bool asked[LR_MAX_MEMBERS];
+	int started = 0;
+	grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+	for (int i = 0; i < c->n_members; i++) {
+		asked[i] = grpc_channel_check_connectivity_state(c->members[i].channel, 0) !=
+		           GRPC_CHANNEL_READY;
+		if (asked[i] && failure_call_start(&f[i], c->members[i].channel, cq))
+			started++;
+	}
+	for (int k = 0; k < started; k++)
+		grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+	int best = -1;
+	enum tls_verdict best_v = TLS_NO;
+	for (int i = 0; i < c->n_members; i++) {
+		if (!asked[i])
+			continue;
+		if (f[i].status == GRPC_STATUS_UNAVAILABLE && !GRPC_SLICE_IS_EMPTY(f[i].details)) {
+			char *d = grpc_slice_to_c_string(f[i].details);
+			char addr[128], why[320];
+			enum tls_verdict v = tls_diagnose(c, failure_reason(d, addr, sizeof(addr)),
+			                                  why, sizeof(why));
+			if (best < 0 || v > best_v) {
+				best = i;
+				best_v = v;
+				snprintf(buf, size, "%s", d);
+			}
+			gpr_free(d);
+		}
+		failure_call_free(&f[i]);
+	}
+	grpc_completion_queue_shutdown(cq);
+	while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+	       GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(cq);
 }
 
 /* "etcd <addr>: TLS failed: <why>" for a TLS failure in gRPC's text
@@ -274,7 +325,21 @@ static int parse_endpoint(const char *ep, lr_member *m, lr_err *err)
 	return 0;
 }
 
-/* The endpoint list parsed into c->members. */
+/* Whether m is a member already listed: the same address, and the same
+ * name checked against its certificate (with TLS). An endpoint written
+ * twice would otherwise be two members: frozen, it would cost an
+ * unanswered call for each, and count twice as left out. */
+static bool same_member_twice(const lr_channel *c, const lr_member *m)
+{
+	for (int i = 0; i < c->n_members; i++)
+		if (strcmp(c->members[i].addr, m->addr) == 0 &&
+		    (!c->tls || c->tls_server_name != NULL ||
+		     strcmp(c->members[i].host, m->host) == 0))
+			return true;
+	return false;
+}
+
+/* The endpoint list parsed into c->members, each address once. */
 static int parse_members(lr_channel *c, const char *endpoints, lr_err *err)
 {
 	if (endpoints == NULL || endpoints[0] == '\0')
@@ -293,10 +358,14 @@ static int parse_members(lr_channel *c, const char *endpoints, lr_err *err)
 			ep++;
 		if (*ep == '\0')
 			continue;
-		if (c->n_members == LR_MAX_MEMBERS)
+		lr_member m = { 0 };
+		rc = parse_endpoint(ep, &m, err);
+		if (rc == 0 && same_member_twice(c, &m))
+			continue;
+		if (rc == 0 && c->n_members == LR_MAX_MEMBERS)
 			rc = lr_err_set(err, LR_EINVAL, "endpoints: more than %d", LR_MAX_MEMBERS);
-		else
-			rc = parse_endpoint(ep, &c->members[c->n_members++], err);
+		if (rc == 0)
+			c->members[c->n_members++] = m;
 	}
 	free(copy);
 	if (rc == 0 && c->n_members == 0)

@@ -53,8 +53,9 @@ void lr__channel_close(lr_channel *ch);
 int lr__channel_dial(lr_channel *ch, int64_t wait_ms, lr_err *err);
 
 /* gRPC's reason for a failed connection to a member not connected, in
- * words, into buf ("" for none). Makes calls that fail fast: blocks for at
- * most half a second a member. */
+ * words, into buf ("" for none): a TLS failure first, whichever member it
+ * is. Makes calls that fail fast, to those members at once: blocks for at
+ * most half a second. */
 void lr__connect_failure(lr_channel *ch, char *buf, size_t size);
 /* A TLS failure as an lr_err (LR_ETLS) when gRPC's text `details` reads
  * like one (only a certain one with sure_only); 0, err untouched,

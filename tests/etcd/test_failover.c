@@ -124,6 +124,38 @@ TEST(a_frozen_member_costs_one_unanswered_call_not_every_third)
 	lr_etcd_close(c);
 }
 
+/* An endpoint written twice is one member: frozen, it costs one
+ * unanswered call and counts once as left out, not once for each time it
+ * is written. */
+TEST(an_endpoint_written_twice_is_one_member)
+{
+	int leader = etcdh_leader(cluster);
+	CHECK(leader >= 0);
+	int frozen = (leader + 1) % 3;
+	char eps[256];
+	snprintf(eps, sizeof(eps), "%s, %s,%s", etcdh_endpoint(cluster, frozen),
+	         etcdh_endpoint(cluster, frozen), etcdh_endpoints(cluster));
+	lr_etcd_opts o = { .endpoints = eps, .dial_timeout_s = 5, .call_timeout_s = 3 };
+	lr_etcd *c = NULL;
+	CHECK_OK(lr_etcd_open(&o, &c, &err), &err);
+	CHECK_INT(etcdh_pause(cluster, frozen), ==, 0);
+	int slow = 0;
+	for (int i = 0; i < 20; i++) {
+		int64_t t0 = lr_mono_ms();
+		lr_range_result r;
+		int rc = lr_kv_get(c, "/failover/k00", &r, &err);
+		if (rc == 0)
+			lr_range_result_free(&r);
+		if (lr_mono_ms() - t0 >= 800)
+			slow++;
+	}
+	int left_out = lr_etcd_members_left_out(c);
+	CHECK_INT(etcdh_resume(cluster, frozen), ==, 0);
+	printf("# %d of 20 reads waited for the frozen member; %d left out\n", slow, left_out);
+	CHECK_INT(left_out, ==, 1);
+	lr_etcd_close(c);
+}
+
 /* Which member serves an open LeaseKeepAlive stream: -1 for none. */
 static int keepalive_member(const int *members, int n)
 {
@@ -240,6 +272,7 @@ TEST_LIST(
 	TEST_CASE(a_client_on_one_dead_member_of_three_still_connects),
 	TEST_CASE(a_frozen_member_costs_one_unanswered_call_not_every_third),
 	TEST_CASE(a_keepalive_stream_whose_member_freezes_moves_to_another),
+	TEST_CASE(an_endpoint_written_twice_is_one_member),
 	TEST_CASE(without_a_quorum_streams_reopen_with_a_growing_backoff),
 );
 TEST_MAIN(setup, cluster_down)
