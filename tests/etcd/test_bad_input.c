@@ -95,8 +95,39 @@ TEST(calls_on_a_cluster_that_went_away_fail_within_the_call_timeout)
 	lr_etcd_close(c);
 }
 
-/* Any CA will do: none is checked. */
-#define SOME_CA "/etc/ssl/certs/ca-certificates.crt"
+/* A CA certificate in a file of its own, for the TLS cases below: any will
+ * do, as no handshake gets as far as checking it. */
+static const char some_ca_pem[] =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBmjCCAT+gAwIBAgIUM0P6M+FcXGxHLnMYinjv/WKfFCQwCgYIKoZIzj0EAwIw\n"
+    "IjEgMB4GA1UEAwwXbGVhc2VydW4tdW51c2VkLXRlc3QtY2EwHhcNMjYxMTI1MDYw\n"
+    "MDExWhcNMzYxMTIyMDYwMDExWjAiMSAwHgYDVQQDDBdsZWFzZXJ1bi11bnVzZWQt\n"
+    "dGVzdC1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABOiLJ1y1EvXh8R7mFVGd\n"
+    "8AarQa3wkwpGuq+pdNMWmaThP2o5YDyxNdm4cP7dyd4wSMCFgS/8Cu1Bruecqbh1\n"
+    "yPKjUzBRMB0GA1UdDgQWBBRCQgXU0i4mMlhQ0JHWpSTYMvIkkzAfBgNVHSMEGDAW\n"
+    "gBRCQgXU0i4mMlhQ0JHWpSTYMvIkkzAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49\n"
+    "BAMCA0kAMEYCIQCrlv9FFbAHdItRXiVtPlfrdKjWepwgkwd+WmwUsRnGAAIhAK5U\n"
+    "lMzH5NFYmw62CGwa4Too3yUdam55uJbJmKbOOhXt\n"
+    "-----END CERTIFICATE-----\n";
+static char some_ca[64];
+
+static int write_some_ca(void)
+{
+	snprintf(some_ca, sizeof(some_ca), "/tmp/leaserun-ca-XXXXXX");
+	int fd = mkstemp(some_ca);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, some_ca_pem, sizeof(some_ca_pem) - 1);
+	close(fd);
+	return n == (ssize_t)(sizeof(some_ca_pem) - 1) ? 0 : -1;
+}
+
+static void remove_some_ca(void)
+{
+	if (some_ca[0] != '\0')
+		unlink(some_ca);
+}
+#define SOME_CA some_ca
 
 /* Accepts connections on [::1] and closes them at once. */
 static void *close_each(void *arg)
@@ -169,4 +200,4 @@ TEST_LIST(
 	TEST_CASE(a_tls_failure_behind_a_member_down_is_still_reported),
 	TEST_CASE(an_ipv6_member_is_named_as_written),
 );
-TEST_MAIN(NULL, NULL)
+TEST_MAIN(write_some_ca, remove_some_ca)
