@@ -611,7 +611,11 @@ int lr__channel_dial(lr_channel *c, int64_t wait_ms, lr_err *err)
 	grpc_completion_queue_destroy(cq);
 	if (rc != 0 || st == GRPC_CHANNEL_READY)
 		return rc;
-	/* The deadline passed: say what failed last, TLS (likely) first. */
+	/* The deadline passed: say what failed last, TLS (likely) first. With
+	 * a member still connecting (one that never answers), the others'
+	 * reasons were not asked for yet. */
+	if (last[0] == '\0' && st != GRPC_CHANNEL_TRANSIENT_FAILURE)
+		lr__connect_failure(c, last, sizeof(last));
 	if (last[0] != '\0' && lr__tls_error(c, last, NULL, false, err) != 0)
 		return LR_ETLS;
 	return lr__unreachable_error(c, NULL, last, wait_ms, LR_EUNAVAILABLE, err);

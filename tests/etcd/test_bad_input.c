@@ -191,6 +191,34 @@ TEST(a_tls_failure_behind_a_member_down_is_still_reported)
 	CHECK_HAS(err.msg, "does not serve TLS on this port");
 }
 
+/* A member that takes connections and never answers (a listening socket
+ * nobody reads: its TLS handshake hangs) stays CONNECTING for the whole
+ * dial: the other member's TLS failure is still the reason given. */
+TEST(a_tls_failure_beside_a_member_that_never_answers_is_still_reported)
+{
+	int stuck = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	CHECK_INT(bind(stuck, (struct sockaddr *)&a, sizeof(a)), ==, 0);
+	CHECK_INT(listen(stuck, 16), ==, 0);
+	getsockname(stuck, (struct sockaddr *)&a, &len);
+	etcdh_cluster *plain;
+	etcdh_opts eo = { .members = 1 };
+	CHECK_INT(etcdh_start(&eo, &plain), ==, 0);
+	char ep[64], eps[160];
+	snprintf(ep, sizeof(ep), "%s", etcdh_endpoint(plain, 0));
+	snprintf(eps, sizeof(eps), "https://127.0.0.1:%d,https://%s", ntohs(a.sin_port), ep);
+	lr_etcd_opts o = { .endpoints = eps, .dial_timeout_s = 2, .cacert = SOME_CA };
+	lr_etcd *c = NULL;
+	int rc = lr_etcd_open(&o, &c, &err);
+	etcdh_destroy(plain);
+	close(stuck);
+	printf("# %s\n", err.msg);
+	CHECK_INT(rc, ==, LR_ETLS);
+	CHECK_HAS(err.msg, ep);
+	CHECK_HAS(err.msg, "does not serve TLS on this port");
+}
+
 TEST_LIST(
 	TEST_CASE(empty_endpoint_list_is_invalid),
 	TEST_CASE(malformed_endpoints_are_named),
@@ -199,5 +227,6 @@ TEST_LIST(
 	TEST_CASE(calls_on_a_cluster_that_went_away_fail_within_the_call_timeout),
 	TEST_CASE(a_tls_failure_behind_a_member_down_is_still_reported),
 	TEST_CASE(an_ipv6_member_is_named_as_written),
+	TEST_CASE(a_tls_failure_beside_a_member_that_never_answers_is_still_reported),
 );
 TEST_MAIN(write_some_ca, remove_some_ca)
