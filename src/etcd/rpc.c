@@ -139,6 +139,43 @@ void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n)
 	op->data.send_initial_metadata.metadata = md;
 }
 
+void lr__unary_ops(grpc_op ops[6], lr_unary_io *io, grpc_metadata *md, size_t n,
+                   grpc_byte_buffer *req)
+{
+	grpc_metadata_array_init(&io->head);
+	grpc_metadata_array_init(&io->trail);
+	io->reply = NULL;
+	io->status = GRPC_STATUS_OK;
+	io->details = grpc_empty_slice();
+	io->error_string = NULL;
+	memset(ops, 0, 6 * sizeof(*ops));
+	lr__op_send_metadata(&ops[0], md, n);
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = req;
+	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+	/* The reply is read too: gRPC gives the status only after it. */
+	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[3].data.recv_initial_metadata.recv_initial_metadata = &io->head;
+	ops[4].op = GRPC_OP_RECV_MESSAGE;
+	ops[4].data.recv_message.recv_message = &io->reply;
+	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[5].data.recv_status_on_client.trailing_metadata = &io->trail;
+	ops[5].data.recv_status_on_client.status = &io->status;
+	ops[5].data.recv_status_on_client.status_details = &io->details;
+	ops[5].data.recv_status_on_client.error_string = &io->error_string;
+}
+
+void lr__unary_io_free(lr_unary_io *io)
+{
+	if (io->reply != NULL)
+		grpc_byte_buffer_destroy(io->reply);
+	if (io->error_string != NULL)
+		gpr_free((void *)io->error_string);
+	grpc_slice_unref(io->details);
+	grpc_metadata_array_destroy(&io->head);
+	grpc_metadata_array_destroy(&io->trail);
+}
+
 void lr__metadata(grpc_metadata *md, const char *key, const char *value)
 {
 	md->key = grpc_slice_from_static_string(key);

@@ -42,6 +42,23 @@ void lr__op_send_metadata(grpc_op *op, grpc_metadata *md, size_t n);
 /* md = key: value, both strings that outlive the call. */
 void lr__metadata(grpc_metadata *md, const char *key, const char *value);
 
+/* What gRPC fills in for one unary call: the reply, its metadata and the
+ * call's status. */
+typedef struct lr_unary_io {
+	grpc_metadata_array head, trail;
+	grpc_byte_buffer *reply; /* NULL when none came */
+	grpc_status_code status;
+	grpc_slice details;
+	const char *error_string;
+} lr_unary_io;
+
+/* The six ops of a unary call that sends md[n] and req and receives into
+ * io (initialised here): started as one batch. lr__unary_io_free once the
+ * batch completed, or failed to start. */
+void lr__unary_ops(grpc_op ops[6], lr_unary_io *io, grpc_metadata *md, size_t n,
+                   grpc_byte_buffer *req);
+void lr__unary_io_free(lr_unary_io *io);
+
 /* A finished call's status text into buf: gRPC's details, else its error
  * string, else `dflt`. */
 void lr__status_text(grpc_slice details, const char *error_string, const char *dflt,

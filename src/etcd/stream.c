@@ -53,11 +53,8 @@ struct probe {
 	bool busy;
 	int64_t next_ms;
 	grpc_call *call;
-	grpc_metadata_array head, trail;
-	grpc_byte_buffer *reply;
-	grpc_status_code status;
-	grpc_slice details;
-	grpc_metadata md[2];
+	lr_unary_io io;
+	grpc_metadata md[1];
 	char *token;
 };
 
@@ -400,32 +397,14 @@ static void probe_start(lr_streams *st, struct probe *p)
 	p->token = st->auth.token != NULL ? st->auth.token(st->auth.ctx) : NULL;
 	if (p->token != NULL)
 		lr__metadata(&p->md[nmd++], "token", p->token);
-	grpc_metadata_array_init(&p->head);
-	grpc_metadata_array_init(&p->trail);
-	p->reply = NULL;
-	p->details = grpc_empty_slice();
 	grpc_byte_buffer *req = lr__buffer_of(grpc_slice_from_static_buffer(&none, 0));
-	/* The reply must be read too: gRPC gives the status after it. */
 	grpc_op ops[6];
-	memset(ops, 0, sizeof(ops));
-	lr__op_send_metadata(&ops[0], p->md, nmd);
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &p->head;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &p->reply;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &p->trail;
-	ops[5].data.recv_status_on_client.status = &p->status;
-	ops[5].data.recv_status_on_client.status_details = &p->details;
+	lr__unary_ops(ops, &p->io, p->md, nmd, req);
 	p->busy = grpc_call_start_batch(p->call, ops, 6, &p->t, NULL) == GRPC_CALL_OK;
 	grpc_byte_buffer_destroy(req); /* gRPC took its own reference */
 	if (!p->busy) {
 		grpc_call_unref(p->call);
-		grpc_metadata_array_destroy(&p->head);
-		grpc_metadata_array_destroy(&p->trail);
+		lr__unary_io_free(&p->io);
 		free(p->token);
 	}
 }
@@ -433,15 +412,12 @@ static void probe_start(lr_streams *st, struct probe *p)
 /* p's call ended: its member is back if it answered; st->mu held. */
 static void probe_done(lr_streams *st, struct probe *p)
 {
-	if (p->status != GRPC_STATUS_DEADLINE_EXCEEDED && p->status != GRPC_STATUS_UNAVAILABLE &&
-	    p->status != GRPC_STATUS_CANCELLED)
+	grpc_status_code status = p->io.status;
+	if (status != GRPC_STATUS_DEADLINE_EXCEEDED && status != GRPC_STATUS_UNAVAILABLE &&
+	    status != GRPC_STATUS_CANCELLED)
 		lr__route_answered(st->chan, p->member);
-	if (p->reply != NULL)
-		grpc_byte_buffer_destroy(p->reply);
 	grpc_call_unref(p->call);
-	grpc_metadata_array_destroy(&p->head);
-	grpc_metadata_array_destroy(&p->trail);
-	grpc_slice_unref(p->details);
+	lr__unary_io_free(&p->io);
 	free(p->token);
 	p->busy = false;
 }

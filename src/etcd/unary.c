@@ -70,28 +70,9 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 	lr__metadata(&md[nmd++], "hasleader", "true");
 	if (token != NULL)
 		lr__metadata(&md[nmd++], "token", token);
-	grpc_metadata_array md_in, md_trail;
-	grpc_metadata_array_init(&md_in);
-	grpc_metadata_array_init(&md_trail);
-	grpc_byte_buffer *resp = NULL;
-	grpc_slice details = grpc_empty_slice();
-	const char *error_string = NULL;
-
+	lr_unary_io io;
 	grpc_op ops[6];
-	memset(ops, 0, sizeof(ops));
-	lr__op_send_metadata(&ops[0], md, nmd);
-	ops[1].op = GRPC_OP_SEND_MESSAGE;
-	ops[1].data.send_message.send_message = req;
-	ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-	ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[3].data.recv_initial_metadata.recv_initial_metadata = &md_in;
-	ops[4].op = GRPC_OP_RECV_MESSAGE;
-	ops[4].data.recv_message.recv_message = &resp;
-	ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[5].data.recv_status_on_client.trailing_metadata = &md_trail;
-	ops[5].data.recv_status_on_client.status = &r->status;
-	ops[5].data.recv_status_on_client.status_details = &details;
-	ops[5].data.recv_status_on_client.error_string = &error_string;
+	lr__unary_ops(ops, &io, md, nmd, req);
 
 	r->details[0] = '\0';
 	grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &w, NULL);
@@ -100,6 +81,7 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 		snprintf(r->details, sizeof(r->details), "grpc_call_start_batch: %d", ce);
 	} else {
 		lr__unary_wait(&w);
+		r->status = io.status;
 		if (r->status == GRPC_STATUS_DEADLINE_EXCEEDED)
 			lr__route_unanswered(&c->chan, member);
 		else if (r->status != GRPC_STATUS_UNAVAILABLE)
@@ -107,7 +89,8 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 		/* The texts are for error messages only: not made for calls
 		 * that succeed (most of them). */
 		if (r->status != GRPC_STATUS_OK)
-			lr__status_text(details, error_string, "", r->details, sizeof(r->details));
+			lr__status_text(io.details, io.error_string, "", r->details,
+			                sizeof(r->details));
 	}
 	r->peer[0] = '\0';
 	if (r->status != GRPC_STATUS_OK)
@@ -115,19 +98,13 @@ void lr__unary_attempt(lr_etcd *c, lr_call_slot *slot, const char *method,
 
 	r->data = NULL;
 	r->len = 0;
-	if (r->status == GRPC_STATUS_OK && resp != NULL &&
-	    lr__unpack_bytes(resp, &r->data, &r->len) != 0) {
+	if (r->status == GRPC_STATUS_OK && io.reply != NULL &&
+	    lr__unpack_bytes(io.reply, &r->data, &r->len) != 0) {
 		r->status = GRPC_STATUS_RESOURCE_EXHAUSTED;
 		snprintf(r->details, sizeof(r->details), "out of memory reading reply");
 	}
-	if (resp != NULL)
-		grpc_byte_buffer_destroy(resp);
 	grpc_byte_buffer_destroy(req);
-	if (error_string != NULL)
-		gpr_free((void *)error_string);
-	grpc_slice_unref(details);
-	grpc_metadata_array_destroy(&md_in);
-	grpc_metadata_array_destroy(&md_trail);
+	lr__unary_io_free(&io);
 	grpc_call_unref(call);
 	lr__unary_wait_end(&w);
 	lr__call_count_attempt(slot, lr_mono_us() - t0);
